@@ -1,0 +1,3 @@
+"""hubd: a smart-home hub daemon."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,7 @@
+"""`python -m hubd`."""
+
+import sys
+
+from hubd.cli import main
+
+sys.exit(main())

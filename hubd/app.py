@@ -1,0 +1,109 @@
+"""The wiring: build every component from the config, in start order. Nothing imports this module.
+
+Start order (stop is the reverse): store, embedded broker, platform side (tokens, outbox sender),
+registry, MQTT bridge, HTTP, zeroconf. The flow is one-way:
+MQTT bridge -> registry -> reporter -> outbox (SQLite) -> outbox sender -> platform client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Mapping
+
+from hubd.cloud.client import PlatformClient
+from hubd.cloud.tokens import TokenManager
+from hubd.config import HubdConfig
+from hubd.directives import Directives
+from hubd.driver.service import DriverService
+from hubd.lifecycle import Component, Health, Supervisor, SystemClock
+from hubd.metrics import Metrics
+from hubd.mqtt.bridge import MqttBridge
+from hubd.mqtt.client import MqttClient, Will
+from hubd.mqtt.topics import status_topic
+from hubd.outbox import OutboxSender
+from hubd.registry import DeviceRegistry
+from hubd.reporter import Reporter
+from hubd.store.db import Database
+from hubd.store.grants import GrantRepo
+from hubd.systemd import Notifier
+from hubd.vendor import VendorEndpoint
+from hubd.web.server import HttpServer, RouteSource
+from hubd.web.status import StatusRoutes
+
+log = logging.getLogger(__name__)
+
+
+def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Supervisor:
+    """Construct the supervisor and its components; nothing starts here."""
+    health = Health()
+    metrics = Metrics()
+    components: list[Component] = []
+
+    db = Database(config.storage.path, synchronous=config.storage.synchronous)
+    components.append(db)
+
+    mqtt_username = config.mqtt.username
+    mqtt_password = config.mqtt.password.get_secret_value() if config.mqtt.password else None
+    if config.mqtt.embedded:
+        from hubd.mqtt.broker import EmbeddedBroker
+
+        if mqtt_username is None:
+            # The embedded broker keeps persistent sessions only for authenticated clients.
+            mqtt_username, mqtt_password = "hubd", secrets.token_urlsafe(24)
+        components.append(EmbeddedBroker(host=config.mqtt.host, port=config.mqtt.port,
+                                         users={mqtt_username: mqtt_password or ""}))
+
+    driver = DriverService(db, config.driver, public_url=config.http.base_url, metrics=metrics)
+    components.append(driver)
+
+    clock = SystemClock()
+    outbox_wakeup = asyncio.Event()
+    platform = PlatformClient(config.platform)
+    tokens = TokenManager(GrantRepo(db), platform, clock=clock, failure_report=config.platform.failure_report,
+                          metrics=metrics, outbox_wakeup=outbox_wakeup)
+    outbox = OutboxSender(db, platform, tokens, clock=clock, metrics=metrics, wakeup=outbox_wakeup)
+    components += [platform, tokens, outbox]
+    if not config.platform.reporting_enabled:
+        log.warning("state reporting is off: set platform.base_url, auth_url, client_id and client_secret")
+
+    reporter = Reporter(db, namespace=config.platform.namespace, metrics=metrics, outbox_wakeup=outbox_wakeup)
+    registry = DeviceRegistry(db, reporter, metrics)
+    components.append(registry)
+
+    client = MqttClient(
+        host=config.mqtt.host, port=config.mqtt.port, client_id=config.mqtt.client_id, clean_session=False,
+        username=mqtt_username, password=mqtt_password, tls=config.mqtt.tls,
+        ca_file=str(config.mqtt.ca_file) if config.mqtt.ca_file else None,
+        will=Will(status_topic(config.mqtt.base_topic), b"offline", qos=1, retain=True),
+        keepalive_s=config.mqtt.keepalive_s,
+    )
+    bridge = MqttBridge(client, base_topic=config.mqtt.base_topic, sink=registry, health=health, metrics=metrics)
+    components.append(bridge)
+
+    vendor = VendorEndpoint(path=config.http.vendor_path, brand=config.platform.namespace, verifier=driver,
+                            tokens=tokens, registry=registry, reporter=reporter,
+                            reporting_enabled=config.platform.reporting_enabled, metrics=metrics)
+    # --- directives (issue 6) ---
+    directives = Directives(brand=config.platform.namespace, registry=registry, publisher=bridge, events=reporter,
+                            grants=GrantRepo(db), metrics=metrics)
+    directives.register(vendor)
+    components.append(directives)
+    # --- end directives (issue 6) ---
+    sources: list[RouteSource] = [StatusRoutes(registry, health, tokens, outbox), driver, vendor]
+    components.append(HttpServer(host=config.http.host, port=config.http.port,
+                                 max_body_bytes=config.http.max_body_bytes, health=health, metrics=metrics,
+                                 sources=sources))
+
+    if config.zeroconf.enabled:
+        from hubd.advertiser import Advertiser
+
+        components.append(Advertiser(host=config.http.host, port=config.http.port, name=config.driver.hub_name))
+
+    return Supervisor(components, health, Notifier(environ))
+
+
+async def run(config: HubdConfig) -> int:
+    """Build and run until stopped; the process exit code."""
+    return await build(config).run()

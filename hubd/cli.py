@@ -1,0 +1,161 @@
+"""The command line (CONTRACT.md section 1): parse arguments, load config, call into hubd.
+
+Each subcommand imports what it needs lazily, so `hubd check-config` stays fast on a Pi.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from hubd import __version__
+from hubd.config import HubdConfig, load_config
+from hubd.errors import ConfigError, HubdError
+
+DEFAULT_CONFIG = "/etc/hubd/config.yaml"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `hubd` console script."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    try:
+        code: int = args.handler(args)
+    except ConfigError as err:
+        for problem in err.problems:
+            print(problem, file=sys.stderr)
+        return 2
+    except HubdError as err:
+        print(f"hubd: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hubd", description="Smart-home hub daemon.")
+    parser.add_argument("--version", action="version", version=f"hubd {__version__}")
+    sub = parser.add_subparsers(metavar="COMMAND")
+
+    def config_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument("-c", "--config", default=DEFAULT_CONFIG, type=Path,
+                       help=f"the YAML config file (default {DEFAULT_CONFIG})")
+
+    p = sub.add_parser("run", help="run the daemon in the foreground")
+    config_arg(p)
+    p.set_defaults(handler=_run)
+
+    p = sub.add_parser("check-config", help="validate a config file: prints ok, or one line per problem")
+    config_arg(p)
+    p.set_defaults(handler=_check_config)
+
+    p = sub.add_parser("db-migrate", help="create or upgrade the database, then exit")
+    config_arg(p)
+    p.set_defaults(handler=_db_migrate)
+
+    p = sub.add_parser("hash-password", help="print a password hash for driver.accounts (reads stdin if no arg)")
+    p.add_argument("password", nargs="?", help="the password (omit to type it without echo)")
+    p.set_defaults(handler=_hash_password)
+
+    p = sub.add_parser("check-driver", help="run the platform's four driver checks against a driver")
+    p.add_argument("driver_base_url", help="the driver's base URL, e.g. http://127.0.0.1:8080")
+    p.add_argument("--callback-url", required=True, help="the callbackURL to test with")
+    p.add_argument("--username", default=None)
+    p.add_argument("--password", default=None)
+    p.set_defaults(handler=_check_driver)
+
+    p = sub.add_parser("tokens", help="list or revoke the user tokens hubd's driver issued")
+    config_arg(p)
+    tsub = p.add_subparsers(metavar="ACTION", required=True)
+    t = tsub.add_parser("list", help="list issued tokens (never the secrets)")
+    t.set_defaults(handler=_tokens_list)
+    t = tsub.add_parser("revoke", help="revoke every token of a user")
+    t.add_argument("user")
+    t.set_defaults(handler=_tokens_revoke)
+
+    p = sub.add_parser("demo", help="run hub, embedded broker, platform simulator and devices in one process")
+    p.add_argument("--state-dir", type=Path, default=None, help="where the demo keeps its database")
+    p.add_argument("--http-port", type=int, default=8080)
+    p.add_argument("--mqtt-port", type=int, default=1883)
+    p.add_argument("--platform-port", type=int, default=9000)
+    p.set_defaults(handler=_demo)
+    return parser
+
+
+def setup_logging(level: str) -> None:
+    """One line per record on stderr (journald adds its own timestamps)."""
+    logging.basicConfig(level=level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    for noisy in ("aiohttp.access", "amqtt", "transitions"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _load(args: argparse.Namespace) -> HubdConfig:
+    return load_config(args.config)
+
+
+def _run(args: argparse.Namespace) -> int:
+    config = _load(args)
+    setup_logging(config.log.level)
+    from hubd.app import run
+
+    return asyncio.run(run(config))
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    _load(args)
+    print("ok")
+    return 0
+
+
+def _db_migrate(args: argparse.Namespace) -> int:
+    config = _load(args)
+    from hubd.store.db import Database
+
+    Database(config.storage.path, synchronous=config.storage.synchronous).call_blocking(lambda conn: None)
+    print(f"ok: {config.storage.path}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    setup_logging("warning")
+    from hubd.demo import run_demo
+
+    return asyncio.run(run_demo(state_dir=args.state_dir, http_port=args.http_port, mqtt_port=args.mqtt_port,
+                                platform_port=args.platform_port))
+
+
+def _hash_password(args: argparse.Namespace) -> int:
+    from hubd.driver.passwords import hash_password, read_password
+
+    password = args.password if args.password is not None else read_password()
+    print(hash_password(password))
+    return 0
+
+
+def _check_driver(args: argparse.Namespace) -> int:
+    setup_logging("warning")
+    from hubd.driver.checks import run_checks
+
+    return asyncio.run(run_checks(args.driver_base_url, callback_url=args.callback_url,
+                                  username=args.username, password=args.password))
+
+
+def _tokens_list(args: argparse.Namespace) -> int:
+    from hubd.driver.admin import list_tokens
+
+    return list_tokens(_load(args))
+
+
+def _tokens_revoke(args: argparse.Namespace) -> int:
+    from hubd.driver.admin import revoke_tokens
+
+    return revoke_tokens(_load(args), args.user)

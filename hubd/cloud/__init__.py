@@ -1,0 +1,1 @@
+"""The platform side: event API client, token manager, wire models."""

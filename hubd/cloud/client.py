@@ -1,0 +1,170 @@
+"""PlatformClient: the platform's HTTP APIs over aiohttp (SPEC.md 4.2 to 4.4).
+
+The only module that talks to {base_url} and {auth_url}. It translates HTTP outcomes into
+hubd.errors: CloudUnavailable (retry later), CloudRejected (do not retry), CloudAuthError (token).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from hubd.config import PlatformConfig
+from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
+
+log = logging.getLogger(__name__)
+
+# RFC 6749 5.2 errors that mean the grant itself is dead: the user must bind again.
+FATAL_GRANT_ERRORS = frozenset({"invalid_grant", "unauthorized_client"})
+
+
+@dataclass(frozen=True, slots=True)
+class TokenSet:
+    """What the token endpoint returned."""
+
+    access_token: str
+    refresh_token: str | None
+    expires_in: float
+
+    def __repr__(self) -> str:
+        return f"TokenSet(expires_in={self.expires_in})"
+
+
+def failure_sign(user_id: str, client_id: str, client_secret: str) -> str:
+    """SPEC.md 4.4: lowercase hex HMAC-SHA256 of `userId=<u>&clientId=<c>` keyed with the client secret."""
+    message = f"userId={user_id}&clientId={client_id}".encode()
+    return hmac.new(client_secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+class PlatformClient:
+    """The platform's event API, token endpoint and failure report."""
+
+    name = "platform-client"
+
+    def __init__(self, config: PlatformConfig) -> None:
+        self._config = config
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        """Open the HTTP session (keep-alive connections to the platform)."""
+        timeout = aiohttp.ClientTimeout(total=self._config.request_timeout_s)
+        self._session = aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=64),
+                                              raise_for_status=False)
+
+    async def run(self) -> None:
+        """Nothing to loop over."""
+        await asyncio.Event().wait()
+
+    async def stop(self) -> None:
+        """Close the session; idempotent."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def post_event(self, body: dict[str, Any]) -> None:
+        """POST one message to {base_url}/async/events; returns on 2xx."""
+        url = f"{self._require('base_url')}/async/events"
+        status, text = await self._post(url, json_body=body)
+        if 200 <= status < 300:
+            return
+        if status == 401:
+            raise CloudAuthError(f"event API: token expired (401): {text[:200]}", fatal=False)
+        if status == 403:
+            raise CloudAuthError(f"event API: token invalid or integration disabled (403): {text[:200]}",
+                                 fatal=True)
+        if status == 429 or status >= 500:
+            raise CloudUnavailable(f"event API answered {status}: {text[:200]}")
+        raise CloudRejected(status, text)
+
+    async def exchange_code(self, code: str, *, timeout_s: float | None = None) -> TokenSet:
+        """RFC 6749 4.1.3: trade an authorization code for tokens."""
+        return await self._token_request({"grant_type": "authorization_code", "code": code}, timeout_s)
+
+    async def refresh(self, refresh_token: str) -> TokenSet:
+        """RFC 6749 6: a new access token (and usually a new refresh token)."""
+        return await self._token_request({"grant_type": "refresh_token", "refresh_token": refresh_token}, None)
+
+    async def report_failure(self, user_id: str) -> None:
+        """POST the signed failure report (SPEC.md 4.4)."""
+        client_id = self._require("client_id")
+        secret = self._secret()
+        form = {"userId": user_id, "clientId": client_id, "sign": failure_sign(user_id, client_id, secret)}
+        status, text = await self._post(f"{self._require('base_url')}/report/failed", form=form)
+        if 200 <= status < 300:
+            return
+        if status >= 500 or status == 429:
+            raise CloudUnavailable(f"failure report answered {status}: {text[:200]}")
+        raise CloudRejected(status, text)
+
+    async def _token_request(self, form: dict[str, str], timeout_s: float | None) -> TokenSet:
+        client_id = self._require("client_id")
+        secret = self._secret()
+        auth = None
+        if self._config.client_auth == "basic":
+            auth = aiohttp.BasicAuth(client_id, secret)
+        else:
+            form = {**form, "client_id": client_id, "client_secret": secret}
+        status, text = await self._post(f"{self._require('auth_url')}/oauth/token", form=form, auth=auth,
+                                        timeout_s=timeout_s)
+        data: dict[str, Any] = {}
+        try:
+            parsed = json.loads(text) if text else {}
+            if isinstance(parsed, dict):
+                data = parsed
+        except json.JSONDecodeError:
+            pass
+        if status == 200:
+            access, refresh, expires = data.get("access_token"), data.get("refresh_token"), data.get("expires_in")
+            if not isinstance(access, str) or not access:
+                raise CloudUnavailable("token endpoint answered 200 without an access_token")
+            if refresh is not None and not isinstance(refresh, str):
+                refresh = str(refresh)
+            try:
+                lifetime = float(expires) if expires is not None else 3600.0
+            except (TypeError, ValueError):
+                lifetime = 3600.0
+            return TokenSet(access, refresh, max(lifetime, 1.0))
+        error = data.get("error") if isinstance(data.get("error"), str) else None
+        description = data.get("error_description") if isinstance(data.get("error_description"), str) else ""
+        if status >= 500 or status == 429 or (status != 200 and not error and status not in (400, 401, 403)):
+            raise CloudUnavailable(f"token endpoint answered {status}")
+        fatal = error in FATAL_GRANT_ERRORS or status == 403
+        raise CloudAuthError(f"token endpoint refused ({status}, error={error}): {description}"[:300],
+                             fatal=fatal, error=error)
+
+    async def _post(self, url: str, *, json_body: dict[str, Any] | None = None, form: dict[str, str] | None = None,
+                    auth: aiohttp.BasicAuth | None = None, timeout_s: float | None = None) -> tuple[int, str]:
+        if self._session is None:
+            raise CloudUnavailable("the platform client is not started")
+        timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s is not None else None
+        try:
+            kwargs: dict[str, Any] = {"auth": auth}
+            if timeout is not None:
+                kwargs["timeout"] = timeout
+            if json_body is not None:
+                kwargs["data"] = json.dumps(json_body, separators=(",", ":"))
+                kwargs["headers"] = {"Content-Type": "application/json"}
+            else:
+                kwargs["data"] = form
+            async with self._session.post(url, **kwargs) as response:
+                return response.status, await response.text()
+        except (aiohttp.ClientError, TimeoutError, OSError) as err:
+            raise CloudUnavailable(f"{url}: {type(err).__name__}: {err}") from err
+
+    def _require(self, key: str) -> str:
+        value = getattr(self._config, key)
+        if not value:
+            raise CloudUnavailable(f"platform.{key} is not configured")
+        return str(value)
+
+    def _secret(self) -> str:
+        if self._config.client_secret is None:
+            raise CloudUnavailable("platform.client_secret is not configured")
+        return self._config.client_secret.get_secret_value()

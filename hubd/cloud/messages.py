@@ -1,0 +1,84 @@
+"""Builders for the platform's messages (SPEC.md 2 and 4, PROTOCOL.md 3 to 5): pure dicts in, dicts out.
+
+Events to the platform get `header.authorization` only at send time (`with_token`), so a stored
+body never holds a token. Replies to directives carry no authorization at all.
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+PAYLOAD_VERSION = "v1"
+PHYSICAL = "PHYSICAL_INTERACTION"
+
+
+def new_message_id() -> str:
+    """A fresh messageId."""
+    return str(uuid.uuid4())
+
+
+def header(namespace: str, name: str, message_id: str, correlation_token: str | None = None) -> dict[str, Any]:
+    """A message header without authorization."""
+    out: dict[str, Any] = {"messageId": message_id, "namespace": namespace, "name": name,
+                           "payloadVersion": PAYLOAD_VERSION}
+    if correlation_token is not None:
+        out["correlationToken"] = correlation_token
+    return out
+
+
+def with_token(body: dict[str, Any], token: str) -> dict[str, Any]:
+    """A copy of an event body with `header.authorization` set to the user's bearer token."""
+    out = copy.copy(body)
+    out["header"] = {**body["header"], "authorization": {"type": "BearerToken", "token": token}}
+    return out
+
+
+def change_report(brand: str, message_id: str, endpoint_id: str, additional_info: dict[str, str],
+                  states: Sequence[dict[str, Any]], changed: Sequence[dict[str, Any]], cause: str) -> dict[str, Any]:
+    """ChangeReport: `changed` in payload.change.states, every current state in endpoint.states."""
+    return {
+        "header": header(brand, "ChangeReport", message_id),
+        "endpoint": {"endpointId": endpoint_id, "additionalInfo": dict(additional_info), "states": list(states)},
+        "payload": {"change": {"cause": {"type": cause}, "states": list(changed)}},
+    }
+
+
+def add_or_update_report(brand: str, message_id: str, endpoints: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """AddOrUpdateReport with full endpoints."""
+    return {"header": header(f"{brand}.Discovery", "AddOrUpdateReport", message_id),
+            "payload": {"endpoints": list(endpoints)}}
+
+
+def delete_report(brand: str, message_id: str, endpoint_ids: Sequence[str]) -> dict[str, Any]:
+    """DeleteReport."""
+    return {"header": header(f"{brand}.Discovery", "DeleteReport", message_id),
+            "payload": {"endpoints": [{"endpointId": e} for e in endpoint_ids]}}
+
+
+def doorbell_press(brand: str, message_id: str, endpoint_id: str, timestamp: str) -> dict[str, Any]:
+    """DoorbellPress (event source)."""
+    return {"header": header(f"{brand}.EventSource", "DoorbellPress", message_id),
+            "payload": {"endpointId": endpoint_id, "cause": {"type": PHYSICAL}, "timestamp": timestamp}}
+
+
+def async_response(brand: str, message_id: str, correlation_token: str, endpoint_id: str,
+                   additional_info: dict[str, str], states: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The asynchronous Response for a slow control request (states without timeOfSample)."""
+    return {
+        "header": header(brand, "Response", message_id, correlation_token),
+        "endpoint": {"endpointId": endpoint_id, "additionalInfo": dict(additional_info), "states": list(states)},
+        "payload": {},
+    }
+
+
+def accept_grant_response(brand: str, message_id: str) -> dict[str, Any]:
+    """The AcceptGrant success reply."""
+    return {"header": header(f"{brand}.Authorization", "AcceptGrantResponse", message_id), "payload": {}}
+
+
+def error_response(brand: str, message_id: str, name: str, message: str) -> dict[str, Any]:
+    """ErrorResponse (PROTOCOL.md 5.5)."""
+    return {"header": header(brand, "ErrorResponse", message_id), "payload": {"name": name, "message": message}}

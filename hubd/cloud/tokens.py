@@ -1,0 +1,251 @@
+"""TokenManager: each bound user's platform tokens, refreshed before they expire (SPEC.md 4.3, 5.3).
+
+Owns the grant lifecycle: AcceptGrant's code exchange, background refresh (one at a time per user,
+persisted before use), the 401 path, and the end of a grant (needs_rebind + the signed failure
+report, sent once). Tokens are never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+
+from hubd.cloud.client import PlatformClient
+from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
+from hubd.lifecycle import Backoff, Clock
+from hubd.metrics import Metrics
+from hubd.store.grants import Grant, GrantRepo
+
+log = logging.getLogger(__name__)
+
+REFRESH_FRACTION = 0.8
+REFRESH_MARGIN_S = 300.0
+MAX_REFRESH_INTERVAL_S = 12 * 3600.0
+MIN_REFRESH_INTERVAL_S = 1.0
+RESCHEDULE_CHECK_S = 30.0  # re-check at least this often, so a clock jump or a suspend is noticed
+FAILURE_REPORT_TRIES = 3
+
+
+def refresh_at(grant: Grant) -> float:
+    """When to refresh: at 80% of the lifetime, 5 min before expiry or after 12 h, whichever is first.
+
+    The 5-minute margin only applies to tokens living 10 minutes or more, so a very short-lived token
+    is still refreshed at 80% of its life instead of in a tight loop; never sooner than 1 s.
+    """
+    lifetime = max(grant.expires_at - grant.obtained_at, 0.0)
+    wait = REFRESH_FRACTION * lifetime
+    if lifetime - REFRESH_MARGIN_S >= 0.5 * lifetime:
+        wait = min(wait, lifetime - REFRESH_MARGIN_S)
+    wait = max(min(wait, MAX_REFRESH_INTERVAL_S), MIN_REFRESH_INTERVAL_S)
+    return grant.obtained_at + wait
+
+
+def send_margin(grant: Grant) -> float:
+    """A token this close to expiry is refreshed before an event is sent with it."""
+    lifetime = max(grant.expires_at - grant.obtained_at, 0.0)
+    return min(30.0, 0.15 * lifetime)
+
+
+class TokenManager:
+    """Keeps every bound user's access token valid."""
+
+    name = "tokens"
+
+    def __init__(self, repo: GrantRepo, client: PlatformClient, *, clock: Clock, failure_report: bool,
+                 metrics: Metrics, outbox_wakeup: asyncio.Event) -> None:
+        self._repo = repo
+        self._client = client
+        self._clock = clock
+        self._failure_report = failure_report
+        self._outbox_wakeup = outbox_wakeup
+        self._grants: dict[str, Grant] = {}
+        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._retry_at: dict[str, float] = {}
+        self._backoffs: defaultdict[str, Backoff] = defaultdict(lambda: Backoff(initial_s=2.0, cap_s=60.0))
+        self._changed = asyncio.Event()
+        self._reports: asyncio.Queue[str] = asyncio.Queue()
+        self._refreshes = metrics.counter("hubd_token_refreshes_total", "token refreshes, by outcome", "outcome")
+        self._failures = metrics.counter("hubd_failure_reports_total", "failure reports sent, by outcome", "outcome")
+        metrics.gauge("hubd_grants_active", "users whose grant is active",
+                      lambda: float(sum(g.active for g in self._grants.values())))
+
+    async def start(self) -> None:
+        """Load the grants."""
+        self._grants = {g.user_id: g for g in await self._repo.all()}
+        for grant in self._grants.values():
+            if grant.status == "needs_rebind" and not grant.failure_reported and self._failure_report:
+                self._reports.put_nowait(grant.user_id)
+
+    async def run(self) -> None:
+        """Refresh tokens when due; send failure reports."""
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._schedule(), name="tokens.refresh")
+            group.create_task(self._send_failure_reports(), name="tokens.failure-report")
+
+    async def stop(self) -> None:
+        """Nothing to release."""
+
+    def is_active(self, user_id: str) -> bool:
+        """True when events for this user can be sent."""
+        grant = self._grants.get(user_id)
+        return grant is not None and grant.active
+
+    def grants(self) -> list[Grant]:
+        """Every grant (for the status page)."""
+        return list(self._grants.values())
+
+    async def accept_grant(self, user_id: str, code: str, *, driver_user: str | None, timeout_s: float) -> None:
+        """Exchange an AcceptGrant code and store the tokens, replacing any earlier grant of the user."""
+        tokens = await self._client.exchange_code(code, timeout_s=timeout_s)
+        now = self._clock.time()
+        grant = Grant(user_id, driver_user, tokens.access_token, tokens.refresh_token, now + tokens.expires_in,
+                      now, "active", False, None)
+        async with self._locks[user_id]:
+            await self._repo.replace(grant)
+            self._grants[user_id] = grant
+        self._retry_at.pop(user_id, None)
+        self._backoffs.pop(user_id, None)
+        log.info("user %s bound (token valid for %d s)", user_id, tokens.expires_in)
+        self._changed.set()
+        self._outbox_wakeup.set()
+
+    async def token_for(self, user_id: str) -> str:
+        """A valid access token for the user, refreshing first if it is about to expire."""
+        grant = self._require_active(user_id)
+        if grant.expires_at - self._clock.time() <= send_margin(grant):
+            await self.refresh(user_id, stale_token=grant.access_token)
+            grant = self._require_active(user_id)
+            if grant.expires_at <= self._clock.time():
+                raise CloudUnavailable(f"user {user_id}: token expired and refresh has not succeeded yet")
+        return grant.access_token
+
+    async def refresh(self, user_id: str, *, stale_token: str | None = None) -> None:
+        """Refresh now; with `stale_token`, only if nobody replaced that token meanwhile (the 401 path)."""
+        async with self._locks[user_id]:
+            grant = self._require_active(user_id)
+            if stale_token is not None and grant.access_token != stale_token:
+                return
+            if not grant.refresh_token:
+                await self._end(grant, "the platform gave no refresh token")
+                raise CloudAuthError(f"user {user_id}: no refresh token", fatal=True)
+            try:
+                tokens = await self._client.refresh(grant.refresh_token)
+            except CloudAuthError as err:
+                log.warning("refresh for user %s refused: error=%s", user_id, err.error)
+                if err.fatal:
+                    self._refreshes.inc(label="fatal")
+                    await self._end(grant, f"refresh refused: {err.error or err}")
+                else:
+                    self._refreshes.inc(label="failed")
+                    await self._repo.note_error(user_id, str(err))
+                raise
+            except CloudUnavailable as err:
+                self._refreshes.inc(label="failed")
+                log.warning("refresh for user %s failed, will retry: %s", user_id, err)
+                await self._repo.note_error(user_id, str(err))
+                raise
+            now = self._clock.time()
+            # Persist before use: a crash after this point still has the new tokens.
+            await self._repo.update_tokens(user_id, tokens.access_token, tokens.refresh_token,
+                                           now + tokens.expires_in, now)
+            self._grants[user_id] = Grant(user_id, grant.driver_user, tokens.access_token,
+                                          tokens.refresh_token or grant.refresh_token, now + tokens.expires_in, now,
+                                          "active", False, None)
+            self._refreshes.inc(label="ok")
+            self._retry_at.pop(user_id, None)
+            self._backoffs.pop(user_id, None)
+            log.info("refreshed the token of user %s (valid for %d s)", user_id, tokens.expires_in)
+            self._changed.set()
+
+    async def revoked(self, user_id: str, reason: str) -> None:
+        """The platform refuses this user's tokens even after a refresh: end the grant."""
+        async with self._locks[user_id]:
+            grant = self._grants.get(user_id)
+            if grant is not None and grant.active:
+                await self._end(grant, reason)
+
+    def _require_active(self, user_id: str) -> Grant:
+        grant = self._grants.get(user_id)
+        if grant is None:
+            raise CloudAuthError(f"user {user_id} has no grant", fatal=True)
+        if not grant.active:
+            raise CloudAuthError(f"user {user_id} must bind again", fatal=True)
+        return grant
+
+    async def _end(self, grant: Grant, reason: str) -> None:
+        log.error("the grant of user %s has ended (%s); keeping their events until they bind again",
+                  grant.user_id, reason)
+        await self._repo.mark_needs_rebind(grant.user_id, reason)
+        self._grants[grant.user_id] = Grant(grant.user_id, grant.driver_user, grant.access_token,
+                                            grant.refresh_token, grant.expires_at, grant.obtained_at,
+                                            "needs_rebind", grant.failure_reported, reason)
+        if self._failure_report and not grant.failure_reported:
+            self._reports.put_nowait(grant.user_id)
+
+    async def _schedule(self) -> None:
+        refreshing: set[str] = set()
+        async with asyncio.TaskGroup() as group:
+            while True:
+                now = self._clock.time()
+                next_due = now + RESCHEDULE_CHECK_S
+                for grant in list(self._grants.values()):
+                    if not grant.active or grant.user_id in refreshing:
+                        continue
+                    due = max(refresh_at(grant), self._retry_at.get(grant.user_id, 0.0))
+                    if due <= now:
+                        refreshing.add(grant.user_id)
+                        group.create_task(self._refresh_in_background(grant.user_id, refreshing),
+                                          name=f"tokens.refresh.{grant.user_id}")
+                    else:
+                        next_due = min(next_due, due)
+                self._changed.clear()
+                try:
+                    async with asyncio.timeout(max(0.05, next_due - self._clock.time())):
+                        await self._changed.wait()
+                except TimeoutError:
+                    pass
+
+    async def _refresh_in_background(self, user_id: str, refreshing: set[str]) -> None:
+        try:
+            await self.refresh(user_id)
+        except CloudAuthError as err:
+            if not err.fatal:
+                self._retry_at[user_id] = self._clock.time() + self._backoffs[user_id].next_delay()
+        except CloudUnavailable:
+            self._retry_at[user_id] = self._clock.time() + self._backoffs[user_id].next_delay()
+        finally:
+            refreshing.discard(user_id)
+            self._changed.set()
+
+    async def _send_failure_reports(self) -> None:
+        while True:
+            user_id = await self._reports.get()
+            grant = self._grants.get(user_id)
+            if grant is None or grant.active or grant.failure_reported:
+                continue
+            backoff = Backoff(initial_s=1.0, cap_s=8.0)
+            for attempt in range(1, FAILURE_REPORT_TRIES + 1):
+                try:
+                    await self._client.report_failure(user_id)
+                except CloudUnavailable as err:
+                    log.warning("failure report for user %s failed (try %d): %s", user_id, attempt, err)
+                    if attempt < FAILURE_REPORT_TRIES:
+                        await backoff.sleep()
+                    continue
+                except CloudRejected as err:
+                    log.error("the platform rejected the failure report for user %s: %s", user_id, err)
+                    self._failures.inc(label="rejected")
+                    break
+                self._failures.inc(label="sent")
+                log.info("sent the failure report for user %s", user_id)
+                break
+            else:
+                self._failures.inc(label="gave_up")
+            # Once per grant, whatever the outcome: the platform is not asked again for this grant.
+            await self._repo.mark_failure_reported(user_id)
+            current = self._grants.get(user_id)
+            if current is not None and not current.active:
+                self._grants[user_id] = Grant(current.user_id, current.driver_user, current.access_token,
+                                              current.refresh_token, current.expires_at, current.obtained_at,
+                                              current.status, True, current.last_error)

@@ -1,0 +1,276 @@
+"""The configuration file: pydantic models (CONTRACT.md section 2) and the YAML loader.
+
+Owns parsing, `${ENV_VAR}` substitution, `<key>_file` secrets and error reporting with YAML lines.
+Imports nothing from hubd but errors.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+
+from hubd.errors import ConfigError
+
+_ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_TOPIC_SEGMENT_RE = re.compile(r"^[^#+\x00]+$")
+
+
+class _Model(BaseModel):
+    """Base: frozen, unknown keys are errors, `<secret>_file` reads the secret from a file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _secret_files(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        secrets = {
+            name
+            for name, field in cls.model_fields.items()
+            if field.annotation is not None and "SecretStr" in str(field.annotation)
+        }
+        out = dict(data)
+        for name in secrets:
+            key = f"{name}_file"
+            if key not in out:
+                continue
+            if name in out:
+                raise ValueError(f"give either {name} or {key}, not both")
+            path = Path(str(out.pop(key)))
+            try:
+                out[name] = path.read_text(encoding="utf-8").rstrip("\r\n")
+            except OSError as err:
+                raise ValueError(f"{key}: cannot read {path}: {err.strerror}") from err
+        return out
+
+
+class StorageConfig(_Model):
+    """Where hubd keeps its state."""
+
+    path: Path = Path("./hubd.db")
+    # FULL: a commit is on disk before the broker gets its PUBACK, so a power cut loses nothing either.
+    synchronous: Literal["full", "normal"] = "full"
+
+
+class MqttConfig(_Model):
+    """The broker connection."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(1883, ge=1, le=65535)
+    username: str | None = None
+    password: SecretStr | None = None
+    tls: bool = False
+    ca_file: Path | None = None
+    client_id: str = Field("hubd", min_length=1, max_length=23)
+    base_topic: str = "hubd"
+    embedded: bool = False
+    keepalive_s: int = Field(30, ge=5, le=3600)
+
+    @field_validator("base_topic")
+    @classmethod
+    def _topic(cls, value: str) -> str:
+        if not value or value.startswith("/") or value.endswith("/") or not _TOPIC_SEGMENT_RE.match(value):
+            raise ValueError("must be a topic prefix without '+', '#', or a leading/trailing '/', e.g. 'hubd'")
+        return value
+
+
+class HttpConfig(_Model):
+    """Where hubd listens and how others reach it."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+    public_url: str | None = None
+    vendor_path: str = "/vendor"
+    max_body_bytes: int = Field(65536, ge=1024, le=16 * 1024 * 1024)
+
+    @field_validator("vendor_path")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        if not value.startswith("/") or " " in value:
+            raise ValueError("must be an absolute URL path such as '/vendor'")
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError("must be an http:// or https:// URL such as 'https://hub.example.com'")
+        return value.rstrip("/") if value else value
+
+    @property
+    def base_url(self) -> str:
+        """The URL the platform and browsers use to reach hubd."""
+        if self.public_url:
+            return self.public_url
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+class PlatformConfig(_Model):
+    """The smart-speaker platform's APIs and the credentials it issued."""
+
+    base_url: str | None = None
+    auth_url: str | None = None
+    client_id: str | None = None
+    client_secret: SecretStr | None = None
+    client_auth: Literal["basic", "body"] = "basic"
+    namespace: str = Field("Service", pattern=r"^[A-Za-z][A-Za-z0-9]*$")
+    failure_report: bool = True
+    request_timeout_s: float = Field(10.0, gt=0, le=120)
+
+    @field_validator("base_url", "auth_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/") if value else value
+
+    @property
+    def reporting_enabled(self) -> bool:
+        """True when everything state reporting needs is configured."""
+        return bool(self.base_url and self.auth_url and self.client_id and self.client_secret)
+
+
+class Account(_Model):
+    """One login on the authorize page."""
+
+    username: str = Field(min_length=1)
+    password: SecretStr
+
+
+class DriverConfig(_Model):
+    """hubd as the brand's driver (SPEC.md 4.5)."""
+
+    mode: Literal["oauth2", "oauth"] = "oauth2"
+    accounts: list[Account] = Field(default_factory=list)
+    token_ttl_s: int = Field(3600, ge=60, le=365 * 86400)
+    refresh_ttl_s: int = Field(90 * 86400, ge=3600)
+    callback_hosts: list[str] = Field(default_factory=list)
+    hub_name: str = "hubd"
+
+
+class WebhookConfig(_Model):
+    """Per-token limits of the local webhook (SPEC.md 8)."""
+
+    per_minute: int = Field(20, ge=1)
+    per_day: int = Field(1000, ge=1)
+
+
+class ZeroconfConfig(_Model):
+    """mDNS advertisement."""
+
+    enabled: bool = True
+
+
+class LogConfig(_Model):
+    """Logging."""
+
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class HubdConfig(_Model):
+    """The whole configuration file."""
+
+    storage: StorageConfig = StorageConfig()
+    mqtt: MqttConfig = MqttConfig()
+    http: HttpConfig = HttpConfig()
+    platform: PlatformConfig = PlatformConfig()
+    driver: DriverConfig = DriverConfig()
+    webhook: WebhookConfig = WebhookConfig()
+    zeroconf: ZeroconfConfig = ZeroconfConfig()
+    log: LogConfig = LogConfig()
+
+
+def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> HubdConfig:
+    """Read, substitute and validate a config file; raise ConfigError with one line per problem."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError([f"{path}: cannot read the config file: {err.strerror}"]) from err
+    return parse_config(text, env if env is not None else os.environ, source=str(path))
+
+
+def parse_config(text: str, env: Mapping[str, str], source: str = "<config>") -> HubdConfig:
+    """Validate YAML text; raise ConfigError with `<key.path>: <problem> (line N)` lines."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ConfigError([f"{source}: not valid YAML: {getattr(err, 'problem', err)}{where}"]) from err
+    lines: dict[tuple[str | int, ...], int] = {}
+    problems: list[str] = []
+    loader = yaml.SafeLoader("")
+    data = {} if node is None else _to_python(loader, node, (), lines, env, problems)
+    if problems:
+        raise ConfigError(problems)
+    if not isinstance(data, dict):
+        raise ConfigError([f"{source}: the top level must be a mapping of sections (storage, mqtt, http, ...)"])
+    try:
+        return HubdConfig.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError([_describe(e, lines) for e in err.errors()]) from err
+
+
+def _to_python(
+    loader: yaml.SafeLoader,
+    node: yaml.Node,
+    path: tuple[str | int, ...],
+    lines: dict[tuple[str | int, ...], int],
+    env: Mapping[str, str],
+    problems: list[str],
+) -> Any:
+    lines[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            key = str(loader.construct_object(key_node))
+            out[key] = _to_python(loader, value_node, (*path, key), lines, env, problems)
+            lines.setdefault((*path, key), key_node.start_mark.line + 1)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_to_python(loader, item, (*path, i), lines, env, problems) for i, item in enumerate(node.value)]
+    value = loader.construct_object(node)
+    if isinstance(value, str) and "${" in value:
+        def substitute(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in env:
+                problems.append(
+                    f"{_dotted(path)}: environment variable {name} is not set (line {lines[path]})"
+                )
+                return ""
+            return env[name]
+
+        value = _ENV_RE.sub(substitute, value)
+    return value
+
+
+def _dotted(path: tuple[str | int, ...]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out or "<top>"
+
+
+def _describe(error: Any, lines: dict[tuple[str | int, ...], int]) -> str:
+    loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    message = error["msg"]
+    if error["type"] == "extra_forbidden":
+        message = "unknown key (check the spelling; see config.example.yaml for every key)"
+    elif message.startswith("Value error, "):
+        message = message[len("Value error, "):]
+    line = None
+    probe = loc
+    while probe and line is None:
+        line = lines.get(probe)
+        probe = probe[:-1]
+    where = f" (line {line})" if line is not None else ""
+    return f"{_dotted(loc)}: {message}{where}"

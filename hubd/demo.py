@@ -1,0 +1,166 @@
+"""`hubd demo`: hub, embedded broker, platform simulator and simulated devices in one process.
+
+Binds a demo user the way the platform does (the driver's login flow, then AcceptGrant) and prints
+one line per message the platform receives, until Ctrl-C. Picks free ports when the usual ones are
+taken (a mosquitto may already hold 1883).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from hubd.app import build
+from hubd.config import HubdConfig
+from hubd.driver.passwords import hash_password
+
+DEMO_USER = "demo-user"
+CALLBACK_URL = "https://platform.example/callback?src=demo"
+RANDOM_INTERVAL_S = 4.0
+DOORBELL_EVERY_S = 25.0
+
+
+def free_or_other(port: int) -> int:
+    """`port` if nothing listens on 127.0.0.1:port, else a free one."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            probe.bind(("127.0.0.1", 0))
+            return int(probe.getsockname()[1])
+
+
+def describe(record: Any) -> str:
+    """One readable line for a message the platform received."""
+    message = record.message
+    name = record.name
+    payload = message.get("payload", {})
+    if name == "ChangeReport":
+        changed = ", ".join(f"{s['interface']}={s['value']}" for s in payload["change"]["states"])
+        detail = f"{message['endpoint']['endpointId']}: {changed}"
+    elif name == "AddOrUpdateReport":
+        detail = ", ".join(f"{e['endpointId']} ({e['displayName']})" for e in payload["endpoints"])
+    elif name == "DeleteReport":
+        detail = ", ".join(e["endpointId"] for e in payload["endpoints"])
+    elif name == "DoorbellPress":
+        detail = f"{payload['endpointId']} at {payload['timestamp']}"
+    elif name == "Response":
+        states = ", ".join(f"{s['interface']}={s['value']}" for s in message["endpoint"]["states"])
+        token = message["header"]["correlationToken"]
+        detail = f"{message['endpoint']['endpointId']}: {states} (correlationToken {token})"
+    else:
+        detail = ""
+    clock = time.strftime("%H:%M:%S", time.localtime(record.received_at))
+    return f"{clock}  platform ◀ {name:<17} user={record.user_id}  {detail}"
+
+
+async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, platform_port: int) -> int:
+    """Run the demo until Ctrl-C; the exit code."""
+    # The simulators are optional product code beside hubd; import them only for the demo.
+    from simulators.devices import make_demo_fleet
+    from simulators.platform import PlatformSimulator, bind_user
+
+    # The simulated devices see the embedded broker go away as the hub stops: expected, not news.
+    for name in ("simulators", "amqtt"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    directory = state_dir or Path(tempfile.mkdtemp(prefix="hubd-demo-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    http_port, mqtt_port = free_or_other(http_port), free_or_other(mqtt_port)
+    client_secret = secrets.token_urlsafe(16)
+    password = secrets.token_urlsafe(12)
+    sim = PlatformSimulator(port=free_or_other(platform_port), client_id="demo-client",
+                            client_secret=client_secret)
+    await sim.start()
+    config = HubdConfig.model_validate({
+        "storage": {"path": str(directory / "hubd.db"), "synchronous": "normal"},
+        "mqtt": {"host": "127.0.0.1", "port": mqtt_port, "embedded": True, "client_id": "hubd-demo"},
+        "http": {"host": "127.0.0.1", "port": http_port},
+        "platform": {"base_url": sim.url, "auth_url": sim.url, "client_id": "demo-client",
+                     "client_secret": client_secret},
+        "driver": {"accounts": [{"username": "demo", "password": hash_password(password)}], "hub_name": "hubd demo",
+                   "callback_hosts": [urlsplit(CALLBACK_URL).hostname]},
+        "zeroconf": {"enabled": False},
+        "log": {"level": "warning"},
+    })
+    hub_url = f"http://127.0.0.1:{http_port}"
+    supervisor = build(config)
+    print(f"hubd demo: hub {hub_url}, MQTT broker 127.0.0.1:{mqtt_port} (embedded), "
+          f"platform simulator {sim.url}, state in {directory}", flush=True)
+    code = 0
+    fleet = None
+    try:
+        async with asyncio.TaskGroup() as group:
+            hub = group.create_task(supervisor.run(), name="demo.hub")
+            helpers: list[asyncio.Task[Any]] = []
+            try:
+                await _wait_ready(hub_url, hub)
+                fleet = make_demo_fleet(host="127.0.0.1", port=mqtt_port, out_dir=directory / "speech",
+                                        press_every_s=DOORBELL_EVERY_S)
+                await fleet.start()
+                helpers.append(group.create_task(_print_events(sim), name="demo.print"))
+                result = await bind_user(hub_url=hub_url, vendor_path=config.http.vendor_path, sim=sim,
+                                         username="demo", password=password, user_id=DEMO_USER,
+                                         callback_url=CALLBACK_URL)
+                if not result.ok:
+                    raise RuntimeError(f"binding the demo user failed: {result.reply}")
+                print(f"bound platform user {DEMO_USER!r} through the driver's login page and AcceptGrant; "
+                      f"devices change every few seconds, the doorbell rings every {DOORBELL_EVERY_S:.0f} s. "
+                      "Ctrl-C stops.", flush=True)
+                helpers.append(group.create_task(fleet.run_random(RANDOM_INTERVAL_S), name="demo.devices"))
+            except Exception as err:  # any setup failure ends the demo with one clear line
+                print(f"hubd demo: {err}", file=sys.stderr, flush=True)
+                supervisor.request_stop()
+                code = 1
+            code = max(code, await hub)
+            for task in helpers:
+                task.cancel()
+            if fleet is not None:
+                await fleet.stop()
+    finally:
+        await sim.stop()
+    return code
+
+
+async def _wait_ready(url: str, hub: asyncio.Task[int], timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    async with aiohttp.ClientSession() as session:
+        while time.monotonic() < deadline:
+            if hub.done():
+                raise RuntimeError("the hub stopped while starting; see the messages above")
+            try:
+                async with session.get(f"{url}/healthz") as response:
+                    if response.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.1)
+    raise RuntimeError(f"the hub was not ready after {timeout_s:.0f} s")
+
+
+async def _print_events(sim: Any) -> None:
+    shown = 0
+    rejected = 0
+    while True:
+        def news(seen: int = shown, refused: int = rejected) -> bool:
+            return len(sim.events) > seen or len(sim.rejections) > refused
+
+        try:
+            await sim.wait_until(news, timeout_s=60)
+        except TimeoutError:
+            continue
+        for record in sim.events[shown:]:
+            print(describe(record), flush=True)
+        for rejection in sim.rejections[rejected:]:
+            print(f"platform rejected an event: HTTP {rejection.status} {rejection.error}", flush=True)
+        shown, rejected = len(sim.events), len(sim.rejections)

@@ -1,0 +1,1 @@
+"""hubd as the brand driver: OAuth command interface, login page, issued tokens."""

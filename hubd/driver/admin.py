@@ -1,0 +1,58 @@
+"""`hubd tokens list` and `hubd tokens revoke USER`: the grants hubd's driver issued, without secrets.
+
+Works with the daemon running or not (SQLite WAL; one short transaction). Imports config, the
+store and hubd.driver.store; prints to stdout/stderr, never a token.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from datetime import UTC, datetime
+
+from hubd.config import HubdConfig
+from hubd.driver.store import GrantInfo, list_grants_blocking, revoke_user_blocking
+from hubd.store.db import Database
+
+_COLUMNS = ("GRANT", "USER", "STATE", "LINKED", "REFRESHED", "TOKEN EXPIRES", "REFRESH EXPIRES", "NOTE")
+
+
+def list_tokens(config: HubdConfig) -> int:
+    """Print one row per grant (a linked login and its current token pair); exit code 0."""
+    grants = _db(config).call_blocking(list_grants_blocking)
+    if not grants:
+        print("no tokens issued")
+        return 0
+    now = time.time()
+    rows = [_COLUMNS, *(_row(g, now) for g in grants)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def revoke_tokens(config: HubdConfig, user: str) -> int:
+    """Revoke every live grant of `user`; 0 if there was one, 1 if the user had none."""
+    count = _db(config).call_blocking(revoke_user_blocking, user, time.time(), "revoked with `hubd tokens revoke`")
+    if count == 0:
+        print(f"no live tokens for {user!r}", file=sys.stderr)
+        return 1
+    print(f"revoked {count} grant{'s' if count != 1 else ''} of {user!r}; "
+          "the platform must link the account again (remove it from driver.accounts to stop new logins)")
+    return 0
+
+
+def _db(config: HubdConfig) -> Database:
+    return Database(config.storage.path, synchronous=config.storage.synchronous)
+
+
+def _row(grant: GrantInfo, now: float) -> tuple[str, ...]:
+    note = grant.revoked_why or ""
+    return (str(grant.grant_id), grant.username, grant.state(now), _when(grant.created_at),
+            _when(grant.refreshed_at), _when(grant.user_expires_at), _when(grant.refresh_expires_at), note)
+
+
+def _when(epoch: float | None) -> str:
+    if epoch is None:
+        return "-"
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%SZ")

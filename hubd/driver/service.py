@@ -1,0 +1,363 @@
+"""DriverService: hubd as the brand's driver (SPEC.md 4.5, PROTOCOL.md 10), an OAuth provider.
+
+Owns `POST /driver/command` (OAuth, OAuthGetToken, OAuthRefresh and its alias refreshToken), the
+login page `GET/POST /oauth/authorize`, login limits, CSRF tokens, and `verify_user_token`, which
+the vendor endpoint uses for the token in AcceptGrant and directives. Imports config, errors,
+lifecycle, metrics, store and the hubd.driver modules; never logs a token, code or password.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import math
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from aiohttp import web
+
+from hubd.config import DriverConfig
+from hubd.driver import page as login_page
+from hubd.driver.limits import LoginLimiter
+from hubd.driver.passwords import PasswordHashInvalid, check_hash, hash_password, is_hash, verify_password
+from hubd.driver.store import DriverRepo, Lifetimes, RefreshReused, TokenCheck, TokenStatus
+from hubd.driver.urls import CALLBACK_PARAM, CallbackInvalid, add_params, authorize_url, check_callback, get_ci, origin
+from hubd.errors import ConfigError, DriverError, StoreError
+from hubd.lifecycle import Clock, SystemClock
+from hubd.metrics import Metrics
+from hubd.store.db import Database
+
+__all__ = ["DriverService", "TokenCheck", "TokenStatus"]
+
+log = logging.getLogger(__name__)
+
+CSRF_TTL_S = 600
+# A form issued by a hub whose clock was then set back a little must still be accepted.
+CSRF_SKEW_S = 60
+DRIVER_ERROR = "E_DRIVER_ERROR"
+COMMANDS = "OAuth, OAuthGetToken or OAuthRefresh"
+
+_Command = Callable[[Mapping[str, Any]], Awaitable[Any]]
+
+
+class DriverService:
+    """Issues codes and tokens through the login page and the driver commands; verifies user tokens."""
+
+    name = "driver"
+
+    def __init__(
+        self, db: Database, config: DriverConfig, *, public_url: str, metrics: Metrics, clock: Clock | None = None
+    ) -> None:
+        self._config = config
+        self._public_url = public_url.rstrip("/")
+        self._clock: Clock = clock or SystemClock()
+        self._accounts = {a.username: a.password.get_secret_value() for a in config.accounts}
+        self._repo = DriverRepo(db, Lifetimes(user_s=config.token_ttl_s, refresh_s=config.refresh_ttl_s),
+                                frozenset(self._accounts))
+        self._limiter = LoginLimiter()
+        self._secret: bytes | None = None
+        self._dummy_hash = ""
+        self._commands: dict[str, _Command] = {
+            "OAuth": self._oauth, "OAuthGetToken": self._get_token,
+            "OAuthRefresh": self._refresh, "refreshToken": self._refresh,
+        }
+        self._command_count = metrics.counter(
+            "hubd_driver_commands_total", "driver commands answered, by command and outcome", "result")
+        self._login_count = metrics.counter("hubd_driver_logins_total", "authorize page submissions, by outcome",
+                                            "result")
+
+    async def start(self) -> None:
+        """Check driver.accounts, warn about plain-text passwords, load or create the CSRF key."""
+        problems: list[str] = []
+        seen: set[str] = set()
+        for i, account in enumerate(self._config.accounts):
+            if account.username in seen:
+                problems.append(f"driver.accounts[{i}].username: {account.username!r} is listed twice")
+            seen.add(account.username)
+            stored = account.password.get_secret_value()
+            if is_hash(stored):
+                try:
+                    check_hash(stored)
+                except PasswordHashInvalid as err:
+                    problems.append(f"driver.accounts[{i}].password: {err}")
+            else:
+                log.warning("driver account %r has a plain-text password in the config; "
+                            "replace it with the output of `hubd hash-password`", account.username)
+        if problems:
+            raise ConfigError(problems)
+        self._secret = await self._repo.server_secret()
+        # One real scrypt run for unknown users too, so timing does not tell which usernames exist.
+        self._dummy_hash = await asyncio.to_thread(hash_password, secrets.token_urlsafe(16))
+        if not self._accounts:
+            log.warning("driver.accounts is empty: nobody can log in on the authorize page")
+        if not self._config.callback_hosts:
+            log.warning("driver.callback_hosts is empty: a login may send its code to any host; "
+                        "set it to the platform's callback host")
+
+    async def run(self) -> None:
+        """Nothing runs between start and stop; requests arrive through the HTTP server."""
+        await asyncio.Event().wait()
+
+    async def stop(self) -> None:
+        """Nothing to release."""
+
+    def routes(self) -> list[web.RouteDef]:
+        """`POST /driver/command`, `GET` and `POST /oauth/authorize`."""
+        return [
+            web.post("/driver/command", self._command_route),
+            web.get("/oauth/authorize", self._page_route),
+            web.post("/oauth/authorize", self._login_route),
+        ]
+
+    async def verify_user_token(self, token: str) -> TokenCheck:
+        """Whether a user token from a platform message is VALID, EXPIRED or UNKNOWN (revoked counts as unknown)."""
+        if not token:
+            return TokenCheck(TokenStatus.UNKNOWN, None)
+        return await self._repo.check_user_token(token, self._clock.time())
+
+    async def handle_command(self, body: object) -> dict[str, Any]:
+        """One parsed `/driver/command` body in, the reply envelope out (CONTRACT.md 5)."""
+        try:
+            data = await self._dispatch(body)
+        except DriverError as err:
+            return {"status": err.status, "errorName": err.error_name, "message": err.message}
+        return {"status": 0, "data": data}
+
+    # -- driver commands ------------------------------------------------------------------------
+
+    async def _command_route(self, request: web.Request) -> web.Response:
+        body: object = None
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            reply = _error("the body is too large; a driver command is a small JSON object")
+        else:
+            try:
+                body = json.loads(raw)
+            except (ValueError, UnicodeDecodeError) as err:
+                reply = _error(f"the body is not valid JSON ({err}); send "
+                               '{"command": "OAuth", "params": {"callbackURL": "https://..."}}')
+            else:
+                try:
+                    reply = await self.handle_command(body)
+                except StoreError as err:
+                    log.error("driver command failed: %s", err)
+                    reply = _error("the hub's database failed; see the hubd log")
+        self._command_count.inc(label=f"{_command_name(body)}:{'ok' if reply['status'] == 0 else 'error'}")
+        # RFC 6749 5.1: responses that carry tokens must not be cached.
+        return web.json_response(reply, headers={"Cache-Control": "no-store", "Pragma": "no-cache"})
+
+    async def _dispatch(self, body: object) -> Any:
+        if not isinstance(body, dict):
+            raise DriverError(DRIVER_ERROR, f"the body must be a JSON object with command and params, "
+                                            f"got {_kind(body)}")
+        command = body.get("command")
+        if command is None:
+            raise DriverError(DRIVER_ERROR, f"the body has no 'command'; use {COMMANDS}")
+        if not isinstance(command, str):
+            raise DriverError(DRIVER_ERROR, f"'command' must be a string, got {_kind(command)}")
+        params = body.get("params", {})
+        if not isinstance(params, dict):
+            raise DriverError(DRIVER_ERROR, f"'params' must be an object, got {_kind(params)}")
+        handler = self._commands.get(command)
+        if handler is None:
+            raise DriverError(DRIVER_ERROR, f"unknown command {command[:64]!r}; use {COMMANDS}")
+        return await handler(params)
+
+    async def _oauth(self, params: Mapping[str, Any]) -> str:
+        callback = _string_param(get_ci(params, CALLBACK_PARAM), CALLBACK_PARAM)
+        try:
+            check_callback(callback, self._config.callback_hosts)
+        except CallbackInvalid as err:
+            raise DriverError(DRIVER_ERROR, f"params.{CALLBACK_PARAM}: {err}") from err
+        return authorize_url(self._public_url, callback)
+
+    async def _get_token(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        if self._config.mode != "oauth2":
+            raise DriverError(DRIVER_ERROR, "OAuthGetToken is for OAuth 2.0, but this driver runs driver.mode "
+                                            "'oauth' (v1): the login redirect already carries the UserAuth")
+        code = _string_param(params.get("code"), "code")
+        raw_callback = get_ci(params, CALLBACK_PARAM)
+        callback = None if raw_callback is None else _string_param(raw_callback, CALLBACK_PARAM)
+        pair = await self._repo.exchange_code(code, callback, self._clock.time())
+        log.info("driver: issued tokens to %r for a code", pair.user_id)
+        return pair.user_auth()
+
+    async def _refresh(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        raw = params.get("refreshToken")
+        if raw is None:
+            raise DriverError(DRIVER_ERROR, "params.refreshToken is missing; send the UserAuth object "
+                                            "{userId, userToken, expiresIn, refreshToken}")
+        if isinstance(raw, bool) or not isinstance(raw, str | int | float) or raw == "":
+            raise DriverError(DRIVER_ERROR, f"params.refreshToken must be a non-empty string or a number, "
+                                            f"got {_kind(raw)}")
+        token = raw if isinstance(raw, str) else _number_text(raw)
+        user_id = params.get("userId")
+        if user_id is not None and not isinstance(user_id, str):
+            raise DriverError(DRIVER_ERROR, f"params.userId must be a string, got {_kind(user_id)}")
+        try:
+            pair = await self._repo.refresh(token, user_id, self._clock.time())
+        except RefreshReused as err:
+            log.warning("driver: a rotated-out refresh token was used again; revoked grant %d", err.grant_id)
+            raise
+        return pair.user_auth()
+
+    # -- the login page -------------------------------------------------------------------------
+
+    async def _page_route(self, request: web.Request) -> web.Response:
+        raw = get_ci(request.query, CALLBACK_PARAM)
+        if not isinstance(raw, str):
+            return self._page(400, None, error="This link is incomplete: it has no callbackURL. "
+                                                "Start linking again from the app.")
+        try:
+            parts = check_callback(raw, self._config.callback_hosts)
+        except CallbackInvalid as err:
+            return self._page(400, None, error=f"This hub will not link to that app: {err}.")
+        return self._page(200, raw, host=parts.hostname, target=origin(parts))
+
+    async def _login_route(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        raw = get_ci(form, CALLBACK_PARAM)
+        if raw is None:
+            raw = get_ci(request.query, CALLBACK_PARAM)
+        if not isinstance(raw, str):
+            self._login_count.inc(label="bad_callback")
+            return self._page(400, None, error="This sign-in form has no callbackURL. "
+                                                "Start linking again from the app.")
+        try:
+            parts = check_callback(raw, self._config.callback_hosts)
+        except CallbackInvalid as err:
+            self._login_count.inc(label="bad_callback")
+            return self._page(400, None, error=f"This hub will not link to that app: {err}.")
+        callback: str = raw
+        username = _form_text(form.get("username"))
+        password = _form_text(form.get("password"))
+
+        def again(status: int, error: str, headers: Mapping[str, str] | None = None) -> web.Response:
+            return self._page(status, callback, host=parts.hostname, target=origin(parts), username=username,
+                              error=error, headers=headers)
+
+        now = self._clock.time()
+        if not self._csrf_ok(_form_text(form.get("csrf")), callback, now):
+            self._login_count.inc(label="csrf")
+            return again(400, "This sign-in form has expired or did not come from this hub. Please sign in again.")
+        address = request.remote or "unknown"
+        wait_s = self._limiter.retry_after(username, address, self._clock.monotonic())
+        if wait_s > 0:
+            self._login_count.inc(label="limited")
+            minutes = max(1, math.ceil(wait_s / 60))
+            return again(429, f"Too many failed sign-in attempts. Try again in {minutes} "
+                              f"minute{'s' if minutes != 1 else ''}.", {"Retry-After": str(math.ceil(wait_s))})
+        if not username or not password:
+            return again(200, "Enter your username and password.")
+        if not await asyncio.to_thread(self._password_ok_blocking, username, password):
+            self._limiter.failed(username, address, self._clock.monotonic())
+            self._login_count.inc(label="wrong_password")
+            if username in self._accounts:
+                log.warning("driver: wrong password for account %r from %s", username, address)
+            else:
+                log.warning("driver: login with an unknown username from %s", address)
+            return again(200, "Wrong username or password.")
+        self._limiter.succeeded(username)
+        self._login_count.inc(label="ok")
+        if self._config.mode == "oauth2":
+            code = await self._repo.issue_code(username, callback, now)
+            location = add_params(callback, {"code": code})
+        else:
+            pair = await self._repo.issue_grant(username, now)
+            # refreshToken is our extension of OAuth v1, so OAuthRefresh works in this mode too.
+            location = add_params(callback, {"userId": pair.user_id, "userToken": pair.user_token,
+                                             "expiresIn": str(pair.expires_in), "refreshToken": pair.refresh_token})
+        log.info("driver: %r signed in from %s; redirecting to %s", username, address, parts.hostname)
+        return web.Response(status=302, headers={"Location": location, "Cache-Control": "no-store",
+                                                 "Referrer-Policy": "no-referrer"})
+
+    def _page(
+        self, status: int, callback: str | None, *, host: str | None = None, target: str | None = None,
+        username: str = "", error: str | None = None, headers: Mapping[str, str] | None = None,
+    ) -> web.Response:
+        csrf = self._csrf_token(callback, self._clock.time()) if callback is not None else ""
+        body = login_page.render(login_page.LoginPage(
+            hub_name=self._config.hub_name, callback_url=callback, callback_host=host, csrf=csrf,
+            username=username, error=error))
+        all_headers = login_page.headers(target)
+        all_headers.update(headers or {})
+        return web.Response(status=status, text=body, content_type="text/html", charset="utf-8",
+                            headers=all_headers)
+
+    def _password_ok_blocking(self, username: str, password: str) -> bool:
+        stored = self._accounts.get(username)
+        if stored is not None and is_hash(stored):
+            return verify_password(stored, password)
+        verify_password(self._dummy_hash, password)
+        return stored is not None and verify_password(stored, password)
+
+    # -- CSRF tokens: HMAC(server secret, issued-at + callbackURL) ------------------------------
+
+    def _csrf_token(self, callback: str, now: float) -> str:
+        issued = int(now)
+        return f"{issued}.{self._csrf_mac(issued, callback)}"
+
+    def _csrf_ok(self, token: str, callback: str, now: float) -> bool:
+        issued_text, _, mac = token.partition(".")
+        if not issued_text.isdigit() or not mac:
+            return False
+        issued = int(issued_text)
+        if not issued - CSRF_SKEW_S <= now <= issued + CSRF_TTL_S:
+            return False
+        return hmac.compare_digest(mac, self._csrf_mac(issued, callback))
+
+    def _csrf_mac(self, issued: int, callback: str) -> str:
+        if self._secret is None:
+            raise StoreError("the driver was not started: its CSRF key is not loaded")
+        return hmac.new(self._secret, f"csrf\n{issued}\n{callback}".encode(), hashlib.sha256).hexdigest()
+
+
+def _error(message: str) -> dict[str, Any]:
+    return {"status": 1, "errorName": DRIVER_ERROR, "message": message}
+
+
+def _string_param(value: object, name: str) -> str:
+    if value is None:
+        raise DriverError(DRIVER_ERROR, f"params.{name} is missing")
+    if not isinstance(value, str):
+        raise DriverError(DRIVER_ERROR, f"params.{name} must be a string, got {_kind(value)}")
+    if not value:
+        raise DriverError(DRIVER_ERROR, f"params.{name} is empty")
+    return value
+
+
+def _number_text(value: int | float) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _form_text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _command_name(body: object) -> str:
+    command = body.get("command") if isinstance(body, dict) else None
+    return command if isinstance(command, str) and command in ("OAuth", "OAuthGetToken", "OAuthRefresh",
+                                                                "refreshToken") else "invalid"
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__

@@ -1,0 +1,231 @@
+"""Process lifecycle: the Component protocol, the Supervisor, readiness and Backoff.
+
+The supervisor starts components in order, runs their `run()` loops in one TaskGroup, and stops
+them in reverse. It is one of the three places that catch exceptions (STYLE.md 2.6): a run loop
+that raises is fatal and the process exits non-zero so systemd restarts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from hubd.systemd import Notifier
+
+log = logging.getLogger(__name__)
+
+STOP_BUDGET_S = 4.0
+
+
+class Component(Protocol):
+    """A part of the daemon with a start/run/stop life; `__init__` only stores its arguments."""
+
+    name: str
+
+    async def start(self) -> None:
+        """Acquire resources and fail fast; spawn no tasks."""
+
+    async def run(self) -> None:
+        """The long-lived loop; only the supervisor calls it."""
+
+    async def stop(self) -> None:
+        """Release resources; idempotent and quick."""
+
+
+class Clock(Protocol):
+    """Wall-clock and monotonic time, replaceable in tests."""
+
+    def time(self) -> float:
+        """Seconds since the epoch."""
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back."""
+
+
+class SystemClock:
+    """The real clock."""
+
+    def time(self) -> float:
+        """Seconds since the epoch."""
+        return time.time()
+
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back."""
+        return time.monotonic()
+
+
+@dataclass
+class _Check:
+    ok: bool
+    detail: str
+
+
+class Health:
+    """Readiness flags that components set; /healthz and READY=1 read them."""
+
+    def __init__(self) -> None:
+        self._checks: dict[str, _Check] = {}
+        self._changed = asyncio.Event()
+
+    def require(self, name: str, detail: str = "starting") -> None:
+        """Declare a check that must pass before hubd is ready."""
+        self._checks[name] = _Check(False, detail)
+
+    def set(self, name: str, ok: bool, detail: str = "") -> None:
+        """Update a check."""
+        self._checks[name] = _Check(ok, detail or ("ok" if ok else "not ready"))
+        self._changed.set()
+
+    @property
+    def ready(self) -> bool:
+        """True when every declared check passes."""
+        return all(check.ok for check in self._checks.values())
+
+    def snapshot(self) -> dict[str, dict[str, object]]:
+        """Every check with its state, for /healthz."""
+        return {name: {"ok": c.ok, "detail": c.detail} for name, c in self._checks.items()}
+
+    def not_ready(self) -> list[str]:
+        """Names and details of failing checks."""
+        return [f"{name}: {c.detail}" for name, c in self._checks.items() if not c.ok]
+
+    async def wait_ready(self) -> None:
+        """Return once every check passes."""
+        while not self.ready:
+            self._changed.clear()
+            await self._changed.wait()
+
+
+class Backoff:
+    """Exponential backoff with full jitter, a cap, and reset on success."""
+
+    def __init__(self, *, initial_s: float = 0.5, cap_s: float = 60.0, factor: float = 2.0) -> None:
+        self._initial = initial_s
+        self._cap = cap_s
+        self._factor = factor
+        self._attempt = 0
+
+    def next_delay(self) -> float:
+        """The delay before the next attempt; grows with each call."""
+        ceiling = min(self._cap, self._initial * self._factor**self._attempt)
+        self._attempt += 1
+        # "equal jitter": never less than half the ceiling, so retries do not hammer a dead peer.
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+    def reset(self) -> None:
+        """Start again from the initial delay."""
+        self._attempt = 0
+
+    async def sleep(self) -> None:
+        """Sleep for the next delay."""
+        await asyncio.sleep(self.next_delay())
+
+
+class _StopRequested(Exception):
+    pass
+
+
+class Supervisor:
+    """Starts components in order, runs them, stops them in reverse; owns signals and sd_notify."""
+
+    def __init__(self, components: Sequence[Component], health: Health, notifier: Notifier) -> None:
+        self._components = list(components)
+        self._health = health
+        self._notifier = notifier
+        self._stopping_sent = False
+        self._stop = asyncio.Event()
+
+    def request_stop(self) -> None:
+        """Stop as if SIGTERM had arrived (used by `hubd demo`)."""
+        self._stop.set()
+
+    async def run(self) -> int:
+        """Run until SIGTERM/SIGINT (exit code 0) or a fatal component error (exit code 1)."""
+        loop = asyncio.get_running_loop()
+        stop = self._stop
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        started: list[Component] = []
+        code = 0
+        try:
+            for component in self._components:
+                if stop.is_set():
+                    break
+                log.debug("starting %s", component.name)
+                await component.start()
+                started.append(component)
+            if not stop.is_set():
+                code = await self._run_all(started, stop)
+        except Exception:
+            log.critical("hubd failed to start", exc_info=True)
+            code = 1
+        finally:
+            if not self._stopping_sent:
+                self._notify_stopping()
+            await self._stop_all(started)
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+        log.info("hubd stopped (exit code %d)", code)
+        return code
+
+    async def _run_all(self, started: list[Component], stop: asyncio.Event) -> int:
+        async def wait_for_stop() -> None:
+            await stop.wait()
+            # STOPPING=1 first thing on stop, before anything is torn down.
+            self._notify_stopping()
+            log.info("stop requested")
+            raise _StopRequested
+
+        code = 0
+        try:
+            async with asyncio.TaskGroup() as group:
+                for component in started:
+                    group.create_task(component.run(), name=component.name)
+                group.create_task(self._announce_ready(), name="ready")
+                group.create_task(self._watchdog(), name="watchdog")
+                group.create_task(wait_for_stop(), name="signals")
+        except* _StopRequested:
+            pass
+        except* Exception as group_error:
+            for error in group_error.exceptions:
+                log.critical("fatal error, exiting so the service manager restarts hubd", exc_info=error)
+            code = 1
+        return code
+
+    def _notify_stopping(self) -> None:
+        self._stopping_sent = True
+        self._notifier.notify("STOPPING=1")
+
+    async def _announce_ready(self) -> None:
+        await self._health.wait_ready()
+        log.info("hubd is ready")
+        self._notifier.notify("READY=1")
+        await asyncio.Event().wait()
+
+    async def _watchdog(self) -> None:
+        interval = self._notifier.watchdog_interval_s()
+        if interval is None:
+            await asyncio.Event().wait()
+            return
+        while True:
+            # This task runs on the event loop, so a ping proves the loop is alive.
+            self._notifier.notify("WATCHDOG=1")
+            await asyncio.sleep(interval)
+
+    async def _stop_all(self, started: list[Component]) -> None:
+        deadline = time.monotonic() + STOP_BUDGET_S
+        for component in reversed(started):
+            remaining = max(0.1, deadline - time.monotonic())
+            try:
+                async with asyncio.timeout(remaining):
+                    await component.stop()
+            except TimeoutError:
+                log.error("%s did not stop within %.1f s", component.name, remaining)
+            except Exception:
+                log.error("%s failed to stop cleanly", component.name, exc_info=True)

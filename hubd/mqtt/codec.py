@@ -1,0 +1,293 @@
+"""Device payloads of CONTRACT.md section 3 (pure): bytes in, validated values out.
+
+Every failure is a DeviceMessageInvalid whose text names the field and the fix; the registry logs
+it with the topic. Imports only hubd.errors and pydantic.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from hubd.errors import DeviceMessageInvalid
+
+MAX_PAYLOAD_BYTES = 64 * 1024
+
+# PROTOCOL.md section 7: the platform's displayType values.
+DISPLAY_TYPES = frozenset({
+    "light", "switch", "socket", "irController", "curtain", "panel", "tv", "fan", "remoteController", "ac",
+    "airPurifier", "scene", "cleanBot", "projector", "dehumidifier", "thermostat", "humidifier", "door",
+    "speaker", "unknown", "box", "tvBox", "service", "wineCabinet", "heatingFurnace", "gasStove",
+    "washingMachine", "lampblackMachine", "waterHeater", "refrigerator", "floorHeater", "bridge", "stb",
+    "ventilation", "windowPusher", "feeder", "waterDetector", "alarm", "airer", "heater", "atomizedGlass",
+})
+
+StateValue = str | int | float | dict[str, Any]
+
+
+class Capability(BaseModel):
+    """One capability interface of a device (SPEC.md 2.4)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    interface: str = Field(min_length=1)
+    supportedOperations: list[str] = Field(default_factory=list)
+    proactivelyReported: bool = Field(False, alias="isProactivelyReported")
+    retrievable: bool = Field(False, alias="isRetrievable")
+
+    @field_validator("interface")
+    @classmethod
+    def _bare(cls, value: str) -> str:
+        # PROTOCOL.md DIFF-8: bare names only; strip a brand prefix.
+        return value.split(".", 1)[1] if value.startswith("Service.") else value
+
+
+class DeviceConfig(BaseModel):
+    """A device's description as published on `B/device/ID/config` (the Endpoint without states)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    endpointId: str | None = None
+    displayName: str = Field(min_length=1, max_length=128)
+    displayType: str
+    recommendRoomName: str | None = None
+    recommendHomeName: str | None = None
+    additionalInfo: dict[str, str] = Field(default_factory=dict)
+    capabilities: list[Capability] = Field(default_factory=list)
+    sn: str | None = None
+    tags: list[str] = Field(default_factory=list)
+
+    @field_validator("displayType")
+    @classmethod
+    def _display_type(cls, value: str) -> str:
+        if value not in DISPLAY_TYPES:
+            raise ValueError(f"{value!r} is not a platform displayType; use one of PROTOCOL.md section 7, "
+                             "e.g. light, curtain, ac, speaker, unknown")
+        return value
+
+    @field_validator("additionalInfo")
+    @classmethod
+    def _info(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [k for k in value if "." in k]
+        if bad:
+            raise ValueError(f"keys must not contain '.': {bad}")
+        if len(value) > 100:
+            raise ValueError("at most 100 keys")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_interfaces(self) -> DeviceConfig:
+        names = [c.interface for c in self.capabilities]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"capabilities list an interface twice: {duplicates}")
+        return self
+
+    def capability(self, interface: str) -> Capability | None:
+        """The capability for an interface, if the device has it."""
+        for cap in self.capabilities:
+            if cap.interface == interface:
+                return cap
+        return None
+
+    def endpoint(self, device_id: str) -> dict[str, Any]:
+        """The Endpoint fields of SPEC.md 2.3 without states (hubd-only fields left out)."""
+        out: dict[str, Any] = {"endpointId": device_id, "displayName": self.displayName,
+                               "displayType": self.displayType}
+        if self.recommendRoomName is not None:
+            out["recommendRoomName"] = self.recommendRoomName
+        if self.recommendHomeName is not None:
+            out["recommendHomeName"] = self.recommendHomeName
+        out["additionalInfo"] = dict(self.additionalInfo)
+        out["capabilities"] = [
+            {"interface": c.interface, "supportedOperations": list(c.supportedOperations),
+             "proactivelyReported": c.proactivelyReported, "retrievable": c.retrievable}
+            for c in self.capabilities
+        ]
+        return out
+
+    def canonical(self) -> str:
+        """A stable JSON text: equal configs give equal text."""
+        return json.dumps(self.model_dump(mode="json", by_alias=False), sort_keys=True, separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class StateSample:
+    """One interface value with its sample time (ISO 8601 UTC, milliseconds)."""
+
+    interface: str
+    value: StateValue
+    time_of_sample: str
+
+
+@dataclass(frozen=True, slots=True)
+class StateUpdate:
+    """What a device published on `B/device/ID/state`."""
+
+    samples: tuple[StateSample, ...]
+    cause: str
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """A speaker's answer on `B/device/ID/command/result`."""
+
+    command_id: str
+    status: str
+    message: str | None
+
+
+def parse_config(payload: bytes) -> DeviceConfig | None:
+    """A device config, or None for an empty payload (the device is deleted)."""
+    if not payload.strip():
+        return None
+    data = _json_object(payload)
+    try:
+        return DeviceConfig.model_validate(data)
+    except ValidationError as err:
+        raise DeviceMessageInvalid(_pydantic_reason(err)) from err
+
+
+def parse_state(payload: bytes, received_at: float) -> StateUpdate:
+    """Either `{"Switch": "On"}` or `{"states": [{interface, value, timeOfSample?}], "cause"?}`."""
+    data = _json_object(payload)
+    default_time = format_time(received_at)
+    cause = "PHYSICAL_INTERACTION"
+    samples: list[StateSample] = []
+    if isinstance(data.get("states"), list):
+        unknown = set(data) - {"states", "cause"}
+        if unknown:
+            raise DeviceMessageInvalid(f"unknown keys {sorted(unknown)} beside 'states'; only 'cause' may be there")
+        raw_cause = data.get("cause", cause)
+        if isinstance(raw_cause, dict):
+            raw_cause = raw_cause.get("type")
+        if not isinstance(raw_cause, str) or not raw_cause:
+            raise DeviceMessageInvalid("cause: must be a string such as \"PHYSICAL_INTERACTION\"")
+        cause = raw_cause
+        for i, item in enumerate(data["states"]):
+            if not isinstance(item, dict):
+                raise DeviceMessageInvalid(f"states[{i}]: must be an object {{interface, value, timeOfSample?}}")
+            extra = set(item) - {"interface", "value", "timeOfSample"}
+            if extra:
+                raise DeviceMessageInvalid(f"states[{i}]: unknown keys {sorted(extra)}")
+            interface = item.get("interface")
+            if not isinstance(interface, str) or not interface:
+                raise DeviceMessageInvalid(f"states[{i}].interface: must be a non-empty string")
+            if "value" not in item:
+                raise DeviceMessageInvalid(f"states[{i}].value: missing")
+            when = item.get("timeOfSample")
+            time_of_sample = default_time if when is None else _parse_time(when, f"states[{i}].timeOfSample")
+            samples.append(StateSample(interface, _value(item["value"], f"states[{i}].value"), time_of_sample))
+    else:
+        for interface, value in data.items():
+            if not interface:
+                raise DeviceMessageInvalid("an interface name is empty")
+            samples.append(StateSample(interface, _value(value, interface), default_time))
+    if not samples:
+        raise DeviceMessageInvalid("no states: publish e.g. {\"Switch\": \"On\"}")
+    return StateUpdate(tuple(samples), cause)
+
+
+def parse_event(payload: bytes, received_at: float) -> str:
+    """A doorbell press; returns its timestamp (ISO 8601 UTC, milliseconds)."""
+    data = _json_object(payload)
+    name = data.get("name")
+    if name != "DoorbellPress":
+        raise DeviceMessageInvalid(f"name: {name!r} is not a known event; the only event is \"DoorbellPress\"")
+    extra = set(data) - {"name", "timestamp"}
+    if extra:
+        raise DeviceMessageInvalid(f"unknown keys {sorted(extra)}; an event has only name and timestamp")
+    when = data.get("timestamp")
+    return format_time(received_at) if when is None else _parse_time(when, "timestamp")
+
+
+def parse_availability(payload: bytes) -> bool:
+    """`online` → True, `offline` → False (also z2m's JSON `{"state": "online"}`)."""
+    text = payload.decode("utf-8", errors="replace").strip()
+    if text.startswith("{"):
+        state = _json_object(payload).get("state")
+        text = state if isinstance(state, str) else ""
+    if text.lower() == "online":
+        return True
+    if text.lower() == "offline":
+        return False
+    raise DeviceMessageInvalid(f"availability must be 'online' or 'offline', got {text[:40]!r}")
+
+
+def parse_command_result(payload: bytes) -> CommandResult:
+    """`{"id", "status": "done"|"error", "message"?}`."""
+    data = _json_object(payload)
+    command_id, status, message = data.get("id"), data.get("status"), data.get("message")
+    if not isinstance(command_id, str) or not command_id:
+        raise DeviceMessageInvalid("id: must be the command's id string")
+    if status not in ("done", "error"):
+        raise DeviceMessageInvalid(f"status: must be \"done\" or \"error\", got {status!r}")
+    if message is not None and not isinstance(message, str):
+        raise DeviceMessageInvalid("message: must be a string")
+    return CommandResult(command_id, status, message)
+
+
+def format_time(epoch_s: float) -> str:
+    """ISO 8601 UTC with milliseconds and Z, as the platform wants it."""
+    moment = datetime.fromtimestamp(epoch_s, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+_BASIC_RE = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2}):?(\d{2}):?(\d{2})(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$")
+
+
+def _parse_time(value: object, field: str) -> str:
+    """Lenient ISO 8601 (any fraction, offsets, the basic format) → UTC with ms (PROTOCOL.md D14)."""
+    if not isinstance(value, str):
+        raise DeviceMessageInvalid(f"{field}: must be an ISO 8601 string such as 2024-01-31T12:00:00.000Z")
+    text = value.strip()
+    basic = _BASIC_RE.match(text)
+    if basic:
+        y, mo, d, h, mi, s, frac, tz = basic.groups()
+        text = f"{y}-{mo}-{d}T{h}:{mi}:{s}{frac or ''}{tz or 'Z'}"
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError as err:
+        raise DeviceMessageInvalid(f"{field}: {value!r} is not ISO 8601; use e.g. 2024-01-31T12:00:00.000Z") from err
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return format_time(moment.timestamp())
+
+
+def _value(value: object, field: str) -> StateValue:
+    if isinstance(value, bool) or value is None:
+        raise DeviceMessageInvalid(f"{field}: must be a string or a number (e.g. \"On\" or 21.5), got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise DeviceMessageInvalid(f"{field}: must be a finite number")
+    if isinstance(value, str | int | float):
+        return value
+    if isinstance(value, dict):
+        return value
+    raise DeviceMessageInvalid(f"{field}: must be a string or a number, got {type(value).__name__}")
+
+
+def _json_object(payload: bytes) -> dict[str, Any]:
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise DeviceMessageInvalid(f"payload is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES}")
+    try:
+        data = json.loads(payload)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DeviceMessageInvalid(f"not JSON: {err}") from err
+    if not isinstance(data, dict):
+        raise DeviceMessageInvalid(f"must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _pydantic_reason(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "<payload>"
+        msg = "unknown field" if e["type"] == "extra_forbidden" else e["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}")
+    return "; ".join(parts)

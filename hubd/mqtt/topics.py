@@ -1,0 +1,47 @@
+"""MQTT topic names of CONTRACT.md section 3 (pure functions). Imports only hubd.events."""
+
+from __future__ import annotations
+
+from hubd.events import MessageKind
+
+_INBOUND: dict[str, MessageKind] = {
+    "config": "config",
+    "state": "state",
+    "event": "event",
+    "availability": "availability",
+    "command/result": "command_result",
+}
+
+SUBSCRIBE_QOS = 1
+
+
+def subscriptions(base: str) -> list[tuple[str, int]]:
+    """The topic filters hubd subscribes to, all at QoS 1."""
+    return [(f"{base}/device/+/{suffix}", SUBSCRIBE_QOS) for suffix in _INBOUND]
+
+
+def parse(base: str, topic: str) -> tuple[str, MessageKind] | None:
+    """(device_id, kind) for a device topic under `base`, or None for anything else."""
+    prefix = f"{base}/device/"
+    if not topic.startswith(prefix):
+        return None
+    device_id, sep, suffix = topic[len(prefix):].partition("/")
+    if not sep or not device_id:
+        return None
+    kind = _INBOUND.get(suffix)
+    return (device_id, kind) if kind else None
+
+
+def device_topic(base: str, device_id: str, suffix: str) -> str:
+    """The topic `B/device/ID/suffix`."""
+    return f"{base}/device/{device_id}/{suffix}"
+
+
+def status_topic(base: str) -> str:
+    """hubd's own retained online/offline topic."""
+    return f"{base}/status"
+
+
+def valid_device_id(device_id: str) -> bool:
+    """An endpointId usable in a topic: no '/', '+', '#' and not empty."""
+    return bool(device_id) and not any(c in device_id for c in "/+#\x00")

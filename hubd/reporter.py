@@ -1,0 +1,161 @@
+"""The reporter: decides which platform events device changes cause and writes them to the outbox.
+
+`decide()` is pure (CONTRACT.md section 3 rules). `Reporter.commit()` writes the registry's device
+rows and one outbox row per (event, bound user) in ONE transaction, then wakes the outbox sender.
+It never sends anything itself and never drops anything: the outbox is on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hubd.cloud import messages
+from hubd.metrics import Metrics
+from hubd.registry import (
+    Change,
+    DeviceAnnounced,
+    DeviceRemoved,
+    DeviceRows,
+    DoorbellPressed,
+    StatesChanged,
+    write_rows_blocking,
+)
+from hubd.store.db import Database
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEvent:
+    """A platform message to queue: its name, the endpoints whose order it joins, its body builder input."""
+
+    name: str
+    lanes: tuple[str, ...]
+    body: dict[str, Any]  # built with a placeholder messageId; each user's row gets its own
+
+
+DISCOVERY_BATCH = 100  # endpoints per AddOrUpdateReport / DeleteReport
+
+
+def discovery_events(brand: str, endpoints: Sequence[dict[str, Any]]) -> list[PendingEvent]:
+    """AddOrUpdateReports for these endpoints, DISCOVERY_BATCH at a time."""
+    out = []
+    for start in range(0, len(endpoints), DISCOVERY_BATCH):
+        chunk = list(endpoints[start:start + DISCOVERY_BATCH])
+        out.append(PendingEvent("AddOrUpdateReport", tuple(e["endpointId"] for e in chunk),
+                                messages.add_or_update_report(brand, "", chunk)))
+    return out
+
+
+def decide(changes: Sequence[Change], brand: str) -> list[PendingEvent]:
+    """Platform events for a batch of changes, in order; consecutive announcements/deletions are batched."""
+    out: list[PendingEvent] = []
+    announced: list[dict[str, Any]] = []
+    removed: list[str] = []
+
+    def flush() -> None:
+        if announced:
+            out.extend(discovery_events(brand, announced))
+            announced.clear()
+        for start in range(0, len(removed), DISCOVERY_BATCH):
+            chunk = removed[start:start + DISCOVERY_BATCH]
+            out.append(PendingEvent("DeleteReport", tuple(chunk), messages.delete_report(brand, "", chunk)))
+        removed.clear()
+
+    for change in changes:
+        if isinstance(change, DeviceAnnounced):
+            if removed:
+                flush()
+            announced[:] = [e for e in announced if e["endpointId"] != change.endpoint["endpointId"]]
+            announced.append(change.endpoint)
+            continue
+        if isinstance(change, DeviceRemoved):
+            if announced:
+                flush()
+            if change.device_id not in removed:
+                removed.append(change.device_id)
+            continue
+        flush()
+        if isinstance(change, StatesChanged):
+            reported = [s for s in change.changed if s.interface in change.proactive]
+            if not reported:
+                continue
+            changed = [{"interface": s.interface, "value": s.value, "timeOfSample": s.time_of_sample}
+                       for s in reported]
+            out.append(PendingEvent("ChangeReport", (change.device_id,), messages.change_report(
+                brand, "", change.device_id, change.additional_info, change.snapshot, changed, change.cause)))
+        elif isinstance(change, DoorbellPressed):
+            out.append(PendingEvent("DoorbellPress", (change.device_id,),
+                                    messages.doorbell_press(brand, "", change.device_id, change.timestamp)))
+    flush()
+    return out
+
+
+class Reporter:
+    """The registry's sink: persists device rows and queues platform events for every bound user."""
+
+    def __init__(self, db: Database, *, namespace: str, metrics: Metrics,
+                 outbox_wakeup: asyncio.Event | None = None) -> None:
+        self._db = db
+        self._brand = namespace
+        self._wakeup = outbox_wakeup
+        self._queued = metrics.counter("hubd_events_queued_total", "platform events written to the outbox, by name",
+                                       "name")
+
+    async def commit(self, changes: Sequence[Change], rows: DeviceRows) -> None:
+        """Write rows and events in one transaction; wake the sender."""
+        events = decide(changes, self._brand)
+        counts = await self._db.call(_commit_blocking, rows, events, time.time())
+        for name, count in counts.items():
+            self._queued.inc(count, label=name)
+        if counts and self._wakeup is not None:
+            self._wakeup.set()
+
+    async def enqueue(self, events: Sequence[PendingEvent], user_ids: Sequence[str] | None = None) -> int:
+        """Queue events outside the device path (e.g. the full AddOrUpdateReport after a new grant)."""
+        counts = await self._db.call(_enqueue_blocking, events, user_ids, time.time())
+        for name, count in counts.items():
+            self._queued.inc(count, label=name)
+        if counts and self._wakeup is not None:
+            self._wakeup.set()
+        return sum(counts.values())
+
+
+def _commit_blocking(conn: sqlite3.Connection, rows: DeviceRows, events: Sequence[PendingEvent],
+                     now: float) -> dict[str, int]:
+    with conn:  # one transaction: device rows and the events they caused are durable together
+        conn.execute("BEGIN IMMEDIATE")
+        write_rows_blocking(conn, rows)
+        return insert_events_blocking(conn, events, None, now)
+
+
+def _enqueue_blocking(conn: sqlite3.Connection, events: Sequence[PendingEvent], user_ids: Sequence[str] | None,
+                      now: float) -> dict[str, int]:
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        return insert_events_blocking(conn, events, user_ids, now)
+
+
+def insert_events_blocking(conn: sqlite3.Connection, events: Sequence[PendingEvent],
+                           user_ids: Sequence[str] | None, now: float) -> dict[str, int]:
+    """Insert one outbox row per (event, user); users default to everyone with a grant."""
+    if not events:
+        return {}
+    users = list(user_ids) if user_ids is not None else [
+        r[0] for r in conn.execute("SELECT user_id FROM grants ORDER BY user_id")]
+    counts: dict[str, int] = {}
+    rows = []
+    for event in events:
+        lanes = json.dumps(list(event.lanes))
+        for user in users:
+            message_id = messages.new_message_id()
+            body = {**event.body, "header": {**event.body["header"], "messageId": message_id}}
+            rows.append((user, message_id, event.name, lanes, json.dumps(body, separators=(",", ":")), now))
+            counts[event.name] = counts.get(event.name, 0) + 1
+    conn.executemany(
+        "INSERT INTO outbox (user_id, message_id, name, lanes, body, created_at) VALUES (?, ?, ?, ?, ?, ?)", rows)
+    return counts

@@ -1,0 +1,1 @@
+"""SQLite storage: one connection, WAL, versioned migrations."""

@@ -1,0 +1,1 @@
+"""HTTP server and its routes."""

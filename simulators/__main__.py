@@ -1,0 +1,27 @@
+"""`python -m simulators platform|devices|speaker ...`."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "platform": ("simulators.platform", "the smart-speaker platform: token endpoint, event API, failure report"),
+    "devices": ("simulators.devices", "MQTT devices: sensors, contact, motion, light, curtain, ac, doorbell"),
+    "speaker": ("simulators.speaker", "an MQTT speaker that runs tts/audio/asr commands"),
+}
+
+
+def main(argv: list[str]) -> int:
+    """Dispatch to a simulator's own main()."""
+    if not argv or argv[0] not in COMMANDS:
+        print("usage: python -m simulators {platform|devices|speaker} [--help]\n", file=sys.stderr)
+        for name, (_, text) in COMMANDS.items():
+            print(f"  {name:9} {text}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(COMMANDS[argv[0]][0])
+    code: int = module.main(argv[1:])
+    return code
+
+
+sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,240 @@
+"""Test helper: a real mosquitto broker on a free loopback port, in a temporary directory.
+
+Used by tests only; needs the Debian `mosquitto` package (`/usr/sbin/mosquitto`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion
+
+START_TIMEOUT_S = 10.0
+STOP_TIMEOUT_S = 10.0
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """A throw-away CA and a server certificate for localhost and 127.0.0.1, made with the openssl CLI."""
+
+    ca_file: Path
+    cert_file: Path
+    key_file: Path
+
+    @classmethod
+    def make(cls, directory: Path) -> TlsFiles:
+        directory.mkdir(parents=True, exist_ok=True)
+        ca_key, ca_crt = directory / "ca.key", directory / "ca.crt"
+        key, csr, crt = directory / "server.key", directory / "server.csr", directory / "server.crt"
+        ext = directory / "san.ext"
+        ext.write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+        new_key = ("-newkey", "rsa:2048", "-nodes", "-days", "2")
+        _openssl("req", "-x509", *new_key, "-subj", "/CN=hubd test CA", "-keyout", ca_key, "-out", ca_crt)
+        _openssl("req", *new_key, "-subj", "/CN=localhost", "-keyout", key, "-out", csr)
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            csr,
+            "-CA",
+            ca_crt,
+            "-CAkey",
+            ca_key,
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            ext,
+            "-out",
+            crt,
+        )
+        return cls(ca_crt, crt, key)
+
+
+def _openssl(*args: str | Path) -> None:
+    subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True)
+
+
+def mosquitto_binary() -> str:
+    """The mosquitto executable (PATH, then the Debian location)."""
+    found = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    if not Path(found).exists():
+        raise RuntimeError("mosquitto is not installed (apt-get install mosquitto mosquitto-clients)")
+    return found
+
+
+class Mosquitto:
+    """A mosquitto process with its own config, persistence directory and log file under `workdir`."""
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        port: int | None = None,
+        users: dict[str, str] | None = None,
+        max_inflight_messages: int = 20,
+        max_queued_messages: int = 100_000,
+        tls: TlsFiles | None = None,
+    ) -> None:
+        self.host = "127.0.0.1"
+        self.port = port if port is not None else free_port()
+        self.workdir = workdir
+        self.log_path = workdir / "mosquitto.log"
+        self.config_path = workdir / "mosquitto.conf"
+        self._users = users
+        self._max_inflight_messages = max_inflight_messages
+        self._max_queued_messages = max_queued_messages
+        self._tls = tls
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Write the config and start mosquitto; returns once the port accepts connections."""
+        if self._proc is not None and self._proc.poll() is None:
+            raise RuntimeError("mosquitto is already running")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._write_config()
+        self._proc = subprocess.Popen(
+            [mosquitto_binary(), "-c", str(self.config_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                err = self._proc.stderr.read().decode(errors="replace") if self._proc.stderr else ""
+                raise RuntimeError(f"mosquitto exited with {self._proc.returncode}: {err}{self.log_tail()}")
+            try:
+                with socket.create_connection((self.host, self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.02)
+        self.kill()
+        raise RuntimeError(f"mosquitto did not accept connections on port {self.port}: {self.log_tail()}")
+
+    def stop(self) -> None:
+        """SIGTERM and wait: mosquitto writes its persistence file and closes clients (no wills)."""
+        self._end(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """SIGKILL: the broker vanishes, as in a power cut (persistence since the last save is lost)."""
+        self._end(signal.SIGKILL)
+
+    def pause(self) -> None:
+        """SIGSTOP: the broker hangs with its connections open (as a wedged host would)."""
+        if self._proc is not None:
+            self._proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after pause()."""
+        if self._proc is not None:
+            self._proc.send_signal(signal.SIGCONT)
+
+    def restart(self) -> None:
+        """Stop (SIGTERM) and start again on the same port, keeping the persistence directory."""
+        self.stop()
+        self.start()
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        """The end of the broker's log, for assertion messages."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _end(self, sig: signal.Signals) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        self._proc = None
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)  # in case it was paused
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+    def _write_config(self) -> None:
+        persistence_dir = self.workdir / "data"
+        persistence_dir.mkdir(exist_ok=True)
+        lines = [
+            # Started as root, mosquitto 2.0 drops to user `mosquitto` and then silently cannot write
+            # a log or persistence directory it does not own (MEASURED.md).
+            "user root" if os.geteuid() == 0 else "",
+            f"listener {self.port} {self.host}",
+            *(
+                [f"cafile {self._tls.ca_file}", f"certfile {self._tls.cert_file}", f"keyfile {self._tls.key_file}"]
+                if self._tls
+                else []
+            ),
+            "persistence true",
+            "set_tcp_nodelay true",
+            f"persistence_location {persistence_dir}/",
+            "autosave_interval 1",
+            f"max_inflight_messages {self._max_inflight_messages}",
+            f"max_queued_messages {self._max_queued_messages}",
+            "max_queued_bytes 0",
+            "log_dest file " + str(self.log_path),
+            "log_type error",
+            "log_type warning",
+            "log_type notice",
+            "log_type information",
+            "connection_messages true",
+            "log_timestamp_format %H:%M:%S",
+        ]
+        if self._users is None:
+            lines.append("allow_anonymous true")
+        else:
+            password_file = self.workdir / "passwd"
+            password_file.unlink(missing_ok=True)
+            for name, password in self._users.items():
+                # -c creates the file for the first user; -b takes the password from the command line.
+                create = ["-c"] if not password_file.exists() else []
+                subprocess.run(
+                    ["mosquitto_passwd", *create, "-b", str(password_file), name, password],
+                    check=True,
+                    capture_output=True,
+                )
+            password_file.chmod(0o600)
+            lines += ["allow_anonymous false", f"password_file {password_file}"]
+        self.config_path.write_text("\n".join(line for line in lines if line) + "\n")
+
+
+def publish(port: int, topic: str, payload: bytes | str, *, retain: bool = False, host: str = "127.0.0.1") -> None:
+    """Publish one QoS 1 message with a plain paho client and wait for the PUBACK."""
+    client = paho.Client(CallbackAPIVersion.VERSION2, client_id=f"test-pub-{time.monotonic_ns()}")
+    client.connect(host, port)
+    client.loop_start()
+    try:
+        info = client.publish(topic, payload, qos=1, retain=retain)
+        info.wait_for_publish(timeout=5)
+        if not info.is_published():
+            raise RuntimeError(f"publish to {topic} was not acknowledged")
+    finally:
+        client.disconnect()
+        client.loop_stop()

@@ -1,0 +1,46 @@
+"""`hubd demo` on a fresh machine: one process, binds a demo user, prints what the platform receives."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from hubd_proc import free_port
+
+
+def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    # Ask for ports that are taken: the demo must pick others.
+    taken = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hubd", "demo", "--state-dir", str(tmp_path), "--http-port", str(free_port()),
+         "--mqtt-port", "1", "--platform-port", str(free_port())],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if "ChangeReport" in line or "DoorbellPress" in line:
+                break
+        text = "".join(lines)
+        assert "bound platform user 'demo-user'" in text, text
+        assert "AddOrUpdateReport user=demo-user" in text and "sim-light-1" in text, text
+        assert "ChangeReport" in text or "DoorbellPress" in text, text
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=20)
+        assert proc.returncode == 0, text + rest
+        assert "Traceback" not in text + rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    del taken

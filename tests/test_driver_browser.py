@@ -1,0 +1,94 @@
+"""A real browser links an account: headless Chromium, phone-sized, JavaScript off, through the login page."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import aiohttp
+import pytest
+from aiohttp import web
+from mosquitto import free_port
+from test_driver_support import ALICE_PASSWORD, command, running_driver
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is missing (apt-get install chromium)"),
+    pytest.mark.skipif(importlib.util.find_spec("playwright") is None,
+                       reason="the playwright package is missing (pip install playwright)"),
+]
+
+
+@asynccontextmanager
+async def callback_site() -> AsyncIterator[tuple[str, list[dict[str, list[str]]]]]:
+    """A stand-in for the platform's callback page on loopback; records the queries it got."""
+    seen: list[dict[str, list[str]]] = []
+
+    async def landed(request: web.Request) -> web.Response:
+        seen.append(parse_qs(request.query_string, keep_blank_values=True))
+        return web.Response(text="<!doctype html><title>Linked</title><h1>Linked</h1>", content_type="text/html")
+
+    app = web.Application()
+    app.router.add_get("/platform/callback", landed)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield f"http://127.0.0.1:{port}/platform/callback", seen
+    finally:
+        await runner.cleanup()
+
+
+async def test_browser_links_an_account(tmp_path: Path) -> None:
+    from playwright.async_api import async_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    async with running_driver(tmp_path, hub_name="Living-room hub") as driver, callback_site() as (base, seen), \
+            aiohttp.ClientSession() as session:
+        callback = f"{base}?state=abc123&src=app#linked"
+        reply = await command(session, driver.url, "OAuth", {"callbackURL": callback})
+        assert reply["status"] == 0
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+            try:
+                context = await browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2,
+                                                    is_mobile=True, has_touch=True, java_script_enabled=False)
+                page = await context.new_page()
+                response = await page.goto(reply["data"])
+                assert response is not None and response.status == 200
+                assert "Living-room hub" in await page.inner_text("h1")
+                assert "127.0.0.1" in await page.inner_text("main")
+                await page.screenshot(path=str(ARTIFACTS / "driver-login.png"), full_page=True)
+
+                await page.fill("#username", "alice")
+                await page.fill("#password", "not the password")
+                await page.click("button[type=submit]")
+                await page.wait_for_load_state()
+                assert "Wrong username or password." in await page.inner_text(".error")
+                assert await page.input_value("#username") == "alice"
+                await page.screenshot(path=str(ARTIFACTS / "driver-login-error.png"), full_page=True)
+                assert seen == []
+
+                await page.fill("#password", ALICE_PASSWORD)
+                await page.click("button[type=submit]")
+                await page.wait_for_url(f"{base}**", timeout=10_000)
+                landed = urlsplit(page.url)
+                assert await page.inner_text("h1") == "Linked"
+            finally:
+                await browser.close()
+        assert landed.fragment == "linked"
+        query: dict[str, Any] = parse_qs(landed.query)
+        assert query["state"] == ["abc123"] and query["src"] == ["app"]
+        assert seen and seen[0]["code"] == query["code"]
+        token = await command(session, driver.url, "OAuthGetToken", {"code": query["code"][0]})
+        assert token["status"] == 0 and token["data"]["userId"] == "alice"

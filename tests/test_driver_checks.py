@@ -1,0 +1,185 @@
+"""`hubd check-driver`: the four checks pass against our driver in both modes and fail with reasons elsewhere."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from aiohttp import web
+from mosquitto import free_port
+from test_driver_support import ALICE_PASSWORD, CALLBACK, running_driver
+
+from hubd.driver.checks import run_checks
+
+# HUBD_BIN: test another installed hubd; by default the console script of this venv
+HUBD = Path(os.environ.get("HUBD_BIN") or Path(sys.executable).parent / "hubd")
+FRAGMENT_CALLBACK = "https://platform.example/cb/path?u=1&v=2#done"
+
+
+@pytest.mark.parametrize("mode", ["oauth2", "oauth"])
+async def test_run_checks_pass_against_hubd(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str
+) -> None:
+    async with running_driver(tmp_path, mode=mode) as driver:
+        code = await run_checks(driver.url, callback_url=FRAGMENT_CALLBACK, username="alice", password=ALICE_PASSWORD)
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0, lines
+    assert [line.split(":")[0] for line in lines] == [
+        "PASS 1 OAuth", "PASS 2 authorize", "PASS 3 OAuthGetToken", "PASS 4 OAuthRefresh"]
+    assert "exact authorize URL" in lines[0]
+    assert f"(mode {mode})" in lines[1]
+    if mode == "oauth":
+        assert "not used in OAuth (v1) mode" in lines[2]
+
+
+@pytest.mark.parametrize("mode", ["oauth2", "oauth"])
+async def test_console_script_passes_against_hubd(tmp_path: Path, mode: str) -> None:
+    assert HUBD.exists(), "run `pip install -e .` to get the hubd console script"
+    async with running_driver(tmp_path, mode=mode) as driver:
+        proc = await asyncio.create_subprocess_exec(
+            str(HUBD), "check-driver", driver.url, "--callback-url", CALLBACK, "--username", "alice",
+            "--password", ALICE_PASSWORD, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    lines = out.decode().splitlines()
+    assert proc.returncode == 0, (lines, err.decode())
+    assert len(lines) == 4 and all(line.startswith("PASS ") for line in lines)
+
+
+async def test_console_script_fails_on_a_wrong_password(tmp_path: Path) -> None:
+    async with running_driver(tmp_path) as driver:
+        proc = await asyncio.create_subprocess_exec(
+            str(HUBD), "check-driver", driver.url, "--callback-url", CALLBACK, "--username", "alice",
+            "--password", "nope", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    lines = out.decode().splitlines()
+    assert proc.returncode == 1
+    assert lines[0].startswith("PASS 1 OAuth")
+    assert lines[1] == ("FAIL 2 authorize: the login did not redirect: POST "
+                        f"{lines[1].split('POST ')[1].split(' ->')[0]} -> HTTP 200; the page says: "
+                        "'Wrong username or password.' (wrong username or password?)")
+    assert lines[2] == "FAIL 3 OAuthGetToken: skipped: check 2 gave no redirect"
+    assert lines[3] == "FAIL 4 OAuthRefresh: skipped: no UserAuth from checks 2-3"
+
+
+async def test_missing_credentials_fail_check_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    async with running_driver(tmp_path) as driver:
+        code = await run_checks(driver.url, callback_url=CALLBACK, username=None, password=None)
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert lines[1] == "FAIL 2 authorize: the page asks for a username and password; pass --username and --password"
+
+
+async def test_a_refused_callback_fails_check_1_with_the_reply(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with running_driver(tmp_path, callback_hosts=["platform.example"]) as driver:
+        code = await run_checks(driver.url, callback_url="https://evil.example/cb", username="a", password="b")
+    line = capsys.readouterr().out.splitlines()[0]
+    assert code == 1
+    assert line.startswith("FAIL 1 OAuth: status 1, not 0: ")
+    assert '"errorName": "E_DRIVER_ERROR"' in line and "driver.callback_hosts" in line
+
+
+async def test_an_unreachable_driver(capsys: pytest.CaptureFixture[str]) -> None:
+    code = await run_checks(f"http://127.0.0.1:{free_port()}", callback_url=CALLBACK, username=None, password=None)
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 1 and len(lines) == 4
+    assert lines[0].startswith("FAIL 1 OAuth: no answer from the driver: ")
+
+
+# -- a deliberately broken driver --------------------------------------------------------------
+
+Fault = str
+
+
+def broken_driver(fault: Fault) -> web.Application:
+    """A small OAuth 2.0 driver with one fault."""
+    state: dict[str, Any] = {}
+
+    async def command(request: web.Request) -> web.Response:
+        body = await request.json()
+        params = body["params"]
+        if body["command"] == "OAuth":
+            callback = params["callbackURL"]
+            encoded = callback if fault == "unencoded" else quote(callback, safe="")
+            base = f"http://{request.host}"
+            return web.json_response({"status": 0, "data": f"{base}/oauth/authorize?callbackURL={encoded}"})
+        if body["command"] == "OAuthGetToken":
+            if fault == "no-refresh-token":
+                return web.json_response({"status": 0, "data": {"userId": "u", "userToken": "t", "expiresIn": 60}})
+            return web.json_response({"status": 0, "data": {"userId": "u", "userToken": "token-1",
+                                                            "expiresIn": 60, "refreshToken": 3600}})
+        if fault == "refresh-fails":
+            return web.json_response({"status": 1, "errorName": "E_INVALID_AUTHORIZATION",
+                                      "message": "no", "userToken": "secret-token-value"})
+        return web.json_response({"status": 0, "data": {"userId": "u", "userToken": "token-2",
+                                                        "expiresIn": 60, "refreshToken": "r2"}})
+
+    async def page(request: web.Request) -> web.Response:
+        state["callback"] = request.query["callbackURL"]
+        return web.Response(text='<form method="post"><input name="user"><input type="password" name="pw">'
+                                 '<button>go</button></form>', content_type="text/html")
+
+    async def login(request: web.Request) -> web.Response:
+        form = await request.post()
+        assert (form["user"], form["pw"]) == ("u", "p")
+        callback: str = state["callback"]
+        if fault == "drops-query":
+            location = callback.split("?")[0] + "?code=abc"
+        elif fault == "no-code":
+            location = callback + "&token=abc"
+        else:
+            location = callback + "&code=abcdefgh"
+        raise web.HTTPFound(location)
+
+    app = web.Application()
+    app.router.add_post("/driver/command", command)
+    app.router.add_get("/oauth/authorize", page)
+    app.router.add_post("/oauth/authorize", login)
+    return app
+
+
+@asynccontextmanager
+async def serving(app: web.Application) -> AsyncIterator[str]:
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize(("fault", "check", "needle"), [
+    ("none", 0, ""),
+    ("unencoded", 1, "callbackURL is there but not fully percent-encoded: expected ?callbackURL=https%3A%2F%2F"),
+    ("drops-query", 2, "the redirect lost the callback's query parameter u=1: Location https://platform.example"),
+    ("no-code", 2, "the redirect adds ['token']; expected code (OAuth 2.0)"),
+    ("no-refresh-token", 3, "UserAuth.refreshToken must be a non-empty string or a number"),
+    ("refresh-fails", 4, 'status 1, not 0: {"status": 1, "errorName": "E_INVALID_AUTHORIZATION"'),
+])
+async def test_checks_against_someone_elses_driver(
+    capsys: pytest.CaptureFixture[str], fault: Fault, check: int, needle: str
+) -> None:
+    async with serving(broken_driver(fault)) as url:
+        code = await run_checks(url, callback_url=CALLBACK, username="u", password="p")
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4
+    if check == 0:
+        assert code == 0 and all(line.startswith("PASS") for line in lines), lines
+        assert "(note: the userToken did not change)" not in lines[3]
+        return
+    assert code == 1
+    failed: Callable[[str], bool] = lambda line: line.startswith(f"FAIL {check} ")  # noqa: E731
+    line = next(line for line in lines if failed(line))
+    assert needle in line, line
+    assert all(line.startswith("PASS") for line in lines[:check - 1])
+    assert "secret-token-value" not in line

@@ -1,0 +1,183 @@
+"""Pure parts of the driver: password hashes, sealing, callback URLs, login windows."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+
+from hubd.driver import passwords
+from hubd.driver.limits import LoginLimiter, SlidingWindow
+from hubd.driver.passwords import PasswordHashInvalid, check_hash, hash_password, is_hash, verify_password
+from hubd.driver.seal import SealBroken, seal, unseal
+from hubd.driver.urls import CallbackInvalid, add_params, authorize_url, check_callback, get_ci
+from hubd.errors import HubdError
+
+
+def test_hash_format_and_verify() -> None:
+    stored = hash_password("s3cret!")
+    kind, n, r, p, salt, digest = stored.split("$")
+    assert (kind, n, r, p) == ("scrypt", str(passwords.SCRYPT_N), "8", "1")
+    assert len(salt) >= 20 and len(digest) >= 40
+    assert is_hash(stored)
+    assert verify_password(stored, "s3cret!")
+    assert not verify_password(stored, "s3cret")
+    assert hash_password("s3cret!") != stored  # salted
+
+
+def test_hash_costs_a_noticeable_but_small_time() -> None:
+    stored = hash_password("pw")
+    start = time.perf_counter()
+    verify_password(stored, "pw")
+    elapsed = time.perf_counter() - start
+    assert 0.005 < elapsed < 0.5
+
+
+def test_unicode_forms_of_one_password_match() -> None:
+    stored = hash_password("caf\u00e9")
+    assert verify_password(stored, "cafe\u0301")
+    assert verify_password("caf\u00e9", "cafe\u0301")
+
+
+def test_plain_text_compare() -> None:
+    assert verify_password("plain", "plain")
+    assert not verify_password("plain", "plain ")
+    assert not is_hash("plain")
+
+
+@pytest.mark.parametrize("bad", [
+    "scrypt$x", "scrypt$16384$8$1$!!!$abc", "scrypt$1000$8$1$c2FsdHNhbHQ$" + "A" * 43,
+    "scrypt$4194304$8$1$c2FsdHNhbHQ$" + "A" * 43, "scrypt$16384$8$1$c2E$" + "A" * 43,
+])
+def test_broken_hashes_are_reported(bad: str) -> None:
+    with pytest.raises(PasswordHashInvalid):
+        check_hash(bad)
+    with pytest.raises(PasswordHashInvalid):
+        verify_password(bad, "x")
+
+
+def test_empty_password_cannot_be_hashed() -> None:
+    with pytest.raises(HubdError):
+        hash_password("")
+
+
+def test_read_password_from_a_pipe(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO("from pipe\n"))
+    assert passwords.read_password() == "from pipe"
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    with pytest.raises(HubdError, match="no password"):
+        passwords.read_password()
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_read_password_asks_twice_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdin", _Tty())
+    answers = iter(["one", "one"])
+    monkeypatch.setattr("getpass.getpass", lambda prompt: next(answers))
+    assert passwords.read_password() == "one"
+    answers = iter(["one", "two"])
+    with pytest.raises(HubdError, match="differ"):
+        passwords.read_password()
+
+
+def test_seal_round_trip_and_tamper() -> None:
+    blob = seal("old-refresh-token", b"x" * 100)
+    assert b"x" * 8 not in blob
+    assert unseal("old-refresh-token", blob) == b"x" * 100
+    with pytest.raises(SealBroken):
+        unseal("another-token", blob)
+    with pytest.raises(SealBroken):
+        unseal("old-refresh-token", blob[:20] + bytes([blob[20] ^ 1]) + blob[21:])
+    with pytest.raises(SealBroken):
+        unseal("old-refresh-token", blob[:10])
+    assert seal("k", b"same") != seal("k", b"same")  # fresh nonce each time
+
+
+def test_authorize_url_matches_the_vendor_example() -> None:
+    assert authorize_url("http://brand.example.com", "https://cdn.example.com/path?u=1&v=2") == (
+        "http://brand.example.com/oauth/authorize?callbackURL=https%3A%2F%2Fcdn.example.com%2Fpath%3Fu%3D1%26v%3D2")
+
+
+@pytest.mark.parametrize(("callback", "expected"), [
+    ("https://h/p", "https://h/p?code=c"),
+    ("https://h", "https://h?code=c"),
+    ("https://h/p?", "https://h/p?code=c"),
+    ("https://h/p?a=1&", "https://h/p?a=1&code=c"),
+    ("https://h/p?a=1&b=%20x", "https://h/p?a=1&b=%20x&code=c"),
+    ("https://h/p#f", "https://h/p?code=c#f"),
+    ("https://h/p?a=1#f?g=1", "https://h/p?a=1&code=c#f?g=1"),
+])
+def test_add_params_keeps_the_callback(callback: str, expected: str) -> None:
+    assert add_params(callback, {"code": "c"}) == expected
+
+
+def test_add_params_encodes_values() -> None:
+    assert add_params("https://h/p", {"userId": "a b&c"}) == "https://h/p?userId=a%20b%26c"
+
+
+@pytest.mark.parametrize(("callback", "allowed"), [
+    ("https://platform.example/cb", []),
+    ("HTTP://Platform.Example:8080/cb", ["platform.example"]),
+    ("https://platform.example:8443/cb", ["platform.example:8443"]),
+    ("https://platform.example/cb", ["https://platform.example/"]),
+    ("http://[::1]:8080/cb", ["[::1]:8080"]),
+])
+def test_callbacks_accepted(callback: str, allowed: list[str]) -> None:
+    check_callback(callback, allowed)
+
+
+@pytest.mark.parametrize(("callback", "allowed"), [
+    ("", []),
+    ("data:text/html,hi", []),
+    ("https:///nohost", []),
+    ("https://a@platform.example/", []),
+    ("https://platform.example:99999/", []),
+    ("https://platform.example/\u00e9", []),
+    ("https://platform.example/" + "a" * 2100, []),
+    ("https://platform.example.evil/cb", ["platform.example"]),
+    ("https://platform.example:8444/cb", ["platform.example:8443"]),
+])
+def test_callbacks_refused(callback: str, allowed: list[str]) -> None:
+    with pytest.raises(CallbackInvalid):
+        check_callback(callback, allowed)
+
+
+def test_get_ci() -> None:
+    assert get_ci({"CallbackUrl": "x"}, "callbackURL") == "x"
+    assert get_ci({"callbackURL": "a", "callbackurl": "b"}, "callbackURL") == "a"
+    assert get_ci({}, "callbackURL") is None
+
+
+def test_sliding_window() -> None:
+    window = SlidingWindow(3, 60)
+    for t in (0, 10, 20):
+        assert window.retry_after("k", t) == 0
+        window.add("k", t)
+    assert window.retry_after("k", 30) == 30  # the event at 0 leaves at 60
+    assert window.retry_after("k", 60) == 0
+    assert window.retry_after("other", 30) == 0
+
+
+def test_sliding_window_bounds_its_memory() -> None:
+    window = SlidingWindow(1, 60, max_keys=10)
+    for i in range(100):
+        window.add(f"k{i}", 0)
+    assert len(window._events) <= 10
+    assert window.retry_after("k99", 1) > 0
+
+
+def test_login_limiter_keys() -> None:
+    limiter = LoginLimiter(account_failures=2, address_failures=3, window_s=100)
+    limiter.failed("Alice", "1.2.3.4", 0)
+    limiter.failed("alice ", "5.6.7.8", 0)
+    assert limiter.retry_after("ALICE", "9.9.9.9", 1) == 99
+    limiter.succeeded("alice")
+    assert limiter.retry_after("alice", "9.9.9.9", 1) == 0
+    limiter.failed("x", "1.2.3.4", 0)
+    limiter.failed("y", "1.2.3.4", 0)
+    assert limiter.retry_after("z", "1.2.3.4", 1) == 99
