@@ -1,8 +1,9 @@
 """The wiring: build every component from the config, in start order. Nothing imports this module.
 
 Start order (stop is the reverse): store, embedded broker, platform side (tokens, outbox sender),
-registry, MQTT bridge, HTTP, zeroconf. The flow is one-way:
-MQTT bridge -> registry -> reporter -> outbox (SQLite) -> outbox sender -> platform client.
+registry, MQTT bridge, directives, webhook, HTTP, zeroconf. The flow is one-way:
+MQTT bridge -> registry -> reporter -> outbox (SQLite) -> outbox sender -> platform client;
+HTTP -> directives / webhook -> MQTT bridge for what goes to devices.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from hubd.systemd import Notifier
 from hubd.vendor import VendorEndpoint
 from hubd.web.server import HttpServer, RouteSource
 from hubd.web.status import StatusRoutes
+from hubd.webhook.service import WebhookService
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +93,10 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     directives.register(vendor)
     components.append(directives)
     # --- end directives (issue 6) ---
-    sources: list[RouteSource] = [StatusRoutes(registry, health, tokens, outbox), driver, vendor]
+    webhook = WebhookService(db, registry, bridge, per_minute=config.webhook.per_minute,
+                             per_day=config.webhook.per_day, metrics=metrics)
+    components.append(webhook)
+    sources: list[RouteSource] = [StatusRoutes(registry, health, tokens, outbox), driver, vendor, webhook]
     components.append(HttpServer(host=config.http.host, port=config.http.port,
                                  max_body_bytes=config.http.max_body_bytes, health=health, metrics=metrics,
                                  sources=sources))

@@ -81,11 +81,31 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("user")
     t.set_defaults(handler=_tokens_revoke)
 
+    p = sub.add_parser("webhook", help="create, list, revoke or rotate webhook tokens (works with hubd running)")
+    config_arg(p)
+    wsub = p.add_subparsers(metavar="ACTION", required=True)
+    w = wsub.add_parser("create", help="make a webhook; prints {id, name, token, url} once")
+    w.add_argument("--name", default="webhook", help="a label for `webhook list` (default: webhook)")
+    w.add_argument("--default-action", default=None, metavar="JSON",
+                   help="a trigger body run when the webhook is called without one, e.g. "
+                        "'{\"type\": \"tts\", \"devices\": {\"isAll\": true}, \"data\": {\"text\": \"Ding dong\"}}'")
+    w.set_defaults(handler=_webhook_create)
+    w = wsub.add_parser("list", help="list webhooks (never their tokens)")
+    w.add_argument("--json", action="store_true", help="one JSON object per line")
+    w.set_defaults(handler=_webhook_list)
+    w = wsub.add_parser("revoke", help="revoke a webhook: its URL answers 404 from now on")
+    w.add_argument("id", help="the webhook's id (or its name)")
+    w.set_defaults(handler=_webhook_revoke)
+    w = wsub.add_parser("rotate", help="give a webhook a new token; the old URL stops working at once")
+    w.add_argument("id", help="the webhook's id (or its name)")
+    w.set_defaults(handler=_webhook_rotate)
+
     p = sub.add_parser("demo", help="run hub, embedded broker, platform simulator and devices in one process")
     p.add_argument("--state-dir", type=Path, default=None, help="where the demo keeps its database")
     p.add_argument("--http-port", type=int, default=8080)
     p.add_argument("--mqtt-port", type=int, default=1883)
     p.add_argument("--platform-port", type=int, default=9000)
+    p.add_argument("--doorbell-every-s", type=float, default=25.0, help="how often the doorbell rings (about)")
     p.set_defaults(handler=_demo)
     return parser
 
@@ -130,7 +150,7 @@ def _demo(args: argparse.Namespace) -> int:
     from hubd.demo import run_demo
 
     return asyncio.run(run_demo(state_dir=args.state_dir, http_port=args.http_port, mqtt_port=args.mqtt_port,
-                                platform_port=args.platform_port))
+                                platform_port=args.platform_port, doorbell_every_s=args.doorbell_every_s))
 
 
 def _hash_password(args: argparse.Namespace) -> int:
@@ -159,3 +179,27 @@ def _tokens_revoke(args: argparse.Namespace) -> int:
     from hubd.driver.admin import revoke_tokens
 
     return revoke_tokens(_load(args), args.user)
+
+
+def _webhook_create(args: argparse.Namespace) -> int:
+    from hubd.webhook.admin import create
+
+    return create(_load(args), args.name, args.default_action)
+
+
+def _webhook_list(args: argparse.Namespace) -> int:
+    from hubd.webhook.admin import list_hooks
+
+    return list_hooks(_load(args), as_json=args.json)
+
+
+def _webhook_revoke(args: argparse.Namespace) -> int:
+    from hubd.webhook.admin import revoke
+
+    return revoke(_load(args), args.id)
+
+
+def _webhook_rotate(args: argparse.Namespace) -> int:
+    from hubd.webhook.admin import rotate
+
+    return rotate(_load(args), args.id)

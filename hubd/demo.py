@@ -1,8 +1,9 @@
 """`hubd demo`: hub, embedded broker, platform simulator and simulated devices in one process.
 
 Binds a demo user the way the platform does (the driver's login flow, then AcceptGrant) and prints
-one line per message the platform receives, until Ctrl-C. Picks free ports when the usual ones are
-taken (a mosquitto may already hold 1883).
+one line per message the platform receives, until Ctrl-C. A small home automation (what Home
+Assistant or Node-RED would be) rings the speakers through hubd's webhook at every doorbell press.
+Picks free ports when the usual ones are taken (a mosquitto may already hold 1883).
 """
 
 from __future__ import annotations
@@ -23,11 +24,17 @@ import aiohttp
 from hubd.app import build
 from hubd.config import HubdConfig
 from hubd.driver.passwords import hash_password
+from hubd.errors import MqttUnavailable
+from hubd.mqtt.client import MqttClient
+from hubd.store.db import Database
+from hubd.webhook.store import create_blocking
+from hubd.webhook.trigger import parse
 
 DEMO_USER = "demo-user"
 CALLBACK_URL = "https://platform.example/callback?src=demo"
 RANDOM_INTERVAL_S = 4.0
 DOORBELL_EVERY_S = 25.0
+DOORBELL_ACTION = {"type": "tts", "devices": {"tag": "announce"}, "data": {"text": "Someone is at the front door"}}
 
 
 def free_or_other(port: int) -> int:
@@ -65,7 +72,8 @@ def describe(record: Any) -> str:
     return f"{clock}  platform ◀ {name:<17} user={record.user_id}  {detail}"
 
 
-async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, platform_port: int) -> int:
+async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, platform_port: int,
+                   doorbell_every_s: float = DOORBELL_EVERY_S) -> int:
     """Run the demo until Ctrl-C; the exit code."""
     # The simulators are optional product code beside hubd; import them only for the demo.
     from simulators.devices import make_demo_fleet
@@ -94,6 +102,9 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
         "log": {"level": "warning"},
     })
     hub_url = f"http://127.0.0.1:{http_port}"
+    # The automation's webhook: called without a body, it runs its default action.
+    _, token = Database(config.storage.path).call_blocking(create_blocking, "demo doorbell", parse(DOORBELL_ACTION),
+                                                           time.time())
     supervisor = build(config)
     print(f"hubd demo: hub {hub_url}, MQTT broker 127.0.0.1:{mqtt_port} (embedded), "
           f"platform simulator {sim.url}, state in {directory}", flush=True)
@@ -106,7 +117,7 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
             try:
                 await _wait_ready(hub_url, hub)
                 fleet = make_demo_fleet(host="127.0.0.1", port=mqtt_port, out_dir=directory / "speech",
-                                        press_every_s=DOORBELL_EVERY_S)
+                                        press_every_s=doorbell_every_s)
                 await fleet.start()
                 helpers.append(group.create_task(_print_events(sim), name="demo.print"))
                 result = await bind_user(hub_url=hub_url, vendor_path=config.http.vendor_path, sim=sim,
@@ -115,9 +126,11 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
                 if not result.ok:
                     raise RuntimeError(f"binding the demo user failed: {result.reply}")
                 print(f"bound platform user {DEMO_USER!r} through the driver's login page and AcceptGrant; "
-                      f"devices change every few seconds, the doorbell rings every {DOORBELL_EVERY_S:.0f} s. "
-                      "Ctrl-C stops.", flush=True)
+                      f"devices change every few seconds, the doorbell rings every {doorbell_every_s:.0f} s "
+                      "and the speakers tagged 'announce' say so through the webhook. Ctrl-C stops.", flush=True)
                 helpers.append(group.create_task(fleet.run_random(RANDOM_INTERVAL_S), name="demo.devices"))
+                helpers.append(group.create_task(_doorbell_automation(mqtt_port, f"{hub_url}/trigger/with/{token}",
+                                                                      hub_url), name="demo.automation"))
             except Exception as err:  # any setup failure ends the demo with one clear line
                 print(f"hubd demo: {err}", file=sys.stderr, flush=True)
                 supervisor.request_stop()
@@ -164,3 +177,39 @@ async def _print_events(sim: Any) -> None:
         for rejection in sim.rejections[rejected:]:
             print(f"platform rejected an event: HTTP {rejection.status} {rejection.error}", flush=True)
         shown, rejected = len(sim.events), len(sim.rejections)
+
+
+async def _doorbell_automation(mqtt_port: int, webhook_url: str, hub_url: str) -> None:
+    """What a user's home automation does: on every doorbell event, POST the webhook (no body: its default)."""
+    client = MqttClient(host="127.0.0.1", port=mqtt_port, client_id=f"demo-automation-{secrets.token_hex(3)}")
+    await client.connect()
+    await client.subscribe([("hubd/device/+/event", 1)])
+    try:
+        async with aiohttp.ClientSession() as session:
+            while True:
+                batch = await client.next_batch()
+                client.ack(batch)
+                for message in batch:
+                    # amqtt hands a new subscriber every retained message, whatever its filter: check the topic.
+                    if message.retain or not message.topic.endswith("/event"):
+                        continue
+                    doorbell = message.topic.split("/")[2]
+                    async with session.post(webhook_url) as response:
+                        body = await response.json()
+                    clock = time.strftime("%H:%M:%S")
+                    if response.status != 200:
+                        print(f"{clock}  automation ▶ webhook for {doorbell}: HTTP {response.status} {body['error']}",
+                              flush=True)
+                        continue
+                    speakers = ", ".join(d["endpointId"] for d in body["devices"])
+                    print(f"{clock}  automation ▶ webhook: {doorbell} pressed, tts to {speakers} "
+                          f"(command {body['id'][:8]})", flush=True)
+                    await asyncio.sleep(1.0)
+                    async with session.get(f"{hub_url}/api/commands/{body['id']}") as response:
+                        shown = await response.json()
+                    results = ", ".join(f"{t['endpointId']} {t['status']}" for t in shown["targets"])
+                    print(f"{time.strftime('%H:%M:%S')}  speakers ▶ {results}", flush=True)
+    except (MqttUnavailable, aiohttp.ClientError):
+        return  # the hub, and with it the embedded broker, is stopping
+    finally:
+        await client.disconnect()

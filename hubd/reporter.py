@@ -19,6 +19,7 @@ from hubd.cloud import messages
 from hubd.metrics import Metrics
 from hubd.registry import (
     Change,
+    CommandResultReceived,
     DeviceAnnounced,
     DeviceRemoved,
     DeviceRows,
@@ -27,6 +28,7 @@ from hubd.registry import (
     write_rows_blocking,
 )
 from hubd.store.db import Database
+from hubd.webhook.store import record_results_blocking
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,9 +109,9 @@ class Reporter:
                                        "name")
 
     async def commit(self, changes: Sequence[Change], rows: DeviceRows) -> None:
-        """Write rows and events in one transaction; wake the sender."""
+        """Write rows, events and speakers' command results in one transaction; wake the sender."""
         events = decide(changes, self._brand)
-        counts = await self._db.call(_commit_blocking, rows, events, time.time())
+        counts = await self._db.call(_commit_blocking, rows, events, changes, time.time())
         for name, count in counts.items():
             self._queued.inc(count, label=name)
         if counts and self._wakeup is not None:
@@ -126,10 +128,14 @@ class Reporter:
 
 
 def _commit_blocking(conn: sqlite3.Connection, rows: DeviceRows, events: Sequence[PendingEvent],
-                     now: float) -> dict[str, int]:
+                     changes: Sequence[Change], now: float) -> dict[str, int]:
     with conn:  # one transaction: device rows and the events they caused are durable together
         conn.execute("BEGIN IMMEDIATE")
         write_rows_blocking(conn, rows)
+        results = [(c.device_id, c.result.command_id, c.result.status, c.result.message, c.received_at)
+                   for c in changes if isinstance(c, CommandResultReceived)]
+        if results:
+            record_results_blocking(conn, results)
         return insert_events_blocking(conn, events, None, now)
 
 

@@ -18,7 +18,7 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "hubd", "demo", "--state-dir", str(tmp_path), "--http-port", str(free_port()),
-         "--mqtt-port", "1", "--platform-port", str(free_port())],
+         "--mqtt-port", "1", "--platform-port", str(free_port()), "--doorbell-every-s", "2"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
     assert proc.stdout is not None
     lines: list[str] = []
@@ -29,12 +29,15 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
             if not line:
                 break
             lines.append(line)
-            if "ChangeReport" in line or "DoorbellPress" in line:
+            if "speakers ▶" in line:
                 break
         text = "".join(lines)
         assert "bound platform user 'demo-user'" in text, text
         assert "AddOrUpdateReport user=demo-user" in text and "sim-light-1" in text, text
-        assert "ChangeReport" in text or "DoorbellPress" in text, text
+        assert "DoorbellPress" in text, text
+        # The demo's automation rang the speakers tagged 'announce' through the webhook, and they answered.
+        assert "automation ▶ webhook: sim-doorbell-1 pressed, tts to sim-speaker-1" in text, text
+        assert "speakers ▶ sim-speaker-1 done" in text, text
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=20)
         assert proc.returncode == 0, text + rest

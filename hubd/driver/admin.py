@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sys
 import time
-from datetime import UTC, datetime
 
+from hubd.clitable import print_table, utc_text
 from hubd.config import HubdConfig
 from hubd.driver.store import GrantInfo, list_grants_blocking, revoke_user_blocking
 from hubd.store.db import Database
@@ -24,10 +24,7 @@ def list_tokens(config: HubdConfig) -> int:
         print("no tokens issued")
         return 0
     now = time.time()
-    rows = [_COLUMNS, *(_row(g, now) for g in grants)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS))]
-    for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    print_table(_COLUMNS, [_row(g, now) for g in grants])
     return 0
 
 
@@ -48,11 +45,6 @@ def _db(config: HubdConfig) -> Database:
 
 def _row(grant: GrantInfo, now: float) -> tuple[str, ...]:
     note = grant.revoked_why or ""
-    return (str(grant.grant_id), grant.username, grant.state(now), _when(grant.created_at),
-            _when(grant.refreshed_at), _when(grant.user_expires_at), _when(grant.refresh_expires_at), note)
+    return (str(grant.grant_id), grant.username, grant.state(now), utc_text(grant.created_at),
+            utc_text(grant.refreshed_at), utc_text(grant.user_expires_at), utc_text(grant.refresh_expires_at), note)
 
-
-def _when(epoch: float | None) -> str:
-    if epoch is None:
-        return "-"
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%SZ")

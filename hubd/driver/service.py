@@ -27,6 +27,7 @@ from hubd.driver.passwords import PasswordHashInvalid, check_hash, hash_password
 from hubd.driver.store import DriverRepo, Lifetimes, RefreshReused, TokenCheck, TokenStatus
 from hubd.driver.urls import CALLBACK_PARAM, CallbackInvalid, add_params, authorize_url, check_callback, get_ci, origin
 from hubd.errors import ConfigError, DriverError, StoreError
+from hubd.jsonkind import json_kind
 from hubd.lifecycle import Clock, SystemClock
 from hubd.metrics import Metrics
 from hubd.store.db import Database
@@ -154,15 +155,15 @@ class DriverService:
     async def _dispatch(self, body: object) -> Any:
         if not isinstance(body, dict):
             raise DriverError(DRIVER_ERROR, f"the body must be a JSON object with command and params, "
-                                            f"got {_kind(body)}")
+                                            f"got {json_kind(body)}")
         command = body.get("command")
         if command is None:
             raise DriverError(DRIVER_ERROR, f"the body has no 'command'; use {COMMANDS}")
         if not isinstance(command, str):
-            raise DriverError(DRIVER_ERROR, f"'command' must be a string, got {_kind(command)}")
+            raise DriverError(DRIVER_ERROR, f"'command' must be a string, got {json_kind(command)}")
         params = body.get("params", {})
         if not isinstance(params, dict):
-            raise DriverError(DRIVER_ERROR, f"'params' must be an object, got {_kind(params)}")
+            raise DriverError(DRIVER_ERROR, f"'params' must be an object, got {json_kind(params)}")
         handler = self._commands.get(command)
         if handler is None:
             raise DriverError(DRIVER_ERROR, f"unknown command {command[:64]!r}; use {COMMANDS}")
@@ -194,11 +195,11 @@ class DriverService:
                                             "{userId, userToken, expiresIn, refreshToken}")
         if isinstance(raw, bool) or not isinstance(raw, str | int | float) or raw == "":
             raise DriverError(DRIVER_ERROR, f"params.refreshToken must be a non-empty string or a number, "
-                                            f"got {_kind(raw)}")
+                                            f"got {json_kind(raw)}")
         token = raw if isinstance(raw, str) else _number_text(raw)
         user_id = params.get("userId")
         if user_id is not None and not isinstance(user_id, str):
-            raise DriverError(DRIVER_ERROR, f"params.userId must be a string, got {_kind(user_id)}")
+            raise DriverError(DRIVER_ERROR, f"params.userId must be a string, got {json_kind(user_id)}")
         try:
             pair = await self._repo.refresh(token, user_id, self._clock.time())
         except RefreshReused as err:
@@ -325,7 +326,7 @@ def _string_param(value: object, name: str) -> str:
     if value is None:
         raise DriverError(DRIVER_ERROR, f"params.{name} is missing")
     if not isinstance(value, str):
-        raise DriverError(DRIVER_ERROR, f"params.{name} must be a string, got {_kind(value)}")
+        raise DriverError(DRIVER_ERROR, f"params.{name} must be a string, got {json_kind(value)}")
     if not value:
         raise DriverError(DRIVER_ERROR, f"params.{name} is empty")
     return value
@@ -346,18 +347,3 @@ def _command_name(body: object) -> str:
     return command if isinstance(command, str) and command in ("OAuth", "OAuthGetToken", "OAuthRefresh",
                                                                 "refreshToken") else "invalid"
 
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__

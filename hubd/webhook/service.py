@@ -1,0 +1,214 @@
+"""The local webhook (SPEC.md 4.6): `POST /trigger/with/<token>` makes speakers speak, play or obey.
+
+A call goes: address not blocked for guessing -> token found (SQLite, by hash) -> within the
+token's limits (counted) -> body checked -> speakers selected -> call and command written in one
+transaction -> one QoS 1 message per speaker on `B/device/ID/command`. Results arrive through the
+registry and the reporter (`record_results_blocking`); `GET /api/commands/<id>` shows them.
+The flow is one-way: HTTP -> webhook -> MQTT bridge. Never logs a token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from aiohttp import web
+
+from hubd.directives import SetPublisher
+from hubd.driver.limits import SlidingWindow
+from hubd.errors import MqttUnavailable
+from hubd.metrics import Metrics
+from hubd.registry import DeviceRegistry
+from hubd.store.db import Database
+from hubd.webhook import store
+from hubd.webhook.limits import CallLimiter, Refusal
+from hubd.webhook.selection import NoMatch, Selection, Speaker, select, speakers
+from hubd.webhook.trigger import (
+    EXAMPLE,
+    MAX_BODY_BYTES,
+    Problem,
+    Trigger,
+    TriggerInvalid,
+    parse,
+    parse_bytes,
+    summary,
+    too_large,
+)
+
+log = logging.getLogger(__name__)
+
+# An address that presents this many unknown tokens within GUESS_WINDOW_S is refused (429) until
+# the oldest of them leaves the window: about 43 guesses an hour against 2^256 possible tokens.
+GUESS_LIMIT = 10
+GUESS_WINDOW_S = 15 * 60.0
+PRUNE_EVERY_S = 3600.0
+PUBLISH_TIMEOUT_S = 5.0
+
+
+class WebhookService:
+    """The webhook routes and the housekeeping of their tables."""
+
+    name = "webhook"
+
+    def __init__(self, db: Database, registry: DeviceRegistry, publisher: SetPublisher, *, per_minute: int,
+                 per_day: int, metrics: Metrics, clock: Callable[[], float] = time.time) -> None:
+        self._db = db
+        self._registry = registry
+        self._publisher = publisher
+        self._clock = clock
+        self._limits = CallLimiter(per_minute=per_minute, per_day=per_day)
+        self._guesses = SlidingWindow(GUESS_LIMIT, GUESS_WINDOW_S)
+        self._calls = metrics.counter("hubd_webhook_calls_total", "webhook calls, by outcome", "outcome")
+        self._commands = metrics.counter("hubd_webhook_commands_total", "speaker commands published, by type", "type")
+
+    async def start(self) -> None:
+        """Prune what is past keeping."""
+        await self._db.call(store.prune_blocking, self._clock())
+
+    async def run(self) -> None:
+        """Prune hourly."""
+        while True:
+            await asyncio.sleep(PRUNE_EVERY_S)
+            now = self._clock()
+            await self._db.call(store.prune_blocking, now)
+            self._limits.forget_idle(now)
+
+    async def stop(self) -> None:
+        """Nothing held."""
+
+    def routes(self) -> list[web.RouteDef]:
+        """The routes this module serves."""
+        return [web.post("/trigger/with/{token}", self._trigger), web.get("/api/commands/{id}", self._command)]
+
+    # --- POST /trigger/with/<token> ---------------------------------------------------------------
+
+    async def _trigger(self, request: web.Request) -> web.Response:
+        now = self._clock()
+        address = request.remote or "unknown"
+        blocked = self._guesses.retry_after(address, now)
+        if blocked > 0:
+            self._calls.inc(label="guessing")
+            return _error(429, f"too many unknown webhook tokens from {address}; check the URL and try again later",
+                          [Problem("(address)", f"{GUESS_LIMIT} unknown tokens in {GUESS_WINDOW_S / 60:.0f} minutes")],
+                          retry_after=max(1, int(blocked + 0.999)))
+        token = request.match_info["token"]
+        live = await self._db.call(store.lookup_blocking, token) if store.TOKEN_RE.match(token) else None
+        if live is None:
+            self._guesses.add(address, now)
+            if self._guesses.retry_after(address, now) > 0:
+                log.warning("webhook: %s presented %d unknown tokens; refusing it for a while", address, GUESS_LIMIT)
+            self._calls.inc(label="unknown_token")
+            return _error(404, "unknown webhook token; check the URL, or make a new one with `hubd webhook create`")
+
+        key = (live.id, live.token_hash)
+        if not self._limits.known(key):
+            self._limits.load(key, await self._db.call(store.recent_calls_blocking, live.id, now))
+        refusal = self._limits.admit(key, now)
+        if refusal is not None:
+            self._calls.inc(label="limited")
+            return _limited(refusal)
+
+        try:
+            trigger = await self._read(request, live.default_action)
+            chosen = select(speakers(self._registry.devices()), trigger.devices)
+        except TriggerInvalid as err:
+            await self._db.call(store.record_call_blocking, live.id, now)
+            self._calls.inc(label="invalid")
+            return _error(422, summary(err.problems), err.problems)
+        except NoMatch as err:
+            await self._db.call(store.record_call_blocking, live.id, now)
+            self._calls.inc(label="no_match")
+            return _error(422, err.problem.message, [err.problem])
+        return await self._dispatch(live, trigger, chosen, now)
+
+    async def _read(self, request: web.Request, default_action: dict[str, Any] | None) -> Trigger:
+        if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+            raise too_large(request.content_length)
+        try:
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise too_large(None) from None
+        if raw.strip():
+            return parse_bytes(raw)
+        if default_action is None:
+            raise TriggerInvalid([Problem("(body)", f"the body is empty and this webhook has no default action; "
+                                                    f"send a body like {EXAMPLE}, or create the webhook with "
+                                                    "`hubd webhook create --default-action '<body>'`")])
+        return parse(default_action)
+
+    async def _dispatch(self, live: store.LiveToken, trigger: Trigger, chosen: Selection, now: float) -> web.Response:
+        skipped = [{**s.as_dict(), "reason": "offline"} for s in chosen.offline]
+        if not self._publisher.connected:
+            await self._db.call(store.record_call_blocking, live.id, now)
+            self._calls.inc(label="unavailable")
+            return _error(503, "hubd is not connected to the MQTT broker; nothing was sent, try again shortly", [])
+        if not chosen.reachable:
+            await self._db.call(store.record_call_blocking, live.id, now)
+            self._calls.inc(label="offline")
+            names = ", ".join(s.sn for s in chosen.offline)
+            return _error(503, f"every matching speaker is offline ({names}); nothing was sent",
+                          [Problem("devices", f"{s.sn} is offline") for s in chosen.offline], skipped=skipped)
+
+        command_id = uuid.uuid4().hex
+        targets = [store.Target(s.endpoint_id, s.sn, "sent") for s in chosen.reachable] + \
+                  [store.Target(s.endpoint_id, s.sn, "offline", "offline") for s in chosen.offline]
+        await self._db.call(store.record_call_blocking, live.id, now, (command_id, trigger, targets))
+        payload = json.dumps(trigger.command(command_id), separators=(",", ":")).encode()
+        failed = await self._publish_all(chosen.reachable, payload)
+        if failed:
+            await self._db.call(store.mark_unsent_blocking, command_id, [s.endpoint_id for s in failed],
+                                "could not publish: MQTT broker unreachable", self._clock())
+            skipped += [{**s.as_dict(), "reason": "unsent"} for s in failed]
+        sent = [s for s in chosen.reachable if s not in failed]
+        if not sent:
+            self._calls.inc(label="unavailable")
+            return _error(503, "the MQTT broker did not take the command; nothing was sent, try again shortly",
+                          [], skipped=skipped)
+        self._calls.inc(label="ok")
+        self._commands.inc(label=trigger.type)
+        log.info("webhook %d (%s): %s %s to %s", live.id, live.name, trigger.type, command_id,
+                 ", ".join(s.endpoint_id for s in sent))
+        return web.json_response({"id": command_id, "type": trigger.type, "devices": [s.as_dict() for s in sent],
+                                  "skipped": skipped})
+
+    async def _publish_all(self, targets: Sequence[Speaker], payload: bytes) -> list[Speaker]:
+        """Publish to every target at once; the ones that failed."""
+        async def one(speaker: Speaker) -> Speaker | None:
+            try:
+                async with asyncio.timeout(PUBLISH_TIMEOUT_S):
+                    await self._publisher.publish(speaker.endpoint_id, "command", payload)
+            except (MqttUnavailable, TimeoutError) as err:
+                log.warning("webhook: command to %s not published: %s", speaker.endpoint_id, err)
+                return speaker
+            return None
+
+        results = await asyncio.gather(*(one(s) for s in targets))
+        return [s for s in results if s is not None]
+
+    # --- GET /api/commands/<id> ------------------------------------------------------------------
+
+    async def _command(self, request: web.Request) -> web.Response:
+        found = await self._db.call(store.command_blocking, request.match_info["id"])
+        if found is None:
+            return web.json_response({"error": "no such command; commands are kept for 7 days"}, status=404)
+        return web.json_response(found)
+
+
+def _limited(refusal: Refusal) -> web.Response:
+    message = (f"this webhook was called {refusal.limit} times in the last {refusal.window} "
+               f"({refusal.limit_key} is {refusal.limit}); try again in {refusal.retry_after_s} s")
+    return _error(429, message, [Problem("(limit)", message)], retry_after=refusal.retry_after_s)
+
+
+def _error(status: int, message: str, problems: Sequence[Problem] = (), *, retry_after: int | None = None,
+           skipped: list[dict[str, str]] | None = None) -> web.Response:
+    body: dict[str, Any] = {"error": message, "details": [p.as_dict() for p in problems]}
+    if skipped is not None:
+        body["skipped"] = skipped
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+    return web.json_response(body, status=status, headers=headers)
