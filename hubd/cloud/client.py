@@ -68,8 +68,8 @@ class PlatformClient:
             await self._session.close()
             self._session = None
 
-    async def post_event(self, body: dict[str, Any]) -> None:
-        """POST one message to {base_url}/async/events; returns on 2xx."""
+    async def post_event(self, body: dict[str, Any] | str) -> None:
+        """POST one message (a dict, or its JSON text) to {base_url}/async/events; returns on 2xx."""
         url = f"{self._require('base_url')}/async/events"
         status, text = await self._post(url, json_body=body)
         if 200 <= status < 300:
@@ -139,7 +139,8 @@ class PlatformClient:
         raise CloudAuthError(f"token endpoint refused ({status}, error={error}): {description}"[:300],
                              fatal=fatal, error=error)
 
-    async def _post(self, url: str, *, json_body: dict[str, Any] | None = None, form: dict[str, str] | None = None,
+    async def _post(self, url: str, *, json_body: dict[str, Any] | str | None = None,
+                    form: dict[str, str] | None = None,
                     auth: aiohttp.BasicAuth | None = None, timeout_s: float | None = None) -> tuple[int, str]:
         if self._session is None:
             raise CloudUnavailable("the platform client is not started")
@@ -149,7 +150,8 @@ class PlatformClient:
             if timeout is not None:
                 kwargs["timeout"] = timeout
             if json_body is not None:
-                kwargs["data"] = json.dumps(json_body, separators=(",", ":"))
+                text = json_body if isinstance(json_body, str) else json.dumps(json_body, separators=(",", ":"))
+                kwargs["data"] = text.encode()
                 kwargs["headers"] = {"Content-Type": "application/json"}
             else:
                 kwargs["data"] = form

@@ -7,6 +7,7 @@ body never holds a token. Replies to directives carry no authorization at all.
 from __future__ import annotations
 
 import copy
+import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -34,6 +35,22 @@ def with_token(body: dict[str, Any], token: str) -> dict[str, Any]:
     out = copy.copy(body)
     out["header"] = {**body["header"], "authorization": {"type": "BearerToken", "token": token}}
     return out
+
+
+_HEADER_OPEN = '{"header":{'
+
+
+def with_token_json(body_json: str, token: str) -> str:
+    """`with_token` on a stored body's compact JSON text, without parsing the body.
+
+    The outbox stores bodies as `json.dumps(body, separators=(",", ":"))` with `header` first, so the
+    authorization can go in as the header's first member; any other text takes the parse-and-dump path.
+    """
+    rest = body_json[len(_HEADER_OPEN):]
+    if not body_json.startswith(_HEADER_OPEN) or rest.startswith("}"):
+        return json.dumps(with_token(json.loads(body_json), token), separators=(",", ":"))
+    auth = json.dumps({"type": "BearerToken", "token": token}, separators=(",", ":"))
+    return f'{_HEADER_OPEN}"authorization":{auth},{rest}'
 
 
 def change_report(brand: str, message_id: str, endpoint_id: str, additional_info: dict[str, str],

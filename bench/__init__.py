@@ -1,0 +1,1 @@
+"""hubd's benchmark suite: `python -m bench` (see BENCHMARKS.md). Never collected by pytest."""

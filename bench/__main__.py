@@ -1,0 +1,217 @@
+"""`python -m bench`: run hubd's benchmark suite (see BENCHMARKS.md) and print a markdown table.
+
+Starts its own mosquitto, the strict platform simulator (bench.receiver) and, one after the other, hubd,
+the bare forwarder and Node-RED; runs the scenarios; writes bench/results/<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import scenarios
+from bench.load import Publisher
+from bench.procs import REPO, Broker
+from bench.profile import profile_hubd
+from bench.report import markdown
+from bench.rig import Receiver, node_red_missing
+from bench.scenarios import Contender, Params, Rig
+
+SCENARIOS = ("throughput", "latency", "scale", "backlog", "webhook")
+CONTENDERS = ("hubd", "forwarder", "node-red")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="everything small: about a minute")
+    parser.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated subset of {SCENARIOS}")
+    parser.add_argument("--contenders", default=",".join(CONTENDERS), help=f"comma-separated subset of {CONTENDERS}")
+    parser.add_argument("--devices", type=int, help="devices publishing in throughput/latency/backlog [1000]")
+    parser.add_argument("--events", type=int, help="events in the throughput scenario [30000]")
+    parser.add_argument("--rates", help="comma-separated fixed rates for the latency scenario [100,1000]")
+    parser.add_argument("--latency-seconds", type=float, help="seconds per latency rate [10]")
+    parser.add_argument("--scale-devices", type=int, help="devices with retained configs in the scale scenario [10000]")
+    parser.add_argument("--backlog-events", type=int, help="events queued during the outage [50000]")
+    parser.add_argument("--webhook-calls", type=int, help="sequential webhook calls timed [100]")
+    parser.add_argument("--flood-rate", type=float, help="failing webhook calls per second [2000]")
+    parser.add_argument("--flood-seconds", type=float, help="how long the flood lasts [10]")
+    parser.add_argument("--flood-event-rate", type=float, help="event rate measured during the flood [1000]")
+    parser.add_argument("--synchronous", choices=("full", "normal"), default="full",
+                        help="hubd's storage.synchronous [full: the default, every commit on disk]")
+    parser.add_argument("--scale-zeroconf", choices=("both", "off", "on"), default="both",
+                        help="run the scale scenario with zeroconf off, on, or both [both]")
+    parser.add_argument("--profile", type=Path, metavar="OUT",
+                        help="instead of the scenarios: py-spy hubd during a throughput run; write OUT.txt (raw) "
+                             "and print the top costs")
+    parser.add_argument("--json", type=Path, help="where to write the results [bench/results/<time>.json]")
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, databases)")
+    return parser.parse_args(argv)
+
+
+def params_from(args: argparse.Namespace) -> Params:
+    quick = args.quick
+
+    def pick(value: Any, full: Any, small: Any) -> Any:
+        return value if value is not None else (small if quick else full)
+
+    rates = tuple(float(r) for r in pick(args.rates, "100,1000", "100,1000").split(","))
+    return Params(
+        devices=pick(args.devices, 1000, 200),
+        throughput_events=pick(args.events, 30_000, 5_000),
+        rates=rates,
+        latency_s=pick(args.latency_seconds, 10.0, 3.0),
+        scale_devices=pick(args.scale_devices, 10_000, 2_000),
+        backlog_events=pick(args.backlog_events, 50_000, 5_000),
+        webhook_calls=pick(args.webhook_calls, 100, 20),
+        flood_rate=pick(args.flood_rate, 2000.0, 2000.0),
+        flood_s=pick(args.flood_seconds, 10.0, 4.0),
+        flood_event_rate=pick(args.flood_event_rate, 1000.0, 1000.0),
+        synchronous=args.synchronous,
+    )
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions: dict[str, str] = {}
+    mosquitto = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+    for tool, argv in {"mosquitto": [mosquitto, "-h"], "node": ["node", "--version"]}.items():
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=5, check=False)
+            versions[tool] = (out.stdout or out.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError):
+            pass
+    return {"cores": os.cpu_count(), "cpu": model, "python": platform.python_version(),
+            "platform": platform.platform(), "memory_mib": _mem_total_mib(), **versions}
+
+
+def _mem_total_mib() -> float:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _step(results: dict[str, Any], key: str, run: Callable[[], Any]) -> Any:
+    """Run one measurement; a failure is recorded (and printed) instead of ending the whole run."""
+    print(f"[bench] {key} ...", flush=True)
+    started = time.monotonic()
+    try:
+        value = run()
+    except Exception as err:
+        traceback.print_exc()
+        value = {"error": f"{type(err).__name__}: {err}"}
+    print(f"[bench] {key}: {json.dumps(value, default=str)[:400]} ({time.monotonic() - started:.1f} s)", flush=True)
+    results[key] = value
+    return value
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    params = params_from(args)
+    only = set(args.only.split(","))
+    contenders = [c for c in args.contenders.split(",") if c]
+    workdir = Path(tempfile.mkdtemp(prefix="hubd-bench-"))
+    results: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                               "quick": args.quick, "params": params.__dict__, "machine": machine(),
+                               "workdir": str(workdir), "skipped": {}}
+    broker = Broker(workdir / "mosquitto", max_inflight=2000)
+    broker.start()
+    receiver = Receiver(workdir)
+    receiver.start()
+    publisher = Publisher(broker.port, "bench-devices")
+    rig = Rig(workdir, broker, receiver, publisher, params)
+    try:
+        if args.profile:
+            results["profile"] = profile_hubd(rig, args.profile)
+            return results
+        for name in contenders:
+            _run_contender(rig, name, only, results)
+        if "scale" in only and "hubd" in contenders:
+            modes = {"both": (False, True), "off": (False,), "on": (True,)}[args.scale_zeroconf]
+            for zeroconf in modes:
+                _step(results, f"scale.zeroconf_{'on' if zeroconf else 'off'}",
+                      lambda zeroconf=zeroconf: scenarios.scale(rig, zeroconf=zeroconf))  # type: ignore[misc]
+    finally:
+        publisher.close()
+        receiver.stop()
+        broker.stop()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return results
+
+
+def _run_contender(rig: Rig, name: str, only: set[str], results: dict[str, Any]) -> None:
+    if name == "node-red" and (why := node_red_missing()):
+        results["skipped"]["node-red"] = why
+        print(f"[bench] skipping Node-RED: {why}", flush=True)
+        return
+    hub = None
+    who: Contender
+    print(f"[bench] starting {name}", flush=True)
+    try:
+        if name == "hubd":
+            who, hub = scenarios.start_hubd(rig)
+        elif name == "forwarder":
+            who = scenarios.start_forwarder(rig)
+        else:
+            who = scenarios.start_node_red(rig)
+    except Exception as err:  # e.g. npm cannot reach its registry: the others still run
+        traceback.print_exc()
+        results["skipped"][name] = f"could not start: {type(err).__name__}: {err}"
+        return
+    try:
+        results[f"{name}.idle_rss_mib"] = who.stats().rss_mib
+        if "throughput" in only:
+            _step(results, f"throughput.{name}", lambda: scenarios.throughput(rig, who))
+        if "latency" in only or "webhook" in only:
+            for rate in rig.params.rates:
+                _step(results, f"latency.{name}.{rate:g}", lambda rate=rate: scenarios.latency(rig, who, rate))  # type: ignore[misc]
+        if hub is not None and "backlog" in only:
+            _step(results, "backlog.hubd", lambda: scenarios.backlog(rig, who, hub))
+        if hub is not None and "webhook" in only:
+            why = scenarios.webhook_missing()
+            if why:
+                results["skipped"]["webhook"] = why
+                print(f"[bench] skipping the webhook scenario: {why}", flush=True)
+            else:
+                unloaded = results.get(f"latency.hubd.{rig.params.flood_event_rate:g}", {}).get("p99_ms", float("nan"))
+                _step(results, "webhook.hubd", lambda: scenarios.webhook(rig, who, hub, unloaded))
+        results[f"{name}.rss_after_mib"] = who.stats().rss_mib
+    finally:
+        who.proc.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    started = time.monotonic()
+    results = run(args)
+    results["duration_s"] = time.monotonic() - started
+    stamp = time.strftime("%Y%m%d-%H%M%S") + ("-quick" if args.quick else "")
+    out = args.json or REPO / "bench" / "results" / f"{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print()
+    print(markdown(results))
+    print(f"\nresults: {out} ({results['duration_s']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
