@@ -9,7 +9,6 @@ both in one transaction. Others read devices (`get`, `devices`) and may wait for
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import logging
 import sqlite3
@@ -151,16 +150,10 @@ class DeviceRegistry:
         """Load the persisted devices."""
         rows = await self._db.call(_load_blocking)
         for device_id, config_json, states_json, online in rows:
-            config = DeviceConfig.model_validate_json(config_json)
+            config = codec.load_config(config_json)
             states = {k: StateSample(k, v[0], v[1]) for k, v in json.loads(states_json).items()}
             self._devices[device_id] = Device(device_id, config, states, None if online is None else bool(online))
         log.info("loaded %d devices", len(self._devices))
-        # What is alive now (modules, config, the device table) lives as long as the process. Frozen, it is
-        # left out of the cyclic collector's full passes, which otherwise stall the event loop for 50-70 ms
-        # every few seconds under load (BENCHMARKS.md, "what limits hubd").
-        gc.collect()
-        gc.freeze()
-        gc.set_threshold(700, 10, 100)  # and full passes 10x rarer than the default (700, 10, 10)
 
     async def run(self) -> None:
         """The registry is driven by `handle`; nothing to loop over."""

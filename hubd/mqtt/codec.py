@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,8 +33,8 @@ DISPLAY_TYPES = frozenset({
 StateValue = str | int | float | dict[str, Any]
 
 
-class Capability(BaseModel):
-    """One capability interface of a device (SPEC.md 2.4)."""
+class _CapabilityModel(BaseModel):
+    """The checks for one capability of a config (SPEC.md 2.4)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -48,8 +50,8 @@ class Capability(BaseModel):
         return value.split(".", 1)[1] if value.startswith("Service.") else value
 
 
-class DeviceConfig(BaseModel):
-    """A device's description as published on `B/device/ID/config` (the Endpoint without states)."""
+class _DeviceConfigModel(BaseModel):
+    """The checks for a config published on `B/device/ID/config`; `parse_config` turns it into a DeviceConfig."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -59,7 +61,7 @@ class DeviceConfig(BaseModel):
     recommendRoomName: str | None = None
     recommendHomeName: str | None = None
     additionalInfo: dict[str, str] = Field(default_factory=dict)
-    capabilities: list[Capability] = Field(default_factory=list)
+    capabilities: list[_CapabilityModel] = Field(default_factory=list)
     sn: str | None = None
     tags: list[str] = Field(default_factory=list)
 
@@ -82,12 +84,72 @@ class DeviceConfig(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _unique_interfaces(self) -> DeviceConfig:
+    def _unique_interfaces(self) -> _DeviceConfigModel:
         names = [c.interface for c in self.capabilities]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"capabilities list an interface twice: {duplicates}")
         return self
+
+
+# The registry holds one DeviceConfig per device for the life of the process, so configs are plain slotted
+# records (a pydantic instance costs a __dict__ and a fields-set each: ~1 KiB a device) and identical
+# capabilities are one shared object: a home has many devices of few kinds (BENCHMARKS.md, memory).
+_CAPABILITIES: dict[tuple[str, tuple[str, ...], bool, bool], Capability] = {}
+_MAX_SHARED_CAPABILITIES = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class Capability:
+    """One capability interface of a device (SPEC.md 2.4); immutable and shared between devices."""
+
+    interface: str
+    supportedOperations: tuple[str, ...]
+    proactivelyReported: bool
+    retrievable: bool
+
+    @staticmethod
+    def of(interface: str, operations: Sequence[str], proactive: bool, retrievable: bool) -> Capability:
+        """The shared instance for these values."""
+        key = (interface, tuple(operations), proactive, retrievable)
+        found = _CAPABILITIES.get(key)
+        if found is None:
+            found = Capability(sys.intern(interface), tuple(sys.intern(op) for op in operations), proactive,
+                               retrievable)
+            if len(_CAPABILITIES) < _MAX_SHARED_CAPABILITIES:
+                _CAPABILITIES[key] = found
+        return found
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceConfig:
+    """A device's description as published on `B/device/ID/config` (the Endpoint without states)."""
+
+    displayName: str
+    displayType: str
+    capabilities: tuple[Capability, ...] = ()
+    endpointId: str | None = None
+    recommendRoomName: str | None = None
+    recommendHomeName: str | None = None
+    additionalInfo: dict[str, str] = field(default_factory=dict)  # never mutated: callers copy it
+    sn: str | None = None
+    tags: tuple[str, ...] = ()
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> DeviceConfig:
+        """From a validated config's fields (a `canonical()` text parsed back, or a checked model's dump)."""
+        def name(key: str) -> str | None:
+            value = data.get(key)
+            return None if value is None else sys.intern(value)
+
+        caps = tuple(Capability.of(c["interface"], c.get("supportedOperations", ()),
+                                   bool(c.get("proactivelyReported", False)), bool(c.get("retrievable", False)))
+                     for c in data.get("capabilities", ()))
+        return DeviceConfig(displayName=data["displayName"], displayType=sys.intern(data["displayType"]),
+                            capabilities=caps, endpointId=data.get("endpointId"),
+                            recommendRoomName=name("recommendRoomName"), recommendHomeName=name("recommendHomeName"),
+                            additionalInfo=dict(data.get("additionalInfo") or {}), sn=data.get("sn"),
+                            tags=tuple(sys.intern(t) for t in data.get("tags", ())))
 
     def capability(self, interface: str) -> Capability | None:
         """The capability for an interface, if the device has it."""
@@ -113,8 +175,17 @@ class DeviceConfig(BaseModel):
         return out
 
     def canonical(self) -> str:
-        """A stable JSON text: equal configs give equal text."""
-        return json.dumps(self.model_dump(mode="json", by_alias=False), sort_keys=True, separators=(",", ":"))
+        """A stable JSON text: equal configs give equal text (what the `devices` table stores)."""
+        data = {
+            "endpointId": self.endpointId, "displayName": self.displayName, "displayType": self.displayType,
+            "recommendRoomName": self.recommendRoomName, "recommendHomeName": self.recommendHomeName,
+            "additionalInfo": self.additionalInfo,
+            "capabilities": [{"interface": c.interface, "supportedOperations": list(c.supportedOperations),
+                              "proactivelyReported": c.proactivelyReported, "retrievable": c.retrievable}
+                             for c in self.capabilities],
+            "sn": self.sn, "tags": list(self.tags),
+        }
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,9 +220,15 @@ def parse_config(payload: bytes) -> DeviceConfig | None:
         return None
     data = _json_object(payload)
     try:
-        return DeviceConfig.model_validate(data)
+        model = _DeviceConfigModel.model_validate(data)
     except ValidationError as err:
         raise DeviceMessageInvalid(_pydantic_reason(err)) from err
+    return DeviceConfig.from_dict(model.model_dump(by_alias=False))
+
+
+def load_config(canonical: str) -> DeviceConfig:
+    """A config stored by the registry (`DeviceConfig.canonical()`), checked when it was first received."""
+    return DeviceConfig.from_dict(json.loads(canonical))
 
 
 def parse_state(payload: bytes, received_at: float) -> StateUpdate:
