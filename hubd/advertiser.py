@@ -15,6 +15,7 @@ from zeroconf import InterfaceChoice, IPVersion
 from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
 
 from hubd import __version__
+from hubd.threads import in_daemon_thread
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,9 @@ class Advertiser:
     async def run(self) -> None:
         """Register, then stay registered until stopped."""
         loopback = self._is_loopback()
-        addresses = [socket.inet_aton("127.0.0.1")] if loopback else self._lan_addresses()
+        # A name lookup can block for seconds: not on the loop, and not in the executor asyncio.run() waits for.
+        addresses = [socket.inet_aton("127.0.0.1")] if loopback else await in_daemon_thread(
+            self._lan_addresses, name="hubd-zeroconf-lookup")
         self._info = AsyncServiceInfo(
             SERVICE_TYPE, f"{self._name}.{SERVICE_TYPE}", port=self._port, addresses=addresses,
             properties={"version": __version__, "path": "/"}, server=f"{socket.gethostname()}.local.",
@@ -71,6 +74,7 @@ class Advertiser:
             return self._host == "localhost"
 
     def _lan_addresses(self) -> list[bytes]:
+        """Blocking: the address to advertise (the host's own when listening on every interface)."""
         host = socket.gethostname() if self._host in ("0.0.0.0", "", "::") else self._host
         try:
             return [socket.inet_aton(socket.gethostbyname(host))]

@@ -28,6 +28,7 @@ from hubd.registry import DeviceRegistry
 from hubd.reporter import Reporter
 from hubd.store.db import Database
 from hubd.store.grants import GrantRepo
+from hubd.store.replies import DirectiveReplyRepo
 from hubd.systemd import Notifier
 from hubd.vendor import VendorEndpoint
 from hubd.web.server import HttpServer, RouteSource
@@ -48,12 +49,17 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
 
     mqtt_username = config.mqtt.username
     mqtt_password = config.mqtt.password.get_secret_value() if config.mqtt.password else None
+    mqtt_client_id = config.mqtt.client_id
     if config.mqtt.embedded:
         from hubd.mqtt.broker import EmbeddedBroker
 
         if mqtt_username is None:
             # The embedded broker keeps persistent sessions only for authenticated clients.
             mqtt_username, mqtt_password = "hubd", secrets.token_urlsafe(24)
+        # Its sessions end with the process anyway, and amqtt lets any local client that connects with
+        # hubd's client id take hubd's session over, even one it then refuses (mqtt/broker.py): so
+        # a client id of this process's own that nobody can guess (at most 23 characters, MQTT 3.1.1).
+        mqtt_client_id = f"{config.mqtt.client_id[:14]}-{secrets.token_hex(4)}"
         components.append(EmbeddedBroker(host=config.mqtt.host, port=config.mqtt.port,
                                          users={mqtt_username: mqtt_password or ""}))
 
@@ -71,11 +77,11 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
         log.warning("state reporting is off: set platform.base_url, auth_url, client_id and client_secret")
 
     reporter = Reporter(db, namespace=config.platform.namespace, metrics=metrics, outbox_wakeup=outbox_wakeup)
-    registry = DeviceRegistry(db, reporter, metrics)
+    registry = DeviceRegistry(db, reporter, metrics, brand=config.platform.namespace)
     components.append(registry)
 
     client = MqttClient(
-        host=config.mqtt.host, port=config.mqtt.port, client_id=config.mqtt.client_id, clean_session=False,
+        host=config.mqtt.host, port=config.mqtt.port, client_id=mqtt_client_id, clean_session=False,
         username=mqtt_username, password=mqtt_password, tls=config.mqtt.tls,
         ca_file=str(config.mqtt.ca_file) if config.mqtt.ca_file else None,
         will=Will(status_topic(config.mqtt.base_topic), b"offline", qos=1, retain=True),
@@ -89,7 +95,7 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
                             reporting_enabled=config.platform.reporting_enabled, metrics=metrics)
     # --- directives (issue 6) ---
     directives = Directives(brand=config.platform.namespace, registry=registry, publisher=bridge, events=reporter,
-                            grants=GrantRepo(db), metrics=metrics)
+                            grants=GrantRepo(db), replies=DirectiveReplyRepo(db), metrics=metrics)
     directives.register(vendor)
     components.append(directives)
     # --- end directives (issue 6) ---

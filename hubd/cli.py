@@ -15,6 +15,7 @@ from pathlib import Path
 from hubd import __version__
 from hubd.config import HubdConfig, load_config
 from hubd.errors import ConfigError, HubdError
+from hubd.webhook.redact import RedactTokens
 
 DEFAULT_CONFIG = "/etc/hubd/config.yaml"
 
@@ -45,8 +46,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"hubd {__version__}")
     sub = parser.add_subparsers(metavar="COMMAND")
 
-    def config_arg(p: argparse.ArgumentParser) -> None:
-        p.add_argument("-c", "--config", default=DEFAULT_CONFIG, type=Path,
+    def config_arg(p: argparse.ArgumentParser, *, action: bool = False) -> None:
+        # On an action (`hubd tokens list -c C`) as well as on its group (`hubd tokens -c C list`):
+        # the action's option has no default, so it does not overwrite the group's value.
+        p.add_argument("-c", "--config", default=argparse.SUPPRESS if action else DEFAULT_CONFIG, type=Path,
                        help=f"the YAML config file (default {DEFAULT_CONFIG})")
 
     p = sub.add_parser("run", help="run the daemon in the foreground")
@@ -76,27 +79,44 @@ def _parser() -> argparse.ArgumentParser:
     config_arg(p)
     tsub = p.add_subparsers(metavar="ACTION", required=True)
     t = tsub.add_parser("list", help="list issued tokens (never the secrets)")
+    config_arg(t, action=True)
     t.set_defaults(handler=_tokens_list)
     t = tsub.add_parser("revoke", help="revoke every token of a user")
+    config_arg(t, action=True)
     t.add_argument("user")
     t.set_defaults(handler=_tokens_revoke)
+
+    p = sub.add_parser("grants", help="list or remove the platform users hubd reports to (works with hubd running)")
+    config_arg(p)
+    gsub = p.add_subparsers(metavar="ACTION", required=True)
+    g = gsub.add_parser("list", help="list platform users: state, token times, undelivered events (never a token)")
+    config_arg(g, action=True)
+    g.set_defaults(handler=_grants_list)
+    g = gsub.add_parser("remove", help="forget a platform user: their grant and undelivered events")
+    config_arg(g, action=True)
+    g.add_argument("user", help="the platform userId")
+    g.set_defaults(handler=_grants_remove)
 
     p = sub.add_parser("webhook", help="create, list, revoke or rotate webhook tokens (works with hubd running)")
     config_arg(p)
     wsub = p.add_subparsers(metavar="ACTION", required=True)
     w = wsub.add_parser("create", help="make a webhook; prints {id, name, token, url} once")
+    config_arg(w, action=True)
     w.add_argument("--name", default="webhook", help="a label for `webhook list` (default: webhook)")
     w.add_argument("--default-action", default=None, metavar="JSON",
                    help="a trigger body run when the webhook is called without one, e.g. "
                         "'{\"type\": \"tts\", \"devices\": {\"isAll\": true}, \"data\": {\"text\": \"Ding dong\"}}'")
     w.set_defaults(handler=_webhook_create)
     w = wsub.add_parser("list", help="list webhooks (never their tokens)")
+    config_arg(w, action=True)
     w.add_argument("--json", action="store_true", help="one JSON object per line")
     w.set_defaults(handler=_webhook_list)
     w = wsub.add_parser("revoke", help="revoke a webhook: its URL answers 404 from now on")
+    config_arg(w, action=True)
     w.add_argument("id", help="the webhook's id (or its name)")
     w.set_defaults(handler=_webhook_revoke)
     w = wsub.add_parser("rotate", help="give a webhook a new token; the old URL stops working at once")
+    config_arg(w, action=True)
     w.add_argument("id", help="the webhook's id (or its name)")
     w.set_defaults(handler=_webhook_rotate)
 
@@ -111,9 +131,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def setup_logging(level: str) -> None:
-    """One line per record on stderr (journald adds its own timestamps)."""
+    """One line per record on stderr (journald adds its own timestamps); webhook tokens blanked out."""
     logging.basicConfig(level=level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # on the handler: it sees every logger's records
+        handler.addFilter(RedactTokens())
     for noisy in ("aiohttp.access", "amqtt", "transitions"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -179,6 +201,18 @@ def _tokens_revoke(args: argparse.Namespace) -> int:
     from hubd.driver.admin import revoke_tokens
 
     return revoke_tokens(_load(args), args.user)
+
+
+def _grants_list(args: argparse.Namespace) -> int:
+    from hubd.cloud.admin import list_grants
+
+    return list_grants(_load(args))
+
+
+def _grants_remove(args: argparse.Namespace) -> int:
+    from hubd.cloud.admin import remove_grant
+
+    return remove_grant(_load(args), args.user)
 
 
 def _webhook_create(args: argparse.Namespace) -> int:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 import re
+import ssl
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from hubd.errors import ConfigError
 
@@ -22,33 +24,9 @@ _TOPIC_SEGMENT_RE = re.compile(r"^[^#+\x00]+$")
 
 
 class _Model(BaseModel):
-    """Base: frozen, unknown keys are errors, `<secret>_file` reads the secret from a file."""
+    """Base: frozen, unknown keys are errors. `<secret>_file` keys are read by the loader (parse_config)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _secret_files(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        secrets = {
-            name
-            for name, field in cls.model_fields.items()
-            if field.annotation is not None and "SecretStr" in str(field.annotation)
-        }
-        out = dict(data)
-        for name in secrets:
-            key = f"{name}_file"
-            if key not in out:
-                continue
-            if name in out:
-                raise ValueError(f"give either {name} or {key}, not both")
-            path = Path(str(out.pop(key)))
-            try:
-                out[name] = path.read_text(encoding="utf-8").rstrip("\r\n")
-            except OSError as err:
-                raise ValueError(f"{key}: cannot read {path}: {err.strerror}") from err
-        return out
 
 
 class StorageConfig(_Model):
@@ -72,6 +50,19 @@ class MqttConfig(_Model):
     base_topic: str = "hubd"
     embedded: bool = False
     keepalive_s: int = Field(30, ge=5, le=3600)
+
+    @field_validator("ca_file")
+    @classmethod
+    def _ca_file(cls, value: Path | None) -> Path | None:
+        if value is None:
+            return value
+        try:
+            ssl.create_default_context(cafile=str(value))
+        except ssl.SSLError as err:
+            raise ValueError(f"{value} holds no PEM CA certificate ({err.reason or err})") from err
+        except OSError as err:
+            raise ValueError(f"cannot read {value}: {err.strerror or err}") from err
+        return value
 
     @field_validator("base_topic")
     @classmethod
@@ -198,43 +189,74 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> HubdC
     return parse_config(text, env if env is not None else os.environ, source=str(path))
 
 
+KeyPath = tuple[str | int, ...]
+
+
+class _Problems:
+    """Everything wrong with one file, reported in one pass, sorted by line."""
+
+    def __init__(self) -> None:
+        self._items: list[tuple[int, str]] = []
+        self.paths: set[KeyPath] = set()  # keys whose problem is reported: pydantic's follow-up errors are not
+
+    def add(self, path: KeyPath, message: str, line: int | None) -> None:
+        where = f" (line {line})" if line is not None else ""
+        self._items.append((line if line is not None else 1 << 30, f"{_dotted(path)}: {message}{where}"))
+        self.paths.add(path)
+
+    def lines(self) -> list[str]:
+        return [text for _, text in sorted(self._items, key=lambda item: item[0])]
+
+
 def parse_config(text: str, env: Mapping[str, str], source: str = "<config>") -> HubdConfig:
-    """Validate YAML text; raise ConfigError with `<key.path>: <problem> (line N)` lines."""
+    """Validate YAML text; raise ConfigError with `<key.path>: <problem> (line N)` lines, all in one pass."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise ConfigError([f"{source}: not valid YAML: {getattr(err, 'problem', err)}{where}"]) from err
-    lines: dict[tuple[str | int, ...], int] = {}
-    problems: list[str] = []
+    lines: dict[KeyPath, int] = {}
+    problems = _Problems()
     loader = yaml.SafeLoader("")
     data = {} if node is None else _to_python(loader, node, (), lines, env, problems)
-    if problems:
-        raise ConfigError(problems)
     if not isinstance(data, dict):
         raise ConfigError([f"{source}: the top level must be a mapping of sections (storage, mqtt, http, ...)"])
+    _read_secret_files(HubdConfig, data, (), lines, problems)
+    config: HubdConfig | None = None
     try:
-        return HubdConfig.model_validate(data)
+        config = HubdConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError([_describe(e, lines) for e in err.errors()]) from err
+        for error in err.errors():
+            loc = _loc(error)
+            if not any(loc[:n] in problems.paths for n in range(1, len(loc) + 1)):
+                problems.add(loc, _message(error), _line(loc, lines))
+    found = problems.lines()
+    if found or config is None:
+        raise ConfigError(found)
+    return config
 
 
 def _to_python(
     loader: yaml.SafeLoader,
     node: yaml.Node,
-    path: tuple[str | int, ...],
-    lines: dict[tuple[str | int, ...], int],
+    path: KeyPath,
+    lines: dict[KeyPath, int],
     env: Mapping[str, str],
-    problems: list[str],
+    problems: _Problems,
 ) -> Any:
     lines[path] = node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
             key = str(loader.construct_object(key_node))
+            key_line = key_node.start_mark.line + 1
+            if key in out:
+                problems.add((*path, key), f"duplicate key: already given on line {lines[(*path, key)]}; keep one",
+                             key_line)
+                continue
             out[key] = _to_python(loader, value_node, (*path, key), lines, env, problems)
-            lines.setdefault((*path, key), key_node.start_mark.line + 1)
+            lines[(*path, key)] = key_line
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_to_python(loader, item, (*path, i), lines, env, problems) for i, item in enumerate(node.value)]
@@ -243,9 +265,7 @@ def _to_python(
         def substitute(match: re.Match[str]) -> str:
             name = match.group(1)
             if name not in env:
-                problems.append(
-                    f"{_dotted(path)}: environment variable {name} is not set (line {lines[path]})"
-                )
+                problems.add(path, f"environment variable {name} is not set", lines[path])
                 return ""
             return env[name]
 
@@ -253,24 +273,87 @@ def _to_python(
     return value
 
 
-def _dotted(path: tuple[str | int, ...]) -> str:
+def _read_secret_files(
+    model: type[BaseModel], data: dict[str, Any], path: KeyPath, lines: dict[KeyPath, int], problems: _Problems
+) -> None:
+    """Replace every `<secret>_file: PATH` (of a SecretStr field, at any depth) by the file's content."""
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        key = f"{name}_file"
+        if _is_secret(annotation) and key in data:
+            _read_secret_file(data, path, name, lines, problems)
+        value = data.get(name)
+        sub = _model_of(annotation)
+        if sub is not None and isinstance(value, dict):
+            _read_secret_files(sub, value, (*path, name), lines, problems)
+        item_model = _model_of(_list_item(annotation))
+        if item_model is not None and isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    _read_secret_files(item_model, item, (*path, name, i), lines, problems)
+
+
+def _read_secret_file(
+    data: dict[str, Any], path: KeyPath, name: str, lines: dict[KeyPath, int], problems: _Problems
+) -> None:
+    key = f"{name}_file"
+    file_path, value_path = (*path, key), (*path, name)
+    given = data.pop(key)
+    if name in data:
+        problems.add(file_path, f"give either {_dotted(value_path)} or {_dotted(file_path)}, not both",
+                     lines.get(file_path))
+        return
+    if file_path in problems.paths:  # an unset ${ENV_VAR} in the path: reported already
+        problems.paths.add(value_path)  # and not again as "field required"
+        return
+    try:
+        data[name] = Path(str(given)).read_text(encoding="utf-8").rstrip("\r\n")
+    except OSError as err:
+        problems.add(file_path, f"cannot read {given}: {err.strerror or err}", lines.get(file_path))
+        problems.paths.add(value_path)
+        return
+    lines[value_path] = lines.get(file_path, 0)
+
+
+def _is_secret(annotation: Any) -> bool:
+    return annotation is SecretStr or SecretStr in typing.get_args(annotation)
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _list_item(annotation: Any) -> Any:
+    if typing.get_origin(annotation) is list:
+        args = typing.get_args(annotation)
+        return args[0] if args else None
+    return None
+
+
+def _dotted(path: KeyPath) -> str:
     out = ""
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
     return out or "<top>"
 
 
-def _describe(error: Any, lines: dict[tuple[str | int, ...], int]) -> str:
-    loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-    message = error["msg"]
+def _loc(error: Any) -> KeyPath:
+    return tuple(p for p in error["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+
+
+def _message(error: Any) -> str:
+    message: str = error["msg"]
     if error["type"] == "extra_forbidden":
-        message = "unknown key (check the spelling; see config.example.yaml for every key)"
-    elif message.startswith("Value error, "):
-        message = message[len("Value error, "):]
-    line = None
+        return "unknown key (check the spelling; see config.example.yaml for every key)"
+    if message.startswith("Value error, "):
+        return message[len("Value error, "):]
+    return message
+
+
+def _line(loc: KeyPath, lines: dict[KeyPath, int]) -> int | None:
     probe = loc
-    while probe and line is None:
-        line = lines.get(probe)
+    while probe:
+        if probe in lines:
+            return lines[probe]
         probe = probe[:-1]
-    where = f" (line {line})" if line is not None else ""
-    return f"{_dotted(loc)}: {message}{where}"
+    return None

@@ -47,7 +47,8 @@ class Interface:
     kind: Kind
     operations: frozenset[str]
     value_range: tuple[float, float] | None = None  # None: the device's own limits (Temperature)
-    integer: bool = True
+    integer: bool = True  # a fraction is rounded (half up) to a whole number
+    whole_only: bool = False  # a fraction is refused instead (RGB is a decimal integer)
     step: float = PERCENT_STEP
     presets: tuple[tuple[str, int], ...] = ()  # FanSpeed SetHigh -> 100, as the device simulators do
     payload_key: str | None = None  # a descriptor's Set payload key, e.g. "tvChannel"
@@ -79,7 +80,7 @@ INTERFACES: Mapping[str, Interface] = MappingProxyType({i.name: i for i in (
     _percent("Volume", *_SET_MAX_MIN_ADJUST),
     _percent("FanSpeed", *_SET_MAX_MIN_ADJUST, "SetHigh", "SetMedium", "SetLow",
              presets=(("SetHigh", 100), ("SetMedium", 60), ("SetLow", 30))),
-    Interface("Color", Kind.NUMBER, frozenset({"Set", "SetRandom"}), (0.0, float(COLOR_MAX))),
+    Interface("Color", Kind.NUMBER, frozenset({"Set", "SetRandom"}), (0.0, float(COLOR_MAX)), whole_only=True),
     Interface("Temperature", Kind.NUMBER, frozenset(_SET_MAX_MIN_ADJUST), None, integer=False,
               step=TEMPERATURE_STEP_C),
     Interface("Media.TVChannel", Kind.DESCRIPTOR, frozenset({"Set", "Next", "Previous"}),
@@ -133,25 +134,36 @@ def parse_name(name: str, brand: str = "Service") -> tuple[Interface, str]:
     return interface, operation
 
 
-def limits(interface: Interface, additional_info: Mapping[str, str], display_type: str) -> tuple[float, float]:
-    """The value range: the interface's own, else `min<Interface>`/`max<Interface>` from additionalInfo,
-    else 16..30 °C for an AC's Temperature, else unbounded (±inf)."""
+def limits(interface: Interface, additional_info: Mapping[str, str],
+           display_type: str) -> tuple[tuple[float, float], tuple[str, ...]]:
+    """The value range, and what is wrong with the device's limits (each problem names the field and the fix).
+
+    The interface's own range; else `min<Interface>`/`max<Interface>` from additionalInfo, a missing side
+    taking its default (16 and 30 °C for an ac's Temperature, else unbounded). A limit that is not a finite
+    number is ignored; limits that cross (min above max) are both ignored: the defaults apply.
+    """
     if interface.value_range is not None:
-        return interface.value_range
-    low = _limit(additional_info.get(f"min{interface.name}"))
-    high = _limit(additional_info.get(f"max{interface.name}"))
-    if low is None and high is None:
-        return AC_TEMPERATURE_C if interface.name == "Temperature" and display_type == "ac" else UNBOUNDED
-    bounds = (-math.inf if low is None else low, math.inf if high is None else high)
-    return bounds if bounds[0] <= bounds[1] else UNBOUNDED
+        return interface.value_range, ()
+    default = AC_TEMPERATURE_C if interface.name == "Temperature" and display_type == "ac" else UNBOUNDED
+    problems: list[str] = []
+    low = _limit(additional_info, f"min{interface.name}", problems)
+    high = _limit(additional_info, f"max{interface.name}", problems)
+    bounds = (default[0] if low is None else low, default[1] if high is None else high)
+    if bounds[0] > bounds[1]:
+        problems.append(f"additionalInfo min{interface.name} ({_text(bounds[0])}) is above max{interface.name} "
+                        f"({_text(bounds[1])}); both ignored, {interface.name} takes {_range_text(default)}: "
+                        f"fix the device's config")
+        return default, tuple(problems)
+    return bounds, tuple(problems)
 
 
 def resolve(interface: Interface, operation: str, payload: Mapping[str, Any], *, current: StateValue | None,
             value_range: tuple[float, float], rng: random.Random) -> Target:
     """The target of a directive (operation already checked by parse_name); DirectiveError when refused.
 
-    Set out of range is E_VALUE_OUT_OF_RANGE; Adjust clamps (D5) and without a known current value leaves
-    the arithmetic to the device; SetMax/SetMin/SetRandom/presets/enum operations ignore any payload.
+    Set out of range is E_VALUE_OUT_OF_RANGE, and so is a fraction for Color (an RGB integer); a percentage
+    with a fraction is rounded half up. Adjust clamps (D5) and without a known current value leaves the
+    arithmetic to the device; SetMax/SetMin/SetRandom/presets/enum operations ignore any payload.
     """
     if interface.kind is Kind.ENUM:
         return Target(interface, operation, operation)
@@ -163,8 +175,12 @@ def resolve(interface: Interface, operation: str, payload: Mapping[str, Any], *,
     presets = dict(interface.presets)
     if operation == "Set":
         number = _number(payload, "value", interface)
+        if interface.whole_only and not number.is_integer():
+            raise DirectiveError(OUT_OF_RANGE, f"{interface.name} takes a whole number ({_range_text(value_range)}), "
+                                               f"got {number:g}")
         if not low <= number <= high:
-            raise DirectiveError(OUT_OF_RANGE, f"{interface.name} takes {_range_text(value_range)}, got {number:g}")
+            raise DirectiveError(OUT_OF_RANGE, f"{interface.name} takes {_range_text(value_range)}, "
+                                               f"got {_text(number)}")
         return Target(interface, operation, _output(interface, number))
     if operation in ("SetMax", "SetMin"):
         end = high if operation == "SetMax" else low
@@ -210,9 +226,9 @@ def _number(payload: Mapping[str, Any], key: str, interface: Interface) -> float
 
 
 def _output(interface: Interface, number: float) -> int | float:
-    """An integer for integer interfaces, else one decimal (an int when whole)."""
+    """An integer for integer interfaces (halves round up: 55.5 -> 56), else one decimal (an int when whole)."""
     if interface.integer:
-        return round(number)
+        return math.floor(number + 0.5)
     rounded = round(number, 1)
     return int(rounded) if rounded.is_integer() else rounded
 
@@ -228,14 +244,18 @@ def _descriptor(interface: Interface, payload: Mapping[str, Any]) -> dict[str, A
     return described
 
 
-def _limit(text: str | None) -> float | None:
+def _limit(additional_info: Mapping[str, str], key: str, problems: list[str]) -> float | None:
+    text = additional_info.get(key)
     if text is None:
         return None
     try:
         number = float(text)
     except ValueError:
+        number = math.nan
+    if not math.isfinite(number):
+        problems.append(f"additionalInfo {key} {text!r} is not a number; ignored: give a number such as \"30\"")
         return None
-    return number if math.isfinite(number) else None
+    return number
 
 
 def _range_text(value_range: tuple[float, float]) -> str:
@@ -243,7 +263,12 @@ def _range_text(value_range: tuple[float, float]) -> str:
     if math.isinf(low) and math.isinf(high):
         return "any number"
     if math.isinf(low):
-        return f"at most {high:g}"
+        return f"at most {_text(high)}"
     if math.isinf(high):
-        return f"at least {low:g}"
-    return f"{low:g} to {high:g}"
+        return f"at least {_text(low)}"
+    return f"{_text(low)} to {_text(high)}"
+
+
+def _text(number: float) -> str:
+    """A limit for a message: 16777215, not 1.67772e+07."""
+    return str(int(number)) if number.is_integer() else f"{number:g}"

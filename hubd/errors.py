@@ -35,6 +35,10 @@ class MqttRejected(MqttUnavailable):
     """The broker refused us (bad credentials, not authorised, bad client id)."""
 
 
+class MqttUnconfirmed(MqttUnavailable):
+    """A QoS 1 publish was handed to the connection but not acknowledged in time: it may still be delivered."""
+
+
 class CloudError(HubdError):
     """The platform's API failed."""
 

@@ -1,4 +1,7 @@
-"""Internal events passed between stages: frozen, slotted dataclasses. Imports nothing from hubd."""
+"""Internal events passed between stages (frozen, slotted dataclasses) and the outbox's barrier lane.
+
+Imports nothing from hubd.
+"""
 
 from __future__ import annotations
 
@@ -18,3 +21,9 @@ class DeviceMessage:
     topic: str
     received_at: float  # epoch seconds, when hubd received it
     retained: bool = False
+
+
+# An outbox row whose lanes start with this goes before every other pending row of its user (and such rows
+# among themselves in insertion order): a new grant's AddOrUpdateReport, so the platform knows the endpoints
+# before the events kept for the user. Never an endpointId: MQTT topics cannot carry '#' there.
+BARRIER_LANE = "#"

@@ -1,8 +1,10 @@
 """Process lifecycle: the Component protocol, the Supervisor, readiness and Backoff.
 
-The supervisor starts components in order, runs their `run()` loops in one TaskGroup, and stops
-them in reverse. It is one of the three places that catch exceptions (STYLE.md 2.6): a run loop
-that raises is fatal and the process exits non-zero so systemd restarts it.
+The supervisor starts components in order, runs their `run()` loops as named tasks, and stops them
+in reverse. It is one of the three places that catch exceptions (STYLE.md 2.6): a run loop that
+raises is fatal and the process exits non-zero so systemd restarts it. Not a TaskGroup: a TaskGroup
+waits without limit for a task that is slow to cancel, and the whole stop (cancelling the loops,
+then every stop()) must fit in STOP_BUDGET_S, under systemd's and the contract's 5 s.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from hubd.systemd import Notifier
 
@@ -139,10 +141,6 @@ def _freeze_long_lived_objects() -> None:
     gc.set_threshold(700, 10, 100)  # full passes 10x rarer than the default (700, 10, 10)
 
 
-class _StopRequested(Exception):
-    pass
-
-
 class Supervisor:
     """Starts components in order, runs them, stops them in reverse; owns signals and sd_notify."""
 
@@ -158,13 +156,17 @@ class Supervisor:
         self._stop.set()
 
     async def run(self) -> int:
-        """Run until SIGTERM/SIGINT (exit code 0) or a fatal component error (exit code 1)."""
+        """Run until SIGTERM/SIGINT (exit code 0) or a fatal component error (exit code 1).
+
+        The whole stop (cancelling the run() loops, then every stop()) fits in STOP_BUDGET_S.
+        """
         loop = asyncio.get_running_loop()
         stop = self._stop
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         started: list[Component] = []
         code = 0
+        deadline: float | None = None
         try:
             for component in self._components:
                 if stop.is_set():
@@ -174,42 +176,66 @@ class Supervisor:
                 started.append(component)
             if not stop.is_set():
                 _freeze_long_lived_objects()
-                code = await self._run_all(started, stop)
+                code, deadline = await self._run_all(started, stop)
         except Exception:
             log.critical("hubd failed to start", exc_info=True)
             code = 1
         finally:
             if not self._stopping_sent:
                 self._notify_stopping()
-            await self._stop_all(started)
+            await self._stop_all(started, deadline if deadline is not None else time.monotonic() + STOP_BUDGET_S)
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
         log.info("hubd stopped (exit code %d)", code)
         return code
 
-    async def _run_all(self, started: list[Component], stop: asyncio.Event) -> int:
-        async def wait_for_stop() -> None:
-            await stop.wait()
-            # STOPPING=1 first thing on stop, before anything is torn down.
-            self._notify_stopping()
-            log.info("stop requested")
-            raise _StopRequested
-
+    async def _run_all(self, started: list[Component], stop: asyncio.Event) -> tuple[int, float]:
+        """Run every run() loop until a stop request or a fatal error; (exit code, stop deadline)."""
+        tasks: set[asyncio.Task[Any]] = {asyncio.create_task(c.run(), name=c.name) for c in started}
+        tasks.add(asyncio.create_task(self._announce_ready(), name="ready"))
+        tasks.add(asyncio.create_task(self._watchdog(), name="watchdog"))
+        stop_waiter = asyncio.create_task(stop.wait(), name="signals")
         code = 0
         try:
-            async with asyncio.TaskGroup() as group:
-                for component in started:
-                    group.create_task(component.run(), name=component.name)
-                group.create_task(self._announce_ready(), name="ready")
-                group.create_task(self._watchdog(), name="watchdog")
-                group.create_task(wait_for_stop(), name="signals")
-        except* _StopRequested:
-            pass
-        except* Exception as group_error:
-            for error in group_error.exceptions:
-                log.critical("fatal error, exiting so the service manager restarts hubd", exc_info=error)
-            code = 1
-        return code
+            pending = set(tasks)
+            while pending:
+                done, pending = await asyncio.wait(pending | {stop_waiter}, return_when=asyncio.FIRST_COMPLETED)
+                pending.discard(stop_waiter)
+                failed = [t for t in done if t is not stop_waiter and not t.cancelled() and t.exception()]
+                for task in failed:
+                    log.critical("fatal error in %s, exiting so the service manager restarts hubd", task.get_name(),
+                                 exc_info=task.exception())
+                if failed:
+                    code = 1
+                    break
+                if stop_waiter in done:
+                    break
+        finally:
+            # STOPPING=1 first thing on stop, before anything is torn down.
+            self._notify_stopping()
+            deadline = time.monotonic() + STOP_BUDGET_S
+            if stop.is_set():
+                log.info("stop requested")
+            stop_waiter.cancel()
+            await self._cancel(tasks | {stop_waiter}, deadline)
+        return code, deadline
+
+    async def _cancel(self, tasks: set[asyncio.Task[Any]], deadline: float) -> None:
+        """Cancel the run() loops and wait for them, but not past `deadline` (the rest of the stop needs time too)."""
+        running = {task for task in tasks if not task.done()}
+        for task in running:
+            task.cancel()
+        if not running:
+            return
+        # Half of what is left: the components' stop() calls get the other half.
+        timeout = max(0.1, (deadline - time.monotonic()) / 2)
+        _, stuck = await asyncio.wait(running, timeout=timeout)
+        for task in stuck:
+            log.error("%s did not finish within %.1f s of being cancelled; carrying on with the stop",
+                      task.get_name(), timeout)
+        for task in running - stuck:
+            if not task.cancelled() and task.exception() is not None:
+                log.error("%s failed while stopping", task.get_name(), exc_info=task.exception())
 
     def _notify_stopping(self) -> None:
         self._stopping_sent = True
@@ -231,8 +257,7 @@ class Supervisor:
             self._notifier.notify("WATCHDOG=1")
             await asyncio.sleep(interval)
 
-    async def _stop_all(self, started: list[Component]) -> None:
-        deadline = time.monotonic() + STOP_BUDGET_S
+    async def _stop_all(self, started: list[Component], deadline: float) -> None:
         for component in reversed(started):
             remaining = max(0.1, deadline - time.monotonic())
             try:

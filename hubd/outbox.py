@@ -1,38 +1,59 @@
 """OutboxSender: delivers the durable outbox to the platform, at least once, in order per (user, device).
 
-Rows are written by the reporter before anything is sent. The sender keeps a small in-memory
-index of pending rows (ids, lanes, retry times; bodies stay on disk) and sends every row whose
-lanes (endpointIds) have no earlier pending row of the same user, so one device's retries never
-block another device, and one user's outage or dead grant never blocks another user.
-Outcomes (PROTOCOL.md 4.1): 2xx delete; 401 refresh + resend with the same messageId; 403 one
-refresh, then end the grant; 400/422 dead-letter; 5xx/429/timeouts back off (cap 60 s) and retry.
+Rows are written by the reporter before anything is sent. The sender keeps a small in-memory index of
+pending rows (ids, lanes, retry times; bodies stay on disk): per user, one queue per lane (endpointId),
+and a row may go once it heads every one of its lanes, so one device's backlog or retries never hide or
+block another device. A barrier row (lanes starting with BARRIER_LANE: a new grant's AddOrUpdateReport)
+goes before every other row of its user.
+Users share the send slots fairly: each round starts with the next user, a user holds at most
+MAX_IN_FLIGHT_PER_USER sends, one with nothing in flight always gets one, and a user whose token is
+being refreshed is skipped (nobody waits for a token in a slot). So one user's outage, backlog or dead
+grant never delays another user.
+Outcomes (PROTOCOL.md 4.1): 2xx delete; 401/403 refresh in the background and resend with the same
+messageId, a 403 again after the refresh ends the grant; 400/422 dead-letter (a batched AddOrUpdateReport
+or DeleteReport refused with 400 is first split into one message per endpoint, so one bad endpoint
+dead-letters only itself); anything else (5xx, 429, other 4xx, timeouts) backs off (cap 60 s) and retries.
+A user who must bind again keeps at most KEPT_WHILE_UNBOUND events; older ones are dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import json
 import logging
 import sqlite3
+from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
-from hubd.cloud.messages import with_token_json
+from hubd.cloud.messages import new_message_id, with_token_json
 from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
+from hubd.events import BARRIER_LANE
 from hubd.lifecycle import Backoff, Clock
 from hubd.metrics import Metrics
 from hubd.store.db import Database
 
 log = logging.getLogger(__name__)
 
-MAX_IN_FLIGHT = 32
-SCAN_PER_USER = 2000
+MAX_IN_FLIGHT = 64  # sends at once, all users (beyond it, only a user with nothing in flight gets one)
+MAX_IN_FLIGHT_PER_USER = 32
 RETRY_CAP_S = 60.0
-# Delivered rows are deleted in one transaction per this interval, not one per delivery: the deletes share
-# the database thread with the reporter's commits, which are on every event's path. A crash within the
-# interval resends a few delivered events with their original messageId (at least once, as always).
+# A user who must bind again keeps this many undelivered events (their new grant's AddOrUpdateReport brings
+# the devices up to date anyway); the oldest beyond it are dropped, PRUNE_SLACK at a time.
+KEPT_WHILE_UNBOUND = 10_000
+PRUNE_SLACK = 500
+# Delivered rows are deleted in one transaction per this interval (or DELETE_BATCH rows, whichever comes
+# first), not one per delivery: the deletes share the database thread with the reporter's commits, which
+# are on every event's path. A crash within the interval resends a few delivered events with their
+# original messageId (at least once, as always).
 DELETE_EVERY_S = 0.05
+DELETE_BATCH = 500
+# Names whose batched form is split, one endpoint per message, when the platform refuses the batch (400).
+SPLITTABLE = frozenset({"AddOrUpdateReport", "DeleteReport"})
+
+Outcome = Literal["done", "dead", "split", "retry", "again", "paused"]
 
 
 class PlatformApi(Protocol):
@@ -46,27 +67,134 @@ class TokenSource(Protocol):
     """What the sender needs of the token manager."""
 
     def is_active(self, user_id: str) -> bool:
-        """True when the user's events may be sent."""
+        """True when the user's grant is active."""
 
-    async def token_for(self, user_id: str) -> str:
-        """A valid access token."""
+    def token_now(self, user_id: str) -> str | None:
+        """A token to send with now, or None while it is being refreshed; never waits."""
 
-    async def refresh(self, user_id: str, *, stale_token: str | None = None) -> None:
-        """Refresh the user's token."""
+    def invalidate(self, user_id: str, token: str) -> None:
+        """The event API refused this token: refresh in the background (no-op if already replaced)."""
 
     async def revoked(self, user_id: str, reason: str) -> None:
         """End the user's grant."""
 
 
-@dataclass(slots=True)
+_BLOCKED, _READY, _WAITING, _FLIGHT = range(4)
+
+
+@dataclass(slots=True, eq=False)  # compared by identity: rows are found in lanes by `is`
 class _Row:
     id: int
     user_id: str
     lanes: tuple[str, ...]
     attempts: int
     next_attempt_at: float
-    in_flight: bool = False
+    state: int = _BLOCKED
     backoff: Backoff | None = None  # made at the first failed attempt: a backlog of 50,000 rows needs none
+    refused_token: str | None = None  # the token the event API refused for this row (401/403)
+
+    @property
+    def barrier(self) -> bool:
+        return bool(self.lanes) and self.lanes[0] == BARRIER_LANE
+
+
+@dataclass(slots=True)
+class _UserQueue:
+    """One user's pending rows: per-lane FIFOs, the lane heads ready to go and those waiting for a retry."""
+
+    rows: dict[int, _Row] = field(default_factory=dict)  # in id order
+    lanes: dict[str, deque[_Row]] = field(default_factory=dict)
+    barriers: deque[_Row] = field(default_factory=deque)
+    ready: list[tuple[int, _Row]] = field(default_factory=list)  # heap by id; stale entries skipped
+    waiting: list[tuple[float, int, _Row]] = field(default_factory=list)  # heap by retry time
+    in_flight: int = 0
+
+    def add(self, row: _Row, now: float) -> None:
+        self.rows[row.id] = row
+        if row.barrier:
+            self.barriers.append(row)
+            return
+        for lane in row.lanes:
+            self.lanes.setdefault(lane, deque()).append(row)
+        self._head(row, now)
+
+    def remove(self, row: _Row, now: float) -> None:
+        """Forget a row; the rows behind it in its lanes may go."""
+        self.rows.pop(row.id, None)
+        if row.barrier:
+            _drop(self.barriers, row)
+            return
+        heads: list[_Row] = []
+        lanes = self.lanes
+        for lane in row.lanes:
+            queue = lanes[lane]
+            _drop(queue, row)
+            if queue:
+                heads.append(queue[0])
+            else:
+                del lanes[lane]
+        for head in heads:
+            self._head(head, now)
+
+    def back(self, row: _Row, now: float) -> None:
+        """A row that was in flight stays: ready again, or waiting for its retry time."""
+        row.state = _BLOCKED
+        if row.barrier:
+            return
+        self._head(row, now)
+
+    def take(self, now: float) -> _Row | None:
+        """The next row that may go now: the first barrier alone while there is one, else a ready lane head."""
+        if self.barriers:
+            row = self.barriers[0]
+            return row if row.state != _FLIGHT and row.next_attempt_at <= now else None
+        return self._pop_ready()
+
+    def next_due(self, now: float) -> float | None:
+        """Make due retries ready; return when the next one is due (None: nothing is waiting)."""
+        if self.barriers:
+            row = self.barriers[0]
+            return row.next_attempt_at if row.state != _FLIGHT and row.next_attempt_at > now else None
+        while self.waiting:
+            due, _, row = self.waiting[0]
+            if row.state != _WAITING or self.rows.get(row.id) is not row:
+                heapq.heappop(self.waiting)
+                continue
+            if due > now:
+                return due
+            heapq.heappop(self.waiting)
+            row.state = _READY
+            heapq.heappush(self.ready, (row.id, row))
+        return None
+
+    def _pop_ready(self) -> _Row | None:
+        while self.ready:
+            _, row = heapq.heappop(self.ready)
+            if row.state == _READY and self.rows.get(row.id) is row:
+                return row
+        return None
+
+    def _head(self, row: _Row, now: float) -> None:
+        """Make a blocked row ready (or waiting) if it heads all of its lanes."""
+        if row.state != _BLOCKED:
+            return
+        lanes = self.lanes
+        for lane in row.lanes:
+            if lanes[lane][0] is not row:
+                return
+        if row.next_attempt_at > now:
+            row.state = _WAITING
+            heapq.heappush(self.waiting, (row.next_attempt_at, row.id, row))
+        else:
+            row.state = _READY
+            heapq.heappush(self.ready, (row.id, row))
+
+
+def _drop(queue: deque[_Row], row: _Row) -> None:
+    if queue and queue[0] is row:
+        queue.popleft()
+    elif row in queue:
+        queue.remove(row)
 
 
 class OutboxSender:
@@ -80,29 +208,34 @@ class OutboxSender:
         self._api = api
         self._tokens = tokens
         self._clock = clock
-        self._wakeup = wakeup  # set by others: new rows (the reporter), a new grant (the token manager)
+        self._wakeup = wakeup  # set by others: new rows (the reporter), a new grant or token (the token manager)
         self._kick = asyncio.Event()  # "dispatch again": a delivery finished, or `wakeup` was set
         self._new_rows = False
-        self._pending: dict[str, dict[int, _Row]] = {}
+        self._queues: dict[str, _UserQueue] = {}
         self._last_id = 0
+        self._load_lock = asyncio.Lock()
         self._in_flight = 0
+        self._rotation = 0
         self._done: list[int] = []
         self._done_ready = asyncio.Event()
+        self._done_full = asyncio.Event()
         self._sent = metrics.counter("hubd_events_sent_total", "events the platform accepted, by name", "name")
         self._failed = metrics.counter("hubd_event_send_failures_total", "failed sends, by reason", "reason")
         self._dead = metrics.counter("hubd_events_dead_lettered_total", "events the platform refused for good")
-        metrics.gauge("hubd_outbox_depth", "events waiting to be delivered",
-                      lambda: float(sum(len(rows) for rows in self._pending.values())))
+        self._dropped = metrics.counter("hubd_events_dropped_total",
+                                        "undelivered events dropped for a user who must bind again")
+        metrics.gauge("hubd_outbox_depth", "events waiting to be delivered", lambda: float(self.depth()))
 
     async def start(self) -> None:
         """Index what is already in the outbox (for example after a crash)."""
         await self._load_new()
-        depth = sum(len(r) for r in self._pending.values())
+        depth = self.depth()
         if depth:
             log.info("outbox holds %d undelivered events", depth)
 
     async def run(self) -> None:
         """Send whatever is due; sleep until woken or the next retry is due."""
+        await self._prune()
         async with asyncio.TaskGroup() as group:
             group.create_task(self._flush_done(), name="outbox.ack")
             group.create_task(self._relay_wakeup(), name="outbox.wakeup")
@@ -112,26 +245,20 @@ class OutboxSender:
                     # Only when someone wrote rows: a finished delivery needs a dispatch, not a query.
                     self._new_rows = False
                     await self._load_new()
+                    await self._prune()
                 next_due, due = self._dispatch()
                 if due:
                     # One query for the bodies of every row sent in this round, not one per row.
-                    bodies = await self._db.call(_bodies_blocking, [row.id for row in due])
-                    for row in due:
-                        group.create_task(self._deliver(row, bodies.get(row.id)), name=f"outbox.send.{row.id}")
-                delay = 30.0 if next_due is None else max(0.0, next_due - self._clock.time())
+                    bodies = await self._db.call(_bodies_blocking, [row.id for row, _ in due])
+                    for row, token in due:
+                        group.create_task(self._deliver(row, token, bodies.get(row.id)), name=f"outbox.send.{row.id}")
+                # Capped: retry times are wall-clock times, and the wall clock may jump.
+                delay = RETRY_CAP_S if next_due is None else min(RETRY_CAP_S, max(0.0, next_due - self._clock.time()))
                 try:
                     async with asyncio.timeout(delay):
                         await self._kick.wait()
                 except TimeoutError:
                     pass
-
-    async def _relay_wakeup(self) -> None:
-        """Turn the shared wakeup into "load new rows, then dispatch"."""
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            self._new_rows = True
-            self._kick.set()
 
     async def stop(self) -> None:
         """Deliveries in flight are cancelled with the task group; their rows stay and are resent later."""
@@ -142,91 +269,112 @@ class OutboxSender:
     def depth(self, user_id: str | None = None) -> int:
         """Undelivered events (of one user, or all)."""
         if user_id is not None:
-            return len(self._pending.get(user_id, {}))
-        return sum(len(rows) for rows in self._pending.values())
+            queue = self._queues.get(user_id)
+            return 0 if queue is None else len(queue.rows)
+        return sum(len(queue.rows) for queue in self._queues.values())
 
-    def _dispatch(self) -> tuple[float | None, list[_Row]]:
-        """Mark every row that may be sent now as in flight; return them and when the next retry is due."""
+    async def _relay_wakeup(self) -> None:
+        """Turn the shared wakeup into "load new rows, then dispatch"."""
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            self._new_rows = True
+            self._kick.set()
+
+    def _dispatch(self) -> tuple[float | None, list[tuple[_Row, str]]]:
+        """Mark every row that may be sent now as in flight; return them (with their token) and the next retry."""
         now = self._clock.time()
         next_due: float | None = None
-        due: list[_Row] = []
-        for user_id, rows in self._pending.items():
-            if not rows or not self._tokens.is_active(user_id):
+        due: list[tuple[_Row, str]] = []
+        users = [user for user, queue in self._queues.items() if queue.rows]
+        if not users:
+            return None, due
+        start = self._rotation % len(users)
+        self._rotation += 1
+        for user in users[start:] + users[:start]:
+            queue = self._queues[user]
+            when = queue.next_due(now)
+            if when is not None:
+                next_due = when if next_due is None else min(next_due, when)
+            if not self._tokens.is_active(user):
                 continue
-            blocked: set[str] = set()
-            for scanned, row in enumerate(rows.values()):
-                if scanned >= SCAN_PER_USER or self._in_flight >= MAX_IN_FLIGHT:
-                    break
-                if row.in_flight or blocked.intersection(row.lanes):
-                    blocked.update(row.lanes)
-                    continue
-                if row.next_attempt_at > now:
-                    next_due = row.next_attempt_at if next_due is None else min(next_due, row.next_attempt_at)
-                    blocked.update(row.lanes)
-                    continue
-                blocked.update(row.lanes)
-                row.in_flight = True
+            token = self._tokens.token_now(user)  # None: being refreshed; the token manager wakes us after
+            if token is None:
+                continue
+            room = min(MAX_IN_FLIGHT_PER_USER - queue.in_flight, MAX_IN_FLIGHT - self._in_flight)
+            if queue.in_flight == 0:
+                room = max(room, 1)  # a user with nothing in flight never waits for the others' sends
+            while room > 0 and (row := queue.take(now)) is not None:
+                row.state = _FLIGHT
+                queue.in_flight += 1
                 self._in_flight += 1
-                due.append(row)
+                room -= 1
+                due.append((row, token))
         return next_due, due
 
-    async def _deliver(self, row: _Row, loaded: tuple[str, str] | None) -> None:
+    async def _deliver(self, row: _Row, token: str, loaded: tuple[str, str] | None) -> None:
+        queue = self._queues[row.user_id]
         try:
-            outcome = await self._send(row, loaded)
+            outcome = await self._send(row, token, loaded)
         finally:
-            row.in_flight = False
+            queue.in_flight -= 1
             self._in_flight -= 1
-        if outcome == "done":
-            self._pending.get(row.user_id, {}).pop(row.id, None)
-            self._done.append(row.id)
-            self._done_ready.set()
-        elif outcome == "dead":
-            self._pending.get(row.user_id, {}).pop(row.id, None)
+        now = self._clock.time()
+        if outcome in ("done", "dead"):
+            queue.remove(row, now)
+            if outcome == "done":
+                self._done.append(row.id)
+                self._done_ready.set()
+                if len(self._done) >= DELETE_BATCH:
+                    self._done_full.set()
+        elif outcome == "split":
+            queue.remove(row, now)  # its pieces were loaded as barriers: they go first
+        else:
+            queue.back(row, now)
         self._kick.set()
 
-    async def _send(self, row: _Row, loaded: tuple[str, str] | None) -> str:
+    async def _send(self, row: _Row, token: str, loaded: tuple[str, str] | None) -> Outcome:
         if loaded is None:
-            return "done"
+            return "done"  # no longer in the outbox (dropped or removed meanwhile)
         name, body = loaded
-        refreshed = False
-        while True:
-            try:
-                token = await self._tokens.token_for(row.user_id)
-                # The stored JSON text goes out as is, with the token spliced in: no parse, no re-encode.
-                await self._api.post_event(with_token_json(body, token))
-            except CloudAuthError as err:
-                if not self._tokens.is_active(row.user_id):
-                    # The grant ended (refresh failed for good): keep the row until a new grant.
-                    self._failed.inc(label="grant_ended")
-                    return "paused"
-                if refreshed:
-                    if err.fatal:
-                        await self._tokens.revoked(row.user_id, f"event API refused the token after a refresh: {err}")
-                        self._failed.inc(label="revoked")
-                        return "paused"
-                    return await self._retry(row, f"token refused after refresh: {err}", "auth")
-                refreshed = True
-                self._failed.inc(label="403" if err.fatal else "401")
-                try:
-                    await self._tokens.refresh(row.user_id, stale_token=token)
-                except CloudAuthError:
-                    return "paused" if not self._tokens.is_active(row.user_id) else await self._retry(
-                        row, "refresh failed", "refresh")
-                except CloudUnavailable as refresh_err:
-                    return await self._retry(row, f"refresh failed: {refresh_err}", "refresh")
-                continue  # resend the same body: same messageId
-            except CloudUnavailable as err:
-                return await self._retry(row, str(err), "unavailable")
-            except CloudRejected as err:
-                log.error("platform rejected %s %s for user %s (HTTP %d): %s; moved to dead letters",
-                          name, json.loads(body)["header"]["messageId"], row.user_id, err.status, err.body[:300])
-                await self._db.call(_dead_letter_blocking, row.id, err.status, err.body[:4000], self._clock.time())
-                self._dead.inc()
-                return "dead"
-            self._sent.inc(label=name)
-            return "done"
+        try:
+            # The stored JSON text goes out as is, with the token spliced in: no parse, no re-encode.
+            await self._api.post_event(with_token_json(body, token))
+        except CloudAuthError as err:
+            return await self._refused(row, token, err)
+        except CloudUnavailable as err:
+            return await self._retry(row, str(err), "unavailable")
+        except CloudRejected as err:
+            if err.status == 400 and name in SPLITTABLE and len(_endpoint_lanes(row)) > 1:
+                return await self._split(row, name, err)
+            log.error("platform rejected %s %s for user %s (HTTP %d): %s; moved to dead letters",
+                      name, json.loads(body)["header"]["messageId"], row.user_id, err.status, err.body[:300])
+            await self._db.call(_dead_letter_blocking, row.id, err.status, err.body[:4000], self._clock.time())
+            self._dead.inc()
+            return "dead"
+        self._sent.inc(label=name)
+        return "done"
 
-    async def _retry(self, row: _Row, error: str, reason: str) -> str:
+    async def _refused(self, row: _Row, token: str, err: CloudAuthError) -> Outcome:
+        """401/403: the first time, refresh (in the background) and resend; a 403 again after that ends the grant."""
+        user = row.user_id
+        if not self._tokens.is_active(user):
+            self._failed.inc(label="grant_ended")  # the grant ended meanwhile: keep the row until a new one
+            return "paused"
+        if row.refused_token is None or row.refused_token == token:
+            row.refused_token = token
+            self._failed.inc(label="403" if err.fatal else "401")
+            self._tokens.invalidate(user, token)
+            return "again"  # same row, same messageId, once the token is refreshed
+        if err.fatal:
+            await self._tokens.revoked(user, f"event API refused the token after a refresh: {err}")
+            self._failed.inc(label="revoked")
+            return "paused"
+        row.refused_token = token
+        self._tokens.invalidate(user, token)
+        return await self._retry(row, f"token refused after refresh: {err}", "auth")
+
+    async def _retry(self, row: _Row, error: str, reason: str) -> Outcome:
         row.attempts += 1
         if row.backoff is None:
             row.backoff = Backoff(initial_s=1.0, cap_s=RETRY_CAP_S)
@@ -237,21 +385,59 @@ class OutboxSender:
         await self._db.call(_note_retry_blocking, row.id, row.attempts, row.next_attempt_at, error[:500])
         return "retry"
 
+    async def _split(self, row: _Row, name: str, err: CloudRejected) -> Outcome:
+        """A batch refused as a whole: resend it one endpoint per message, in its place (barriers go first)."""
+        count = await self._db.call(_split_blocking, row.id)
+        log.warning("platform rejected a %s of %d endpoints for user %s (HTTP %d: %s); resending them one by one",
+                    name, count, row.user_id, err.status, err.body[:300])
+        await self._load_new()  # the pieces, before the row behind it in any lane may go
+        return "split"
+
+    async def _prune(self) -> None:
+        """Drop the oldest undelivered events of users who must bind again, beyond KEPT_WHILE_UNBOUND."""
+        for user, queue in list(self._queues.items()):
+            excess = len(queue.rows) - KEPT_WHILE_UNBOUND
+            if excess < PRUNE_SLACK or self._tokens.is_active(user):
+                continue
+            victims = [row for row in queue.rows.values() if row.state != _FLIGHT][:excess]
+            await self._db.call(_delete_blocking, [row.id for row in victims])
+            now = self._clock.time()
+            for row in victims:
+                queue.remove(row, now)
+            self._dropped.inc(len(victims))
+            log.warning("user %s must bind again and has %d undelivered events; dropped the %d oldest "
+                        "(hubd keeps at most %d for a user until they bind again)",
+                        user, len(queue.rows) + len(victims), len(victims), KEPT_WHILE_UNBOUND)
+
     async def _flush_done(self) -> None:
         while True:
             await self._done_ready.wait()
-            await asyncio.sleep(DELETE_EVERY_S)
+            if len(self._done) < DELETE_BATCH:
+                try:
+                    async with asyncio.timeout(DELETE_EVERY_S):
+                        await self._done_full.wait()
+                except TimeoutError:
+                    pass
             self._done_ready.clear()
+            self._done_full.clear()
             ids, self._done = self._done, []
             if ids:
                 await self._db.call(_delete_blocking, ids)
 
     async def _load_new(self) -> None:
-        rows = await self._db.call(_new_rows_blocking, self._last_id)
-        for row_id, user_id, lanes, attempts, next_at in rows:
-            self._pending.setdefault(user_id, {})[row_id] = _Row(row_id, user_id, tuple(json.loads(lanes)),
-                                                                 attempts, next_at)
-            self._last_id = max(self._last_id, row_id)
+        async with self._load_lock:  # the main loop and a split may both load; each row once
+            rows = await self._db.call(_new_rows_blocking, self._last_id)
+            now = self._clock.time()
+            for row_id, user_id, lanes, attempts, next_at in rows:
+                queue = self._queues.get(user_id)
+                if queue is None:
+                    queue = self._queues[user_id] = _UserQueue()
+                queue.add(_Row(row_id, user_id, tuple(json.loads(lanes)), attempts, next_at), now)
+                self._last_id = max(self._last_id, row_id)
+
+
+def _endpoint_lanes(row: _Row) -> tuple[str, ...]:
+    return row.lanes[1:] if row.barrier else row.lanes
 
 
 def _new_rows_blocking(conn: sqlite3.Connection, after: int) -> list[tuple[int, str, str, int, float]]:
@@ -260,7 +446,7 @@ def _new_rows_blocking(conn: sqlite3.Connection, after: int) -> list[tuple[int, 
 
 
 def _bodies_blocking(conn: sqlite3.Connection, ids: list[int]) -> dict[int, tuple[str, str]]:
-    """Name and body (JSON text) of each row still in the outbox (at most MAX_IN_FLIGHT ids per call)."""
+    """Name and body (JSON text) of each row still in the outbox."""
     marks = ",".join("?" * len(ids))
     rows = conn.execute(f"SELECT id, name, body FROM outbox WHERE id IN ({marks})", ids)  # noqa: S608 - only ?s
     return {row[0]: (row[1], row[2]) for row in rows}
@@ -285,3 +471,25 @@ def _dead_letter_blocking(conn: sqlite3.Connection, row_id: int, status: int, re
             "created_at, dead_at) SELECT id, user_id, message_id, name, body, ?, ?, attempts + 1, created_at, ? "
             "FROM outbox WHERE id = ?", (status, response, now, row_id))
         conn.execute("DELETE FROM outbox WHERE id = ?", (row_id,))
+
+
+def _split_blocking(conn: sqlite3.Connection, row_id: int) -> int:
+    """Replace a batched discovery row by one barrier row per endpoint (new messageIds); how many."""
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        found = conn.execute("SELECT user_id, name, body, created_at FROM outbox WHERE id = ?", (row_id,)).fetchone()
+        if found is None:
+            return 0
+        user_id, name, text, created_at = tuple(found)
+        body = json.loads(text)
+        rows = []
+        for endpoint in body["payload"]["endpoints"]:
+            message_id = new_message_id()
+            piece = {**body, "header": {**body["header"], "messageId": message_id},
+                     "payload": {**body["payload"], "endpoints": [endpoint]}}
+            rows.append((user_id, message_id, name, json.dumps([BARRIER_LANE, endpoint["endpointId"]]),
+                         json.dumps(piece, separators=(",", ":")), created_at))
+        conn.execute("DELETE FROM outbox WHERE id = ?", (row_id,))
+        conn.executemany(
+            "INSERT INTO outbox (user_id, message_id, name, lanes, body, created_at) VALUES (?, ?, ?, ?, ?, ?)", rows)
+        return len(rows)

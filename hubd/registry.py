@@ -3,7 +3,8 @@
 It turns device messages into changes (new/updated/deleted device, changed states, presses) and
 hands them with the rows to persist to the next stage (`ChangeSink`, the reporter), which writes
 both in one transaction. Others read devices (`get`, `devices`) and may wait for a device's state
-(`wait_for_state`), but never write.
+(`wait_for_state`), but never write. Configs and states are brought into the shape the platform accepts
+(`hubd.conformance`) before anything is kept: what the platform would refuse is refused here, with the topic.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from hubd import conformance
 from hubd.errors import DeviceMessageInvalid
 from hubd.events import DeviceMessage
 from hubd.metrics import Metrics
@@ -137,9 +139,10 @@ class DeviceRegistry:
 
     name = "registry"
 
-    def __init__(self, db: Database, sink: ChangeSink, metrics: Metrics) -> None:
+    def __init__(self, db: Database, sink: ChangeSink, metrics: Metrics, *, brand: str = "Service") -> None:
         self._db = db
         self._sink = sink
+        self._brand = brand  # platform.namespace: a "<brand>.Switch" interface is "Switch"
         self._devices: dict[str, Device] = {}
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._invalid = metrics.counter("hubd_device_messages_invalid_total",
@@ -148,11 +151,8 @@ class DeviceRegistry:
 
     async def start(self) -> None:
         """Load the persisted devices."""
-        rows = await self._db.call(_load_blocking)
-        for device_id, config_json, states_json, online in rows:
-            config = codec.load_config(config_json)
-            states = {k: StateSample(k, v[0], v[1]) for k, v in json.loads(states_json).items()}
-            self._devices[device_id] = Device(device_id, config, states, None if online is None else bool(online))
+        for device in await self._db.call(load_devices_blocking):
+            self._devices[device.device_id] = device
         log.info("loaded %d devices", len(self._devices))
 
     async def run(self) -> None:
@@ -227,7 +227,7 @@ class DeviceRegistry:
         if not valid_device_id(device_id):
             raise DeviceMessageInvalid("the endpointId in the topic may not contain '/', '+' or '#'")
         if message.kind == "config":
-            return self._apply_config(device_id, message.payload)
+            return self._apply_config(device_id, message)
         device = self._devices.get(device_id)
         if device is None:
             raise DeviceMessageInvalid(
@@ -244,8 +244,8 @@ class DeviceRegistry:
             return [AvailabilityChanged(device_id, online)]
         return [CommandResultReceived(device_id, codec.parse_command_result(message.payload), message.received_at)]
 
-    def _apply_config(self, device_id: str, payload: bytes) -> list[Change]:
-        config = codec.parse_config(payload)
+    def _apply_config(self, device_id: str, message: DeviceMessage) -> list[Change]:
+        config = codec.parse_config(message.payload, self._brand)
         existing = self._devices.get(device_id)
         if config is None:
             if existing is None:
@@ -255,11 +255,14 @@ class DeviceRegistry:
         if config.endpointId is not None and config.endpointId != device_id:
             raise DeviceMessageInvalid(
                 f"endpointId {config.endpointId!r} differs from the topic's {device_id!r}; drop it or make them equal")
-        if any(ch.isdigit() for ch in config.displayName + (config.recommendRoomName or "")):
-            log.warning("device %s: the platform's voice recognition handles names with digits badly "
-                        "(PROTOCOL.md 8): %r", device_id, config.displayName)
+        config, renamed = conformance.conform_config(config)
         if existing is not None and existing.config.canonical() == config.canonical():
             return []
+        if renamed:
+            # Once per new or changed config (a replayed retained config is unchanged and says nothing).
+            log.warning("%s: the platform refuses digits and punctuation in names (PROTOCOL.md 8), so %s",
+                        message.topic, "; ".join(f"{r.field} {r.old!r} is sent as {r.new!r}" if r.new is not None
+                                                 else f"{r.field} {r.old!r} is left out" for r in renamed))
         if existing is None:
             device = Device(device_id, config)
             self._devices[device_id] = device
@@ -272,13 +275,19 @@ class DeviceRegistry:
 
     def _apply_state(self, device: Device, update: codec.StateUpdate) -> list[Change]:
         changed: list[StateSample] = []
+        samples: list[StateSample] = []
         for sample in update.samples:
-            cap = device.config.capability(sample.interface)
+            interface = conformance.interface_name(sample.interface)
+            cap = device.config.capability(interface)
             if cap is None:
                 raise DeviceMessageInvalid(
                     f"interface {sample.interface!r} is not in the device's capabilities "
                     f"({[c.interface for c in device.config.capabilities]}); add it to the config first")
-        for sample in update.samples:
+            # The whole message is refused if one value is: the platform would refuse the ChangeReport.
+            value = conformance.conform_value(interface, sample.value)
+            same = interface == sample.interface and value is sample.value
+            samples.append(sample if same else StateSample(interface, value, sample.time_of_sample))
+        for sample in samples:
             old = device.states.get(sample.interface)
             if old is not None and old.value == sample.value:
                 continue
@@ -291,8 +300,15 @@ class DeviceRegistry:
                               dict(device.config.additionalInfo), proactive, update.cause)]
 
 
-def _load_blocking(conn: sqlite3.Connection) -> list[tuple[str, str, str, int | None]]:
-    return [tuple(r) for r in conn.execute("SELECT id, config, states, online FROM devices ORDER BY id")]
+def load_devices_blocking(conn: sqlite3.Connection) -> list[Device]:
+    """Every device in the `devices` table, sorted by id (the registry at start; a new grant's devices)."""
+    devices = []
+    for device_id, config_json, states_json, online in conn.execute(
+            "SELECT id, config, states, online FROM devices ORDER BY id"):
+        states = {k: StateSample(k, v[0], v[1]) for k, v in json.loads(states_json).items()}
+        devices.append(Device(device_id, codec.load_config(config_json), states,
+                              None if online is None else bool(online)))
+    return devices
 
 
 def write_rows_blocking(conn: sqlite3.Connection, rows: DeviceRows) -> None:

@@ -2,6 +2,8 @@
 
 `decide()` is pure (CONTRACT.md section 3 rules). `Reporter.commit()` writes the registry's device
 rows and one outbox row per (event, bound user) in ONE transaction, then wakes the outbox sender.
+`Reporter.commit_grant()` stores a new grant and the new user's AddOrUpdateReport of every device in ONE
+transaction, as a barrier row that goes before the events kept for that user.
 It never sends anything itself and never drops anything: the outbox is on disk.
 """
 
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hubd.cloud import messages
+from hubd.events import BARRIER_LANE
 from hubd.metrics import Metrics
 from hubd.registry import (
     Change,
@@ -25,9 +28,11 @@ from hubd.registry import (
     DeviceRows,
     DoorbellPressed,
     StatesChanged,
+    load_devices_blocking,
     write_rows_blocking,
 )
 from hubd.store.db import Database
+from hubd.store.grants import Grant, replace_grant_blocking
 from hubd.webhook.store import record_results_blocking
 
 
@@ -43,12 +48,13 @@ class PendingEvent:
 DISCOVERY_BATCH = 100  # endpoints per AddOrUpdateReport / DeleteReport
 
 
-def discovery_events(brand: str, endpoints: Sequence[dict[str, Any]]) -> list[PendingEvent]:
-    """AddOrUpdateReports for these endpoints, DISCOVERY_BATCH at a time."""
+def discovery_events(brand: str, endpoints: Sequence[dict[str, Any]], *, barrier: bool = False) -> list[PendingEvent]:
+    """AddOrUpdateReports for these endpoints, DISCOVERY_BATCH at a time; `barrier`: ahead of the user's rows."""
     out = []
+    first = (BARRIER_LANE,) if barrier else ()
     for start in range(0, len(endpoints), DISCOVERY_BATCH):
         chunk = list(endpoints[start:start + DISCOVERY_BATCH])
-        out.append(PendingEvent("AddOrUpdateReport", tuple(e["endpointId"] for e in chunk),
+        out.append(PendingEvent("AddOrUpdateReport", (*first, *(e["endpointId"] for e in chunk)),
                                 messages.add_or_update_report(brand, "", chunk)))
     return out
 
@@ -117,8 +123,20 @@ class Reporter:
         if counts and self._wakeup is not None:
             self._wakeup.set()
 
+    async def commit_grant(self, grant: Grant) -> None:
+        """Store a new grant and queue its user's AddOrUpdateReport of every device, in ONE transaction.
+
+        The devices are read in that transaction, so every device change is either in this report or
+        queued for the user after it. The rows are barriers: they go before the events kept for the user
+        (a dead grant's), so the platform knows the endpoints first. The token manager wakes the sender
+        once the grant is active.
+        """
+        counts = await self._db.call(_commit_grant_blocking, grant, self._brand, time.time())
+        for name, count in counts.items():
+            self._queued.inc(count, label=name)
+
     async def enqueue(self, events: Sequence[PendingEvent], user_ids: Sequence[str] | None = None) -> int:
-        """Queue events outside the device path (e.g. the full AddOrUpdateReport after a new grant)."""
+        """Queue events outside the device path (e.g. the async Response of a slow control)."""
         counts = await self._db.call(_enqueue_blocking, events, user_ids, time.time())
         for name, count in counts.items():
             self._queued.inc(count, label=name)
@@ -137,6 +155,14 @@ def _commit_blocking(conn: sqlite3.Connection, rows: DeviceRows, events: Sequenc
         if results:
             record_results_blocking(conn, results)
         return insert_events_blocking(conn, events, None, now)
+
+
+def _commit_grant_blocking(conn: sqlite3.Connection, grant: Grant, brand: str, now: float) -> dict[str, int]:
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        replace_grant_blocking(conn, grant)
+        endpoints = [device.endpoint() for device in load_devices_blocking(conn)]
+        return insert_events_blocking(conn, discovery_events(brand, endpoints, barrier=True), [grant.user_id], now)
 
 
 def _enqueue_blocking(conn: sqlite3.Connection, events: Sequence[PendingEvent], user_ids: Sequence[str] | None,

@@ -1,17 +1,24 @@
 """The vendor endpoint ({vendor_endpoint} = http.vendor_path): platform directives in, replies out.
 
 `VendorEndpoint.handle(message) -> reply` is dict in, dict out (HA's async_handle_message); the
-aiohttp view only parses JSON and serialises the reply, always with HTTP 200 (PROTOCOL.md D2).
-Every directive's header token must be a live user token issued by hubd's driver (D9).
-DirectiveError is turned into an ErrorResponse here and nowhere else.
+aiohttp view only parses JSON and serialises the reply, always with HTTP 200 (PROTOCOL.md D2), also for
+a body that is too large or not JSON. Every directive's header token must be a live user token issued by
+hubd's driver (D9). Every reply is due within 3 s (5.3): the budget (REPLY_BUDGET_S) starts when the
+request arrives, the handlers get its end as `Directive.deadline`, the token check gets a share of it
+(a database that stalls falls back to tokens verified within TOKEN_CACHE_S), and a reply not ready
+HANDLER_GRACE_S after it is E_ENDPOINT_BUSY. The request's messageId is echoed whenever it is a
+non-empty string (DIFF-14). DirectiveError is turned into an ErrorResponse here and nowhere else.
 """
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from aiohttp import web
@@ -19,14 +26,20 @@ from aiohttp import web
 from hubd.cloud import messages
 from hubd.cloud.tokens import TokenManager
 from hubd.driver.store import TokenCheck, TokenStatus
-from hubd.errors import CloudAuthError, CloudUnavailable, DirectiveError
+from hubd.errors import CloudAuthError, CloudUnavailable, DirectiveError, StoreError
 from hubd.metrics import Metrics
 from hubd.registry import DeviceRegistry
-from hubd.reporter import Reporter, discovery_events
+from hubd.reporter import Reporter
 
 log = logging.getLogger(__name__)
 
 ACCEPT_GRANT_EXCHANGE_TIMEOUT_S = 2.5  # the platform wants every reply within 3 s
+REPLY_BUDGET_S = 2.5  # PROTOCOL.md 5.3: every reply within 3 s; the rest is for HTTP and the network
+HANDLER_GRACE_S = 0.3  # a handler still busy this long after its deadline is cut off: a late reply is lost
+TOKEN_CHECK_S = 1.0  # the header token check's share of the budget
+TOKEN_CACHE_S = 60.0  # while the database stalls, a token verified this recently still passes
+TOKEN_CACHE_MAX = 1_000
+BUSY = "E_ENDPOINT_BUSY"  # transient: the platform may retry (PROTOCOL.md 5.3, 5.5)
 
 
 class UserTokenVerifier(Protocol):
@@ -49,6 +62,7 @@ class Directive:
     endpoint: dict[str, Any] | None
     payload: dict[str, Any]
     raw: dict[str, Any]
+    deadline: float  # loop time by which the reply must be ready (the request's arrival + the budget)
 
 
 DirectiveHandler = Callable[[Directive], Awaitable[dict[str, Any]]]
@@ -58,8 +72,13 @@ class VendorEndpoint:
     """Routes directives on namespace and name; answers AcceptGrant itself."""
 
     def __init__(self, *, path: str, brand: str, verifier: UserTokenVerifier, tokens: TokenManager,
-                 registry: DeviceRegistry, reporter: Reporter, reporting_enabled: bool, metrics: Metrics) -> None:
+                 registry: DeviceRegistry, reporter: Reporter, reporting_enabled: bool, metrics: Metrics,
+                 reply_budget_s: float = REPLY_BUDGET_S) -> None:
         self._path = path
+        self._budget_s = reply_budget_s
+        # SHA-256 of a user token -> (its hubd account, loop time it was last found valid): the fallback
+        # while the database stalls. Never the token itself.
+        self._verified: OrderedDict[bytes, tuple[str | None, float]] = OrderedDict()
         self._brand = brand
         self._verifier = verifier
         self._tokens = tokens
@@ -85,30 +104,54 @@ class VendorEndpoint:
         return [web.post(self._path, self._view)]
 
     async def _view(self, request: web.Request) -> web.Response:
+        received_at = asyncio.get_running_loop().time()
         try:
             raw = await request.read()
-            message = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            message = None
-        reply = await self.handle(message)
+        except web.HTTPRequestEntityTooLarge:
+            reply = messages.error_response(
+                self._brand, messages.new_message_id(), "E_INTERNAL_ERROR",
+                f"the body is larger than http.max_body_bytes ({request.client_max_size} bytes); a directive is "
+                "a small JSON object")
+        else:
+            try:
+                message = json.loads(raw)
+            except (UnicodeDecodeError, ValueError, RecursionError) as err:  # JSONDecodeError is a ValueError
+                detail = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+                reply = messages.error_response(self._brand, messages.new_message_id(), "E_INTERNAL_ERROR",
+                                                f"the body is not valid JSON ({detail}); send "
+                                                "{header, endpoint?, payload?}")
+            else:
+                reply = await self.handle(message, received_at=received_at)
         self._directives.inc(label=str(reply["header"]["name"]))
         return web.json_response(reply, status=200)
 
-    async def handle(self, message: Any) -> dict[str, Any]:
-        """One directive in, one reply out; never raises."""
-        message_id = messages.new_message_id()
+    async def handle(self, message: Any, *, received_at: float | None = None) -> dict[str, Any]:
+        """One directive in, one reply out, ready by `received_at` (loop time, default now) plus the budget.
+
+        Never raises. A reply that is not ready HANDLER_GRACE_S after the budget is E_ENDPOINT_BUSY.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = (loop.time() if received_at is None else received_at) + self._budget_s
+        message_id = _message_id_of(message) or messages.new_message_id()
         try:
-            directive = self._parse(message)
-            message_id = directive.message_id
-            check = await self._verifier.verify_user_token(directive.token)
+            async with asyncio.timeout_at(deadline + HANDLER_GRACE_S):
+                return await self._answer(message, message_id, deadline)
+        except TimeoutError:
+            # _answer turns every exception into a reply: this is the guard's own timeout.
+            log.warning("directive %s not answered within the %.1f s budget: %s", message_id, self._budget_s, BUSY)
+            return messages.error_response(self._brand, message_id, BUSY,
+                                           "the hub could not answer in time; try again")
+
+    async def _answer(self, message: Any, message_id: str, deadline: float) -> dict[str, Any]:
+        try:
+            directive = self._parse(message, deadline)
+            check = await self._check_token(directive.token, deadline)
             if check.status is TokenStatus.EXPIRED:
                 raise DirectiveError("E_AUTHORIZATION_EXPIRED", "the user token has expired; refresh it")
             if check.status is not TokenStatus.VALID:
                 raise DirectiveError("E_INVALID_AUTHORIZATION",
                                      "the user token is not one this hub issued (or it was revoked)")
-            directive = Directive(directive.message_id, directive.namespace, directive.name, directive.token,
-                                  check.user, directive.correlation_token, directive.endpoint, directive.payload,
-                                  directive.raw)
+            directive = replace(directive, user=check.user)
             handler = self._handlers.get((directive.namespace, directive.name)) or self._namespace_handlers.get(
                 directive.namespace)
             if handler is None:
@@ -124,7 +167,33 @@ class VendorEndpoint:
             return messages.error_response(self._brand, message_id, "E_INTERNAL_ERROR",
                                            "the hub failed to handle this directive; see its log")
 
-    def _parse(self, message: Any) -> Directive:
+    async def _check_token(self, token: str, deadline: float) -> TokenCheck:
+        """The driver's verdict, within TOKEN_CHECK_S; if the database does not answer in time, a verdict of
+        VALID from the last TOKEN_CACHE_S, else E_ENDPOINT_BUSY."""
+        loop = asyncio.get_running_loop()
+        digest = hashlib.sha256(token.encode()).digest()
+        try:
+            async with asyncio.timeout_at(min(deadline, loop.time() + TOKEN_CHECK_S)):
+                check = await self._verifier.verify_user_token(token)
+        except (TimeoutError, StoreError) as err:
+            cached = self._verified.get(digest)
+            if cached is not None and loop.time() - cached[1] < TOKEN_CACHE_S:
+                log.warning("the database did not answer the token check (%s); the token passed %.0f s ago",
+                            err or "timeout", loop.time() - cached[1])
+                return TokenCheck(TokenStatus.VALID, cached[0])
+            log.warning("the database did not answer the token check (%s): %s", err or "timeout", BUSY)
+            raise DirectiveError(BUSY, "the hub's database did not answer in time to check the token; "
+                                       "try again") from err
+        if check.status is TokenStatus.VALID:
+            self._verified[digest] = (check.user, loop.time())
+            self._verified.move_to_end(digest)
+            while len(self._verified) > TOKEN_CACHE_MAX:
+                self._verified.popitem(last=False)
+        else:
+            self._verified.pop(digest, None)
+        return check
+
+    def _parse(self, message: Any, deadline: float) -> Directive:
         if not isinstance(message, dict):
             raise DirectiveError("E_INTERNAL_ERROR", "the body must be a JSON object {header, endpoint?, payload?}")
         header = message.get("header")
@@ -152,7 +221,7 @@ class VendorEndpoint:
             raise DirectiveError("E_INTERNAL_ERROR", "endpoint: must be an object")
         correlation = header.get("correlationToken")
         return Directive(header["messageId"], header["namespace"], header["name"], auth["token"], None,
-                         correlation if isinstance(correlation, str) else None, endpoint, payload, message)
+                         correlation if isinstance(correlation, str) else None, endpoint, payload, message, deadline)
 
     async def _accept_grant(self, directive: Directive) -> dict[str, Any]:
         grant = directive.payload.get("grant")
@@ -170,8 +239,11 @@ class VendorEndpoint:
             raise DirectiveError("E_INTERNAL_ERROR", "state reporting is not configured on this hub: set "
                                  "platform.base_url, auth_url, client_id and client_secret")
         try:
+            # The grant and the new user's AddOrUpdateReport of every device are stored in one transaction, the
+            # report ahead of the user's kept events, so the platform knows the endpoints before any event.
             await self._tokens.accept_grant(user_id, code, driver_user=directive.user,
-                                            timeout_s=ACCEPT_GRANT_EXCHANGE_TIMEOUT_S)
+                                            timeout_s=ACCEPT_GRANT_EXCHANGE_TIMEOUT_S,
+                                            commit=self._reporter.commit_grant)
         except CloudAuthError as err:
             log.warning("AcceptGrant for user %s: code exchange refused (error=%s)", user_id, err.error)
             raise DirectiveError("E_INTERNAL_ERROR",
@@ -179,7 +251,11 @@ class VendorEndpoint:
         except CloudUnavailable as err:
             log.warning("AcceptGrant for user %s: token endpoint unreachable: %s", user_id, err)
             raise DirectiveError("E_SERVER_UNREACHABLE", "the platform's token endpoint could not be reached") from err
-        # A new grant gets every current device, so the platform knows them before any ChangeReport.
-        events = discovery_events(self._brand, [d.endpoint() for d in self._registry.devices()])
-        await self._reporter.enqueue(events, [user_id])
         return messages.accept_grant_response(self._brand, directive.message_id)
+
+
+def _message_id_of(message: Any) -> str | None:
+    """header.messageId when it is a non-empty string, however wrong the rest is (DIFF-14)."""
+    header = message.get("header") if isinstance(message, dict) else None
+    message_id = header.get("messageId") if isinstance(header, dict) else None
+    return message_id if isinstance(message_id, str) and message_id else None

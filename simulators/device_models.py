@@ -24,6 +24,9 @@ from simulators.sim_device import (
 )
 
 CURTAIN_REPORT_INTERVAL_S = 1.0
+# MotionSwitch On at the end it is heading for (or on a curtain without travel time): the motor still
+# runs this long into its end stop, so the start is reported (MotionSwitch On), then the stop.
+END_STOP_RUN_S = 0.5
 
 
 class ClimateSensor(SimDevice):
@@ -168,13 +171,15 @@ class _Move:
     start: float
     target: int
     started_at: float
+    run_s: float = 0.0  # how long the motor runs at least
 
 
 class Curtain(SimDevice):
     """A curtain: Position 0..100 (0 closed), Switch On/Off opens/closes fully, MotionSwitch Off stops.
 
     With travel_s > 0 a full stroke takes that long; MotionSwitch is On while it moves and Position is
-    reported every second on the way.
+    reported every second on the way. MotionSwitch On where there is nowhere to go runs the motor into
+    its end stop for END_STOP_RUN_S: MotionSwitch On, then Off.
     """
 
     kind = "curtain"
@@ -221,13 +226,18 @@ class Curtain(SimDevice):
         elif value == "Off":  # MotionSwitch Off: stop where it is
             self._finish(round(self._position_at(now)))
         else:  # MotionSwitch On: carry on toward where Switch points
-            self._move_to(100 if self._values["Switch"] == "On" else 0, now)
+            self._move_to(100 if self._values["Switch"] == "On" else 0, now, motor=True)
 
-    def _move_to(self, target: int, now: float) -> None:
+    def _move_to(self, target: int, now: float, *, motor: bool = False) -> None:
         current = self._position_at(now)
         self._values["Switch"] = "On" if target > 0 else "Off"
         if self.travel_s <= 0 or round(current) == target:
-            self._finish(target)
+            if not motor:
+                self._finish(target)
+                return
+            self._values["Position"] = target
+            self._move = _Move(start=target, target=target, started_at=now, run_s=END_STOP_RUN_S)
+            self._values["MotionSwitch"] = "On"
             return
         self._values["Position"] = round(current)
         self._move = _Move(start=current, target=target, started_at=now)
@@ -242,12 +252,14 @@ class Curtain(SimDevice):
         move = self._move
         if move is None:
             return as_float(self._values["Position"])
+        if self.travel_s <= 0:
+            return move.target
         travelled = (now - move.started_at) * 100.0 / self.travel_s
         distance = move.target - move.start
         return move.target if travelled >= abs(distance) else move.start + math.copysign(travelled, distance)
 
     def _arrival(self, move: _Move) -> float:
-        return move.started_at + abs(move.target - move.start) * self.travel_s / 100.0
+        return move.started_at + max(move.run_s, abs(move.target - move.start) * self.travel_s / 100.0)
 
 
 class AirConditioner(SimDevice):

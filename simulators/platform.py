@@ -2,7 +2,9 @@
 
 Plays SPEC.md's {auth_url} and {base_url} on one port, validates every message strictly (the rules
 live in simulators.platform_validate), records what it accepted for tests and the demo, and injects
-faults on request. bind_user plays the platform's side of binding a user to a hub.
+faults on request. bind_user plays the platform's side of binding a user to a hub. A user who binds
+again (a new code exchange) starts with no known endpoints (PROTOCOL.md D24: an unbind is not
+signalled, a new binding is a new start), so the hub must announce its devices again.
 Never imports hubd: it is the outside world.
 """
 
@@ -272,6 +274,7 @@ class PlatformSimulator:
         self._token_script: list[int] = []
         self._latency_s = 0.0
         self._outage = False
+        self._user_outages: set[str] = set()  # users whose events get 503 (the others' do not)
         self._known: dict[str, set[str]] = {}  # user_id -> endpointIds the user knows
         self._accepted_ids: set[tuple[str, str]] = set()
         self.events: list[EventRecord] = []
@@ -339,9 +342,14 @@ class PlatformSimulator:
         """Delay every platform route (not /sim/*) by this much."""
         self._latency_s = seconds
 
-    def set_outage(self, on: bool) -> None:
-        """While on, every platform route (not /sim/*) answers 503."""
-        self._outage = on
+    def set_outage(self, on: bool, user_id: str | None = None) -> None:
+        """While on, every platform route (not /sim/*) answers 503; with user_id, only that user's events do."""
+        if user_id is None:
+            self._outage = on
+        elif on:
+            self._user_outages.add(user_id)
+        else:
+            self._user_outages.discard(user_id)
 
     def expire_tokens(self, user_id: str | None = None) -> None:
         """Make the current access tokens of user_id (or everyone) expired now."""
@@ -370,6 +378,7 @@ class PlatformSimulator:
         self._token_script.clear()
         self._latency_s = 0.0
         self._outage = False
+        self._user_outages.clear()
         self.expired_token_hits = 0
         if full:
             self.tokens = TokenAuthority(self.tokens.access_ttl_s, self._clock)
@@ -401,12 +410,17 @@ class PlatformSimulator:
 
     @web.middleware
     async def _faults(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if not request.path.startswith("/sim/"):
-            if self._latency_s:
-                await asyncio.sleep(self._latency_s)
-            if self._outage:
-                return web.json_response({"error": "platform outage (simulated)"}, status=503)
-        return await handler(request)
+        try:
+            if not request.path.startswith("/sim/"):
+                if self._latency_s:
+                    await asyncio.sleep(self._latency_s)
+                if self._outage:
+                    return web.json_response({"error": "platform outage (simulated)"}, status=503)
+            return await handler(request)
+        except ConnectionResetError as err:
+            # A client that dies mid-request (a hub killed in a test) is news, not a crash: one line.
+            log.warning("%s %s: the client went away mid-request (%s)", request.method, request.path, err)
+            return web.Response(status=400, text="connection reset by the client")
 
     async def _handle_token(self, request: web.Request) -> web.Response:
         seen: dict[str, str | None] = {"grant_type": None, "client_auth": None}
@@ -448,7 +462,9 @@ class PlatformSimulator:
         self._authenticate_client(request, params, seen)
         try:
             if grant_type == "authorization_code":
-                return self.tokens.exchange_code(_required(params, "code"))
+                issued = self.tokens.exchange_code(_required(params, "code"))
+                self._known.pop(issued.user_id, None)  # a new binding: the user knows no endpoint yet
+                return issued
             if grant_type == "refresh_token":
                 return self.tokens.refresh(_required(params, "refresh_token"))
         except GrantRejected as err:
@@ -483,8 +499,8 @@ class PlatformSimulator:
             raise _OAuthError(401, "invalid_client", "no client authentication")
         if self.client_auth not in ("any", seen["client_auth"]):
             raise _OAuthError(401, "invalid_client", f"this client must authenticate with {self.client_auth}")
-        id_ok = hmac.compare_digest(client_id, self.client_id)
-        if not (hmac.compare_digest(secret, self.client_secret) and id_ok):
+        id_ok = hmac.compare_digest(client_id.encode(), self.client_id.encode())
+        if not (hmac.compare_digest(secret.encode(), self.client_secret.encode()) and id_ok):
             raise _OAuthError(401, "invalid_client", "unknown client or wrong secret")
 
     async def _handle_event(self, request: web.Request) -> web.Response:
@@ -506,6 +522,9 @@ class PlatformSimulator:
             return await self._reject(403, error, None, received_at, message_id)
         if token_state is TokenState.EXPIRED:
             return await self._reject(401, "header.authorization.token: expired", user_id, received_at, message_id)
+        if user_id in self._user_outages:
+            return await self._reject(503, "platform outage for this user (simulated)", user_id, received_at,
+                                      message_id, scripted=True)
         known = self._known.setdefault(user_id, set())
         about = event.endpoint_ids[0]
         if self.require_known_endpoints and event.name in _ENDPOINT_REFS and about not in known:
@@ -584,10 +603,13 @@ class PlatformSimulator:
         if "latencyS" in body:
             self.set_latency(float(body["latencyS"]))
         if "outage" in body:
-            self.set_outage(body["outage"] is True)
+            outage_user = body.get("userId")
+            if outage_user is not None and not isinstance(outage_user, str):
+                return web.json_response({"error": "userId: expected a string"}, status=400)
+            self.set_outage(body["outage"] is True, outage_user)
         return web.json_response({
             "events": self._event_script, "token": self._token_script,
-            "latencyS": self._latency_s, "outage": self._outage,
+            "latencyS": self._latency_s, "outage": self._outage, "outageUsers": sorted(self._user_outages),
         })
 
     async def _sim_token_action(self, request: web.Request) -> web.Response:

@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import math
 import re
+import string
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -49,7 +50,9 @@ ADDITIONAL_INFO_MAX_CHARS = 999
 PERCENT = (0.0, 100.0)
 RGB_MAX = 0xFFFFFF
 _TIMESTAMP_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
-_ASCII_DIGIT_RE = re.compile(r"[0-9]")
+_DIGIT_RE = re.compile(r"\d")  # any script's decimal digits ("2", "２")
+# PROTOCOL 8 [DECISION]: no ASCII punctuation either (speech recognition cannot say it).
+_PUNCTUATION_RE = re.compile("[" + re.escape(string.punctuation) + "]")
 _SET_MAX_MIN_ADJUST = frozenset({"Set", "SetMax", "SetMin", "Adjust"})
 _ON_OFF = frozenset({"On", "Off"})
 _CAPABILITY_FIELDS = ("interface", "supportedOperations", "proactivelyReported", "retrievable")
@@ -422,10 +425,14 @@ def _additional_info(value: object, path: str) -> None:
 
 
 def _spoken_name(value: object, path: str) -> None:
-    # PROTOCOL 2.1/8: speech recognition fails on digits, so the platform forbids them in names.
+    # PROTOCOL 2.1/8: speech recognition fails on digits and special characters, so names must not have them.
     text = _string(value, path)
-    if _ASCII_DIGIT_RE.search(text):
+    if _DIGIT_RE.search(text):
         raise MessageInvalid(path, f"{text!r} contains digits, which names must not (PROTOCOL 8)")
+    special = _PUNCTUATION_RE.search(text)
+    if special:
+        raise MessageInvalid(path, f"{text!r} contains {special.group()!r}; names must not have special "
+                                   "characters (PROTOCOL 8)")
 
 
 def _authorization(value: object, path: str) -> str:

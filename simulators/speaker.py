@@ -133,11 +133,13 @@ class SimSpeaker(SimDevice):
             url = data.get("url")
             if not isinstance(url, str) or not URL_RE.match(url):
                 raise CommandFailed("url: an audio command needs an http(s) URL")
+            _check_unicode("url", url)
             log.info("speaker %s plays %s", self.endpoint_id, url)
             return None
         text = data.get("text")
         if not isinstance(text, str) or not text.strip():
             raise CommandFailed(f"text: a {kind} command needs a non-empty text")
+        _check_unicode("text", text)
         if kind == "asr":
             log.info("speaker %s hears the voice command %r", self.endpoint_id, text)
             return None
@@ -193,6 +195,15 @@ def main(argv: list[str]) -> int:
     fleet = DeviceFleet(host=args.host, port=args.port, base_topic=args.base_topic, devices=[speaker],
                         username=args.username, password=args.password)
     return asyncio.run(serve(fleet, interval_s=None))
+
+
+def _check_unicode(field: str, value: str) -> None:
+    """JSON can carry a lone surrogate (\\ud800) that no UTF-8 text, and so no espeak-ng input, can hold."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise CommandFailed(f"{field}: has an unpaired surrogate at character {err.start + 1}; "
+                            "send valid Unicode") from None
 
 
 def _json_object(payload: bytes) -> dict[str, object] | None:

@@ -146,9 +146,15 @@ class Mosquitto:
         if self._proc is not None:
             self._proc.send_signal(signal.SIGCONT)
 
-    def restart(self) -> None:
-        """Stop (SIGTERM) and start again on the same port, keeping the persistence directory."""
+    def restart(self, *, keep_state: bool = True) -> None:
+        """Stop (SIGTERM) and start again on the same port.
+
+        keep_state=True keeps the persistence directory (sessions, subscriptions, retained messages, as
+        after a clean restart); False wipes it, so the broker comes back knowing no client at all.
+        """
         self.stop()
+        if not keep_state:
+            shutil.rmtree(self.workdir / "data", ignore_errors=True)
         self.start()
 
     @property

@@ -15,8 +15,9 @@ from hubd.mqtt.codec import StateValue
 def target(name: str, payload: dict[str, Any] | None = None, *, current: StateValue | None = None,
            info: dict[str, str] | None = None, display_type: str = "light", seed: int = 1) -> Target:
     interface, operation = parse_name(name)
-    return resolve(interface, operation, payload or {}, current=current,
-                   value_range=limits(interface, info or {}, display_type), rng=random.Random(seed))
+    value_range, _problems = limits(interface, info or {}, display_type)
+    return resolve(interface, operation, payload or {}, current=current, value_range=value_range,
+                   rng=random.Random(seed))
 
 
 def refused(name: str, payload: dict[str, Any] | None = None, **kwargs: Any) -> tuple[str, str]:
@@ -69,7 +70,7 @@ def test_enum_operations_target_the_operation_name(name: str, value: str) -> Non
 
 @pytest.mark.parametrize(("payload", "value"), [
     ({"value": 0}, 0), ({"value": 100}, 100), ({"value": 55}, 55), ({"value": 55.4}, 55), ({"value": "70"}, 70),
-    ({"value": " 30 "}, 30),
+    ({"value": " 30 "}, 30), ({"value": 55.5}, 56), ({"value": 54.5}, 55), ({"value": 99.6}, 100),  # half up
 ])
 def test_percentage_set(payload: dict[str, Any], value: int) -> None:
     result = target("Brightness.Set", payload)
@@ -80,7 +81,7 @@ def test_percentage_set(payload: dict[str, Any], value: int) -> None:
     ("Brightness.Set", {"value": 101}), ("Brightness.Set", {"value": -1}), ("Position.Set", {"value": 100.5}),
     ("Color.Set", {"value": 0x1000000}), ("Color.Set", {"value": -1}), ("Volume.Set", {"value": "loud"}),
     ("Volume.Set", {"value": True}), ("Volume.Set", {"value": [5]}), ("Humidity.Set", {"value": "nan"}),
-    ("FanSpeed.Adjust", {"delta": "x"}),
+    ("FanSpeed.Adjust", {"delta": "x"}), ("Color.Set", {"value": 1.5}), ("Color.Set", {"value": "255.25"}),
 ])
 def test_set_out_of_range_or_not_a_number(name: str, payload: dict[str, Any]) -> None:
     assert refused(name, payload)[0] == "E_VALUE_OUT_OF_RANGE"
@@ -127,6 +128,10 @@ def test_set_max_min_random_and_presets_need_no_payload() -> None:
 def test_color_range_is_rgb() -> None:
     assert target("Color.Set", {"value": 0xFFFFFF}).value == 16777215
     assert target("Color.Set", {"value": 0}).value == 0
+    assert target("Color.Set", {"value": 255.0}).value == 255  # a whole number written as a float
+    name, message = refused("Color.Set", {"value": 0.5})
+    assert name == "E_VALUE_OUT_OF_RANGE" and "whole number (0 to 16777215)" in message
+    assert "0 to 16777215, got 16777216" in refused("Color.Set", {"value": 0x1000000})[1]
 
 
 def test_temperature_limits_come_from_additional_info_then_the_ac_default() -> None:
@@ -154,6 +159,30 @@ def test_temperature_without_limits() -> None:
                   display_type="heater").value == 9
     assert refused("Temperature.Set", {"value": 4}, info={"minTemperature": "5"}, display_type="heater")[0] \
         == "E_VALUE_OUT_OF_RANGE"
+
+
+def test_one_sided_and_crossed_limits_keep_the_defaults_with_a_problem_named() -> None:
+    temperature = INTERFACES["Temperature"]
+    # An AC with only a maximum keeps the default minimum (16 °C), and the other way round.
+    assert limits(temperature, {"maxTemperature": "28"}, "ac") == ((16.0, 28.0), ())
+    assert limits(temperature, {"minTemperature": "18"}, "ac") == ((18.0, 30.0), ())
+    assert refused("Temperature.Set", {"value": 15}, info={"maxTemperature": "28"}, display_type="ac")[0] \
+        == "E_VALUE_OUT_OF_RANGE"
+    # Crossed limits are refused as a whole: the defaults apply and the problem names both fields.
+    crossed, problems = limits(temperature, {"minTemperature": "30", "maxTemperature": "20"}, "ac")
+    assert crossed == (16.0, 30.0)
+    [problem] = problems
+    assert "minTemperature (30) is above maxTemperature (20)" in problem and "16 to 30" in problem
+    # A one-sided limit that crosses the other default is refused too.
+    assert limits(temperature, {"maxTemperature": "10"}, "ac")[0] == (16.0, 30.0)
+    assert limits(temperature, {"minTemperature": "40"}, "ac")[1]
+    # Not a number: ignored, named.
+    bounds, problems = limits(temperature, {"minTemperature": "cold", "maxTemperature": "inf"}, "ac")
+    assert bounds == (16.0, 30.0)
+    assert [p.split(" ")[1] for p in problems] == ["minTemperature", "maxTemperature"]
+    assert all("is not a number" in p for p in problems)
+    # Interfaces with their own range have no per-device limits to be wrong about.
+    assert limits(INTERFACES["Brightness"], {"minBrightness": "x"}, "light") == ((0.0, 100.0), ())
 
 
 def test_descriptors() -> None:

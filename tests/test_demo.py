@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from hubd_proc import free_port
-
 
 def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
-    # Ask for ports that are taken: the demo must pick others.
-    taken = free_port()
+    # Ask for ports that are taken (something listens on each, as a mosquitto on 1883 would): the demo must
+    # pick others.
+    held = [socket.create_server(("127.0.0.1", 0)) for _ in range(3)]
+    http_port, mqtt_port, platform_port = (s.getsockname()[1] for s in held)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hubd", "demo", "--state-dir", str(tmp_path), "--http-port", str(free_port()),
-         "--mqtt-port", "1", "--platform-port", str(free_port()), "--doorbell-every-s", "2"],
+        [sys.executable, "-m", "hubd", "demo", "--state-dir", str(tmp_path), "--http-port", str(http_port),
+         "--mqtt-port", str(mqtt_port), "--platform-port", str(platform_port), "--doorbell-every-s", "2"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
     assert proc.stdout is not None
     lines: list[str] = []
@@ -32,6 +34,10 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
             if "speakers ▶" in line:
                 break
         text = "".join(lines)
+        used = re.search(r"hub http://127\.0\.0\.1:(\d+), MQTT broker 127\.0\.0\.1:(\d+) \(embedded\), "
+                         r"platform simulator http://127\.0\.0\.1:(\d+)", text)
+        assert used is not None, text
+        assert not {int(p) for p in used.groups()} & {http_port, mqtt_port, platform_port}, text
         assert "bound platform user 'demo-user'" in text, text
         assert "AddOrUpdateReport user=demo-user" in text and "sim-light-1" in text, text
         assert "DoorbellPress" in text, text
@@ -46,4 +52,5 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    del taken
+        for server in held:
+            server.close()

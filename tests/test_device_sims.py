@@ -448,6 +448,32 @@ async def test_curtain_takes_time_to_move_and_can_be_stopped(run: Run) -> None:
     assert 0 < stopped["Position"] <= 100
 
 
+@pytest.mark.parametrize("travel_s", [0.0, 0.6])
+async def test_curtain_told_to_move_at_its_end_stop_reports_the_motor_start_and_stop(run: Run,
+                                                                                   travel_s: float) -> None:
+    # Without the start, hubd could never see MotionSwitch.On obeyed at the end stop.
+    _, obs = await run(Curtain("curtain-e", travel_s=travel_s, position=100))
+    started = (await obs.send_set("curtain-e", {"id": "1", "interface": "MotionSwitch", "operation": "On"})).json()
+    assert started == {"Position": 100, "MotionSwitch": "On", "Switch": "On"}
+    mark = obs.mark()
+    stopped = await obs.next("state", device="curtain-e", after=mark, pred=lambda m: m.json()["MotionSwitch"] == "Off")
+    assert stopped.json() == {"Position": 100, "MotionSwitch": "Off", "Switch": "On"}
+
+
+def test_curtain_end_stop_run_is_short_and_can_be_stopped() -> None:
+    curtain = Curtain("curtain-u", position=0)
+    curtain.apply_set(SetDirective("1", "MotionSwitch", "On"), 10.0)
+    assert curtain.state() == {"Position": 0, "MotionSwitch": "On", "Switch": "Off"}
+    assert curtain.next_deadline(10.0) == 10.5
+    assert curtain.advance(10.2) is None  # still running into the stop: nothing new to say
+    report = curtain.advance(10.5)
+    assert report is not None and report.payload() == {"Position": 0, "MotionSwitch": "Off", "Switch": "Off"}
+    curtain.apply_set(SetDirective("2", "MotionSwitch", "On"), 20.0)
+    curtain.apply_set(SetDirective("3", "MotionSwitch", "Off"), 20.1)
+    assert curtain.state() == {"Position": 0, "MotionSwitch": "Off", "Switch": "Off"}
+    assert curtain.next_deadline(20.1) is None
+
+
 async def test_ac_set(run: Run) -> None:
     _, obs = await run(AirConditioner("ac-s"))
     info = (await obs.next("config", device="ac-s")).json()["additionalInfo"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import sys
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -82,10 +82,7 @@ async def make_rig(tmp_path: Path, mosquitto: Mosquitto) -> AsyncIterator[MakeRi
         started.append(rig)
         hub.start()
         await hub.wait_ready()
-        await fleet.start()
-        # The simulators announce config and availability only; their states make hubd's view complete.
-        for device in devices:
-            await fleet.publish_state(device.endpoint_id, device.state())
+        await fleet.start()  # each device announces its config, availability and states
         await hub.wait_for(lambda: _all_known(hub, devices), what="every device with its states")
         bound = await bind_user(hub_url=hub.url, vendor_path="/vendor", sim=sim, username="demo", password="demo",
                                 user_id="user-1")
@@ -191,8 +188,8 @@ async def test_every_operation_kind_on_the_light(make_rig: MakeRig) -> None:
 
 
 async def test_every_operation_kind_on_the_curtain(make_rig: MakeRig) -> None:
-    rig = await make_rig(Curtain("curtain-1", travel_s=1.0))
-    curtain = rig.device("curtain-1")
+    rig = await make_rig(Curtain("curtain-1", travel_s=1.0), Curtain("curtain-2", travel_s=3.0, position=100))
+    curtain = rig.device("curtain-2")
     opening = await rig.ok("curtain-1", "Switch.On")  # confirmed as soon as it starts to open
     assert (opening["Switch"], opening["MotionSwitch"]) == ("On", "On")
     assert (await rig.ok("curtain-1", "Position.Set", {"value": 40}))["Position"] == 40
@@ -201,16 +198,22 @@ async def test_every_operation_kind_on_the_curtain(make_rig: MakeRig) -> None:
     assert await rig.error("curtain-1", "Position.Set", {"value": 120}) == "E_VALUE_OUT_OF_RANGE"
     assert await rig.error("curtain-1", "Position.SetMax") == "E_NOT_SUPPORTED_DIRECTIVE"
 
+    # "Open the curtain" when it is open: the motor runs into its end stop, which confirms the directive.
+    optimistic = await rig.hub.metric("hubd_controls_total", 'outcome="optimistic"')
+    started = await rig.client.control("curtain-1", "MotionSwitch.On")
+    assert started.name == "Response" and started.states["MotionSwitch"] == "On"
+    assert await rig.hub.metric("hubd_controls_total", 'outcome="optimistic"') == optimistic  # confirmed
+    await rig.hub.wait_for(_still(rig.device("curtain-1")), what="the motor stopped at its end stop")
+
     # "Close the curtain ... stop": the stop is confirmed at once; the curtain never gets to 0, so the close
-    # is answered optimistically, with its target, at the budget.
-    closing = asyncio.ensure_future(rig.client.control("curtain-1", "Position.Set", {"value": 0}))
-    await rig.hub.wait_for(_moving(curtain), what="the curtain moving")
-    await asyncio.sleep(0.3)  # the user lets it travel for a moment before saying stop
-    stopped = await rig.ok("curtain-1", "MotionSwitch.Off")
+    # is answered optimistically, with its target, at the deadline (and within 3 s).
+    closing = asyncio.ensure_future(rig.client.control("curtain-2", "Position.Set", {"value": 0}))
+    await rig.hub.wait_for(_reported_below(rig.hub, "curtain-2", 100), what="the curtain on its way")
+    stopped = await rig.ok("curtain-2", "MotionSwitch.Off")
     assert stopped["MotionSwitch"] == "Off" and 0 < stopped["Position"] < 100
-    close_reply = await closing
+    close_reply = await closing  # DirectiveClient checks it came within 3 s
     assert close_reply.name == "Response" and close_reply.states["Position"] == 0
-    assert 2.3 < close_reply.elapsed_s < 3.0
+    assert await rig.hub.metric("hubd_controls_total", 'outcome="optimistic"') == optimistic + 1
     assert curtain.state()["Position"] == stopped["Position"]
 
 
@@ -244,9 +247,8 @@ async def test_unknown_and_offline_devices_and_bad_tokens(make_rig: MakeRig) -> 
 
     await rig.fleet.kill("lamp-2")  # the broker publishes its will: offline
     await rig.hub.wait_for(lambda: _online_is(rig.hub, "lamp-2", False), what="lamp-2 offline")
-    started = time.monotonic()
     assert await rig.error("lamp-2", "Switch.On") == "E_ENDPOINT_UNREACHABLE"
-    assert time.monotonic() - started < 1.0  # no waiting for a device known to be away
+    assert await rig.error("lamp-2", "Brightness.Set", {"value": 500}) == "E_ENDPOINT_UNREACHABLE"  # offline first
     assert (await rig.client.report_state("lamp-2")).error == "E_ENDPOINT_UNREACHABLE"
     assert not rig.device("lamp-2").sets.items
     await rig.ok("lamp-1", "Switch.On")  # the other one still obeys
@@ -274,9 +276,8 @@ async def test_slow_device_gets_an_optimistic_reply_then_an_async_response(make_
         rig.client.control("slow-1", "Brightness.Set", {"value": 30}, correlation_token="corr-slow-1"),
         rig.client.control("slow-2", "Brightness.Set", {"value": 70}))
     for reply, value in ((with_token, 30), (without, 70)):
-        assert reply.name == "Response"
+        assert reply.name == "Response"  # within 3 s: DirectiveClient checks it
         assert reply.states["Brightness"] == value  # the target, not yet true
-        assert 2.3 < reply.elapsed_s < 3.0, reply.elapsed_s
     assert rig.device("slow-1").state()["Brightness"] == 80  # the device has not done it yet
 
     [response] = await rig.events("Response", 1, "slow-1")
@@ -305,7 +306,6 @@ async def test_a_resent_message_id_gets_the_first_answer_and_runs_once(make_rig:
     assert first.states["Brightness"] == 90
     again = await rig.client.control("lamp-1", "Brightness.Adjust", {"delta": 10}, message_id="adjust-1")
     assert again.body == first.body
-    assert again.elapsed_s < 0.5
     assert rig.device("lamp-1").state()["Brightness"] == 90
     assert len(rig.device("lamp-1").sets.items) == 1
     assert (await rig.ok("lamp-1", "Brightness.Adjust", {"delta": 10}))["Brightness"] == 100  # a new messageId runs
@@ -322,6 +322,67 @@ async def test_a_resent_message_id_gets_the_first_answer_and_runs_once(make_rig:
     assert (await rig.client.control("lamp-1", "Brightness.Set", {"value": 500}, message_id="set-3")).body \
         == refused.body
     assert await rig.hub.metric("hubd_directive_resends_total") == 4
+
+
+async def test_a_resend_after_a_restart_gets_the_first_answer_and_does_not_run_again(make_rig: MakeRig) -> None:
+    rig = await make_rig(Light("lamp-1"))
+    first = await rig.client.control("lamp-1", "Brightness.Adjust", {"delta": 10}, message_id="adjust-r")
+    assert first.states["Brightness"] == 90
+    assert rig.hub.stop() == 0
+    rig.hub.start()
+    await rig.hub.wait_ready()
+    await rig.hub.wait_for(lambda: _online_is(rig.hub, "lamp-1", True), what="lamp-1 back after the restart")
+    again = await rig.client.control("lamp-1", "Brightness.Adjust", {"delta": 10}, message_id="adjust-r")
+    assert again.body == first.body
+    assert rig.device("lamp-1").state()["Brightness"] == 90
+    assert len(rig.device("lamp-1").sets.items) == 1
+    assert await rig.hub.metric("hubd_directive_resends_total") == 1
+    assert (await rig.ok("lamp-1", "Brightness.Adjust", {"delta": 10}))["Brightness"] == 100  # a new messageId runs
+
+
+async def test_a_broker_that_stops_answering_gets_an_optimistic_reply_and_the_device_still_obeys(
+        make_rig: MakeRig, mosquitto: Mosquitto) -> None:
+    rig = await make_rig(Light("lamp-1"))
+    mosquitto.pause()  # hubd's set goes out into the socket, but no PUBACK comes back
+    try:
+        reply = await rig.client.control("lamp-1", "Brightness.Set", {"value": 25}, message_id="paused-1",
+                                         correlation_token="corr-paused")
+    finally:
+        mosquitto.resume()
+    assert reply.name == "Response" and reply.states["Brightness"] == 25, reply.body  # never an error: it may run
+    [response] = await rig.events("Response", 1, "lamp-1")
+    assert check_async_response(response.message, rig.client.correlation_tokens) == "corr-paused"
+    assert rig.device("lamp-1").state()["Brightness"] == 25
+    again = await rig.client.control("lamp-1", "Brightness.Set", {"value": 25}, message_id="paused-1")
+    assert again.body == reply.body
+    assert len(rig.device("lamp-1").sets.items) == 1
+
+
+async def test_a_stalled_database_still_gets_an_answer_within_3_s(make_rig: MakeRig) -> None:
+    rig = await make_rig(Light("lamp-1"))
+    await rig.ok("lamp-1", "Switch.On")  # the token has been checked once
+    # Another process holds the write lock; hubd's one database thread gets stuck writing a state change.
+    holder = sqlite3.connect(rig.hub.workdir / "hubd.db", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        received = await rig.hub.metric("hubd_mqtt_messages_total", 'kind="state"')
+        await rig.fleet.publish_state("lamp-1", {"ColorTemperature": 20})
+
+        async def taken_in() -> bool:
+            return await rig.hub.metric("hubd_mqtt_messages_total", 'kind="state"') > received
+        await rig.hub.wait_for(taken_in, what="hubd writing the state change")
+        # Every reply within 3 s (DirectiveClient checks): the answer where memory suffices, else busy.
+        discovered, queried, controlled = await asyncio.gather(
+            rig.client.discover(), rig.client.report_state("lamp-1"),
+            rig.client.control("lamp-1", "Brightness.Set", {"value": 60}, message_id="stalled-1"))
+    finally:
+        holder.rollback()
+        holder.close()
+    assert discovered.name == "DiscoveryResponse" and queried.name == "Response"
+    assert controlled.error == "E_ENDPOINT_BUSY"
+    assert not [s for s in rig.device("lamp-1").sets.items if s.id == "stalled-1"]  # not sent unrecorded
+    # Nothing ran, so the platform's retry runs.
+    assert (await rig.ok("lamp-1", "Brightness.Set", {"value": 60}, message_id="stalled-1"))["Brightness"] == 60
 
 
 async def _cli(*args: str) -> tuple[int, str, str]:
@@ -344,7 +405,15 @@ async def _online_is(hub: HubdProcess, endpoint_id: str, online: bool) -> bool:
     return any(d["endpointId"] == endpoint_id and d["online"] is online for d in body["devices"])
 
 
-def _moving(device: SimDevice) -> Callable[[], Awaitable[bool]]:
+def _still(device: SimDevice) -> Callable[[], Awaitable[bool]]:
     async def check() -> bool:
-        return device.state()["MotionSwitch"] == "On"
+        return device.state()["MotionSwitch"] == "Off"
+    return check
+
+
+def _reported_below(hub: HubdProcess, endpoint_id: str, position: int) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        _, body = await hub.get("/api/devices")
+        states = {d["endpointId"]: {s["interface"]: s["value"] for s in d["states"]} for d in body["devices"]}
+        return bool(states.get(endpoint_id, {}).get("Position", 100) < position)
     return check

@@ -7,9 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import aiohttp
 import pytest
-from test_driver_support import command, error_of, log_in, make_config, running_driver, user_auth
+from test_driver_support import browser_session, command, error_of, log_in, make_config, running_driver, user_auth
 
 from hubd.driver.admin import list_tokens, revoke_tokens
 from hubd.driver.passwords import verify_password
@@ -20,7 +19,7 @@ HUBD = Path(os.environ.get("HUBD_BIN") or Path(sys.executable).parent / "hubd")
 
 
 async def test_list_and_revoke_while_the_service_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    async with running_driver(tmp_path) as driver, aiohttp.ClientSession() as session:
+    async with running_driver(tmp_path) as driver, browser_session() as session:
         auth = await user_auth(session, driver.url)
         await log_in(session, driver.url, username="bob", password="plain-bob-pw")  # a code, never exchanged
         capsys.readouterr()
@@ -44,7 +43,7 @@ async def test_list_and_revoke_while_the_service_runs(tmp_path: Path, capsys: py
 
 
 async def test_revoke_burns_unused_codes(tmp_path: Path) -> None:
-    async with running_driver(tmp_path) as driver, aiohttp.ClientSession() as session:
+    async with running_driver(tmp_path) as driver, browser_session() as session:
         await user_auth(session, driver.url)
         _, added = await log_in(session, driver.url)
         revoke_tokens(driver.config, "alice")
@@ -70,7 +69,7 @@ async def test_tokens_console_script(tmp_path: Path) -> None:
     config_file = tmp_path / "config.yaml"
     config_file.write_text(f"storage:\n  path: {tmp_path / 'hubd.db'}\n"
                            "driver:\n  accounts:\n    - {username: bob, password: plain-bob-pw}\n")
-    async with running_driver(tmp_path) as driver, aiohttp.ClientSession() as session:
+    async with running_driver(tmp_path) as driver, browser_session() as session:
         _, added = await log_in(session, driver.url, username="bob", password="plain-bob-pw")
         assert (await command(session, driver.url, "OAuthGetToken", {"code": added["code"]}))["status"] == 0
     listed = subprocess.run([str(HUBD), "tokens", "-c", str(config_file), "list"], capture_output=True, text=True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from html import escape
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -29,16 +30,25 @@ pytestmark = [
 
 
 @asynccontextmanager
-async def callback_site() -> AsyncIterator[tuple[str, list[dict[str, list[str]]]]]:
-    """A stand-in for the platform's callback page on loopback; records the queries it got."""
+async def callback_site(
+    other_pages: dict[str, str] | None = None,
+) -> AsyncIterator[tuple[str, list[dict[str, list[str]]]]]:
+    """A stand-in for the platform's callback page on loopback; records the queries it got.
+
+    `other_pages` maps a path on the same server to HTML it serves (filled in by the test).
+    """
     seen: list[dict[str, list[str]]] = []
 
     async def landed(request: web.Request) -> web.Response:
         seen.append(parse_qs(request.query_string, keep_blank_values=True))
         return web.Response(text="<!doctype html><title>Linked</title><h1>Linked</h1>", content_type="text/html")
 
+    async def other(request: web.Request) -> web.Response:
+        return web.Response(text=(other_pages or {})[request.path], content_type="text/html")
+
     app = web.Application()
     app.router.add_get("/platform/callback", landed)
+    app.router.add_get("/other/{name}", other)
     runner = web.AppRunner(app)
     await runner.setup()
     port = free_port()
@@ -92,3 +102,36 @@ async def test_browser_links_an_account(tmp_path: Path) -> None:
         assert seen and seen[0]["code"] == query["code"]
         token = await command(session, driver.url, "OAuthGetToken", {"code": query["code"][0]})
         assert token["status"] == 0 and token["data"]["userId"] == "alice"
+
+
+async def test_browser_refuses_a_form_posted_from_another_site(tmp_path: Path) -> None:
+    """Even with a valid token and the browser's own cookie, a form on another origin is refused."""
+    from playwright.async_api import async_playwright
+
+    pages: dict[str, str] = {}
+    async with running_driver(tmp_path) as driver, callback_site(pages) as (base, seen), \
+            aiohttp.ClientSession() as session:
+        reply = await command(session, driver.url, "OAuth", {"callbackURL": base})
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+            try:
+                context = await browser.new_context(java_script_enabled=False)
+                page = await context.new_page()
+                await page.goto(reply["data"])  # sets the login cookie in this browser
+                csrf = await page.input_value("input[name=csrf]")
+                # another origin (same site: 127.0.0.1 on another port, so SameSite lets the cookie go along)
+                pages["/other/evil"] = (
+                    f'<form method="post" action="{escape(reply["data"])}">'
+                    f'<input type="hidden" name="csrf" value="{escape(csrf)}">'
+                    f'<input type="hidden" name="callbackURL" value="{escape(base)}">'
+                    '<input type="hidden" name="username" value="alice">'
+                    f'<input type="hidden" name="password" value="{escape(ALICE_PASSWORD)}">'
+                    '<button type="submit">win a prize</button></form>')
+                await page.goto(base.replace("/platform/callback", "/other/evil"))
+                await page.click("button[type=submit]")
+                await page.wait_for_load_state()
+                assert page.url.startswith(driver.url)
+                assert "was sent from another site" in await page.inner_text(".error")
+            finally:
+                await browser.close()
+        assert seen == []

@@ -183,3 +183,106 @@ async def test_checks_against_someone_elses_driver(
     assert needle in line, line
     assert all(line.startswith("PASS") for line in lines[:check - 1])
     assert "secret-token-value" not in line
+
+
+# -- where check 2 goes after the login: never away from the driver --------------------------------
+
+
+def redirecting_driver(location: Callable[[str, str], str]) -> web.Application:
+    """A correct OAuth 2.0 driver whose login redirects to `location(callback, own base URL)`."""
+    state: dict[str, str] = {}
+
+    async def command(request: web.Request) -> web.Response:
+        body = await request.json()
+        if body["command"] == "OAuth":
+            callback = body["params"]["callbackURL"]
+            return web.json_response({"status": 0, "data": f"http://{request.host}/oauth/authorize?callbackURL="
+                                                            f"{quote(callback, safe='')}"})
+        return web.json_response({"status": 0, "data": {"userId": "u", "userToken": f"t-{body['command']}",
+                                                        "expiresIn": 60, "refreshToken": "r"}})
+
+    async def page(request: web.Request) -> web.Response:
+        state["callback"] = request.query["callbackURL"]
+        return web.Response(text='<form method="post"><input name="user"><input type="password" name="pw">'
+                                 "</form>", content_type="text/html")
+
+    # Location byte for byte: web.HTTPFound would normalise it through yarl
+    async def login(request: web.Request) -> web.Response:
+        return web.Response(status=302, headers={"Location": location(state["callback"], f"http://{request.host}")})
+
+    async def hop(request: web.Request) -> web.Response:
+        return web.Response(status=302, headers={"Location": state["callback"] + "&code=after-a-hop"})
+
+    app = web.Application()
+    app.router.add_post("/driver/command", command)
+    app.router.add_get("/oauth/authorize", page)
+    app.router.add_post("/oauth/authorize", login)
+    app.router.add_get("/oauth/hop", hop)
+    return app
+
+
+def recording_site() -> tuple[web.Application, list[str]]:
+    """Stands in for the callback's host: records every request it gets."""
+    hits: list[str] = []
+
+    async def anything(request: web.Request) -> web.Response:
+        hits.append(str(request.rel_url))
+        return web.Response(text="callback page")
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", anything)
+    return app, hits
+
+
+@pytest.mark.parametrize(("callback_path", "redirect_path"), [
+    ("/~user/cb", "/%7Euser/cb"), ("/%7Euser/cb", "/~user/cb"), ("/a%2fb/cb", "/a%2Fb/cb"),
+])
+async def test_a_differently_encoded_callback_path_is_the_callback(
+    capsys: pytest.CaptureFixture[str], callback_path: str, redirect_path: str
+) -> None:
+    site, hits = recording_site()
+    async with serving(site) as site_url:
+        callback = f"{site_url}{callback_path}?u=1"
+        moved = lambda cb, _base: cb.replace(callback_path, redirect_path) + "&code=abcdefgh"  # noqa: E731
+        async with serving(redirecting_driver(moved)) as url:
+            code = await run_checks(url, callback_url=callback, username="u", password="p")
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0, lines
+    assert lines[1].startswith("PASS 2 authorize: HTTP 302 to the callback"), lines
+    assert hits == []  # the redirect is read, never followed
+
+
+@pytest.mark.parametrize("where", ["other-path", "other-origin"])
+async def test_a_redirect_away_from_the_driver_is_not_followed(
+    capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    site, hits = recording_site()
+    async with serving(site) as site_url, serving(recording_site()[0]) as other_url:
+        callback = f"{site_url}/cb?u=1"
+        target = f"{site_url}/elsewhere?u=1&code=abc" if where == "other-path" else f"{other_url}/cb?u=1&code=abc"
+        async with serving(redirecting_driver(lambda _cb, _base: target)) as url:
+            code = await run_checks(url, callback_url=callback, username="u", password="p")
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert lines[1] == (f"FAIL 2 authorize: the login redirected to {target}, "
+                        f"expected path /cb on {site_url}; a redirect that leaves the driver is not followed"), lines
+    assert hits == []
+
+
+async def test_a_redirect_within_the_driver_is_followed(capsys: pytest.CaptureFixture[str]) -> None:
+    site, hits = recording_site()
+    async with serving(site) as site_url:
+        callback = f"{site_url}/cb?u=1"
+        async with serving(redirecting_driver(lambda _cb, base: f"{base}/oauth/hop")) as url:
+            code = await run_checks(url, callback_url=callback, username="u", password="p")
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0, lines
+    assert hits == []
+
+
+async def test_a_malformed_location_fails_check_2(capsys: pytest.CaptureFixture[str]) -> None:
+    async with serving(redirecting_driver(lambda _cb, _base: "http://[zz]/cb")) as url:
+        code = await run_checks(url, callback_url=CALLBACK, username="u", password="p")
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 1
+    assert lines[1].startswith("FAIL 2 authorize: the driver sent a malformed URL"), lines

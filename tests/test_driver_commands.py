@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 from test_driver_support import (
     CALLBACK,
     RunningDriver,
+    browser_session,
     command,
     error_of,
     log_in,
@@ -31,7 +33,7 @@ async def driver(tmp_path: Path) -> AsyncIterator[RunningDriver]:
 
 @pytest.fixture
 async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as client:
+    async with browser_session() as client:
         yield client
 
 
@@ -80,6 +82,14 @@ async def test_malformed_requests_get_a_driver_error_naming_the_problem(
     assert needle in message
 
 
+async def test_deeply_nested_json_is_a_driver_error(driver: RunningDriver, session: aiohttp.ClientSession) -> None:
+    for body in (b"[" * 5000 + b"]" * 5000, b'{"command": "OAuth", "params": ' + b'{"a": ' * 5000 + b"1" + b"}" * 5001):
+        status, reply = await post_raw(session, driver.url, body)
+        assert status == 200
+        name, message = error_of(reply)
+        assert name == "E_DRIVER_ERROR" and "nested too deeply" in message
+
+
 async def test_unknown_command(driver: RunningDriver, session: aiohttp.ClientSession) -> None:
     reply = await command(session, driver.url, "OAuthLogin", {})
     expected = "unknown command 'OAuthLogin'; use OAuth, OAuthGetToken or OAuthRefresh"
@@ -99,6 +109,12 @@ async def test_too_large_body_is_still_http_200(tmp_path: Path, session: aiohttp
     ("/relative/cb", "http:// or https://"),
     ("https://user:pw@platform.example/cb", "user name or password"),
     ("https://platform.example/a b", "percent-encoded ASCII"),
+    ("https://platform.example/?q=caf\u00e9", "a non-ASCII character at position 32"),
+    ("https://[::1/x", "not a valid URL"),
+    ("http://[zz]/x", "not a valid URL"),
+    ("https://platform.example\\@evil.example/", "host"),
+    ("https://platform.example;script-src/cb", "host"),
+    ("https://platform.example,x'/cb", "host"),
 ])
 async def test_oauth_rejects_bad_callbacks(
     driver: RunningDriver, session: aiohttp.ClientSession, callback: str, needle: str
@@ -140,6 +156,19 @@ async def test_code_is_single_use_and_reuse_revokes_its_tokens(
     assert name == "E_INVALID_AUTHORIZATION" and "already used" in message
     check = await driver.service.verify_user_token(first["data"]["userToken"])
     assert check.status is TokenStatus.UNKNOWN
+
+
+async def test_code_reuse_is_logged(
+    driver: RunningDriver, session: aiohttp.ClientSession, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="hubd.driver")
+    _, added = await log_in(session, driver.url)
+    await command(session, driver.url, "OAuthGetToken", {"code": added["code"]})
+    assert not caplog.records
+    await command(session, driver.url, "OAuthGetToken", {"code": added["code"]})
+    assert [r.getMessage() for r in caplog.records] == [
+        "driver: an authorization code was used twice; revoked grant 1 (the tokens issued for it)"]
+    assert added["code"] not in caplog.text
 
 
 async def test_expired_code(driver: RunningDriver, session: aiohttp.ClientSession) -> None:

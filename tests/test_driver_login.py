@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
+from html import unescape
 from pathlib import Path
 from urllib.parse import quote
 
@@ -15,12 +17,15 @@ from test_driver_support import (
     CALLBACK,
     RunningDriver,
     added_params,
+    browser_session,
     command,
     log_in,
     open_page,
     running_driver,
 )
 
+from hubd.driver.csrf import COOKIE_NAME as CSRF_COOKIE
+from hubd.driver.limits import ACCOUNT_FAILURES, ADDRESS_FAILURES
 from hubd.driver.passwords import verify_password
 from hubd.driver.service import DriverService, TokenStatus
 from hubd.errors import ConfigError
@@ -36,7 +41,7 @@ async def driver(tmp_path: Path) -> AsyncIterator[RunningDriver]:
 
 @pytest.fixture
 async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as client:
+    async with browser_session() as client:
         yield client
 
 
@@ -62,6 +67,8 @@ async def test_page_is_a_clean_phone_friendly_form(driver: RunningDriver, sessio
     assert "<script" not in page.lower()
     assert headers["Cache-Control"] == "no-store"
     assert headers["X-Frame-Options"] == "DENY"
+    # not no-referrer: under it browsers send `Origin: null` with the form, which the login refuses
+    assert headers["Referrer-Policy"] == "same-origin" and '<meta name="referrer" content="same-origin">' in page
     csp = headers["Content-Security-Policy"]
     assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp
     assert "form-action 'self' https://platform.example" in csp
@@ -290,3 +297,178 @@ async def test_start_rejects_duplicate_accounts_and_broken_hashes(tmp_path: Path
 
 async def test_added_params_helper_sanity() -> None:
     assert added_params("https://x/cb?a=1&code=z", "https://x/cb?a=1") == {"code": "z"}
+
+
+# -- concurrent attempts: the limits hold when many POSTs arrive at once --------------------------
+
+
+def count_scrypt_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Patch the service's verify_password to record every scrypt run (the real check still runs)."""
+    runs: list[str] = []
+    real = verify_password
+
+    def counting(stored: str, candidate: str) -> bool:
+        if stored.startswith("scrypt$"):
+            runs.append(candidate)
+        return real(stored, candidate)
+
+    monkeypatch.setattr("hubd.driver.service.verify_password", counting)
+    return runs
+
+
+async def test_parallel_wrong_passwords_hit_the_account_limit(
+    driver: RunningDriver, session: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = count_scrypt_runs(monkeypatch)
+    page_url, form = await open_page(session, driver.url)
+    answers = await asyncio.gather(*(submit(session, page_url, form.data("alice", f"guess-{i}")) for i in range(50)))
+    checked = [status for status, _, _ in answers if status != 429]
+    assert checked == [200] * ACCOUNT_FAILURES
+    assert len(runs) == ACCOUNT_FAILURES
+    # the real password is refused as well until the window passes
+    assert (await submit(session, page_url, form.data("alice", ALICE_PASSWORD)))[0] == 429
+
+
+async def test_parallel_wrong_passwords_hit_the_address_limit(
+    driver: RunningDriver, session: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = count_scrypt_runs(monkeypatch)
+    page_url, form = await open_page(session, driver.url)
+    answers = await asyncio.gather(*(submit(session, page_url, form.data(f"user{i}", "wrong")) for i in range(80)))
+    checked = [status for status, _, _ in answers if status != 429]
+    assert checked == [200] * ADDRESS_FAILURES
+    assert len(runs) == ADDRESS_FAILURES  # unknown users cost one dummy scrypt run each
+
+
+async def test_a_right_password_does_not_use_up_the_address_limit(
+    driver: RunningDriver, session: aiohttp.ClientSession
+) -> None:
+    page_url, form = await open_page(session, driver.url)
+    for _ in range(ADDRESS_FAILURES + 5):
+        assert (await submit(session, page_url, form.data("bob", BOB_PASSWORD)))[0] == 302
+
+
+# -- CSRF: the token is bound to a cookie of this browser, and the POST must come from this hub ----
+
+
+async def test_page_sets_a_strict_httponly_cookie(driver: RunningDriver, session: aiohttp.ClientSession) -> None:
+    reply = await command(session, driver.url, "OAuth", {"callbackURL": CALLBACK})
+    async with session.get(reply["data"]) as resp:
+        cookie = resp.cookies[CSRF_COOKIE]
+    assert len(cookie.value) >= 40
+    assert cookie["httponly"] and cookie["samesite"] == "Strict" and cookie["path"] == "/oauth/authorize"
+    assert not cookie["secure"]  # the public URL of this test hub is http://
+
+
+async def test_cookie_is_secure_behind_an_https_public_url(tmp_path: Path) -> None:
+    async with running_driver(tmp_path, public_url="https://hub.example") as driver, browser_session() as session:
+        reply = await command(session, driver.url, "OAuth", {"callbackURL": CALLBACK})
+        assert reply["data"].startswith("https://hub.example/oauth/authorize?")
+        async with session.get(f"{driver.url}/oauth/authorize?callbackURL={quote(CALLBACK, safe='')}") as resp:
+            assert resp.cookies[CSRF_COOKIE]["secure"]
+
+
+async def test_form_without_the_cookie_is_refused(driver: RunningDriver, session: aiohttp.ClientSession) -> None:
+    page_url, form = await open_page(session, driver.url)
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as cookieless:
+        status, page, headers = await submit(cookieless, page_url, form.data("alice", ALICE_PASSWORD))
+    assert status == 400 and "Location" not in headers
+    assert "did not send this hub's sign-in cookie" in unescape(page)
+    assert '<form method="post">' in page
+
+
+async def test_form_with_another_pages_cookie_is_refused(
+    driver: RunningDriver, session: aiohttp.ClientSession
+) -> None:
+    page_url, form = await open_page(session, driver.url)
+    async with browser_session() as other:
+        await open_page(other, driver.url)  # another browser, with a cookie of its own
+        status, page, headers = await submit(other, page_url, form.data("alice", ALICE_PASSWORD))
+    assert status == 400 and "Location" not in headers
+    assert "expired or did not come from this hub" in page and '<form method="post">' in page
+    # the page it got back carries a token for its own cookie: signing in from it works
+    status, _, headers = await submit(session, page_url, form.data("alice", ALICE_PASSWORD))
+    assert status == 302
+
+
+@pytest.mark.parametrize(("header", "value"), [
+    ("Origin", "https://attacker.example"),
+    ("Origin", "null"),
+    ("Referer", "https://attacker.example/page"),
+])
+async def test_form_posted_from_another_site_is_refused(
+    driver: RunningDriver, session: aiohttp.ClientSession, header: str, value: str
+) -> None:
+    page_url, form = await open_page(session, driver.url)
+    async with session.post(page_url, data=form.data("alice", ALICE_PASSWORD), allow_redirects=False,
+                            headers={header: value}) as resp:
+        status, page = resp.status, await resp.text()
+        assert "Location" not in resp.headers
+    assert status == 403
+    assert "was sent from another site" in page and '<form method="post">' in page
+
+
+@pytest.mark.parametrize(("header", "own"), [("Origin", "{url}"), ("Referer", "{url}/oauth/authorize?x=1"),
+                                             ("Origin", "http://hub.example")])
+async def test_form_posted_from_this_hub_is_accepted(tmp_path: Path, header: str, own: str) -> None:
+    # own origin: the public URL's, or the one the request was addressed to (its Host header)
+    async with running_driver(tmp_path) as driver, browser_session() as session:
+        page_url, form = await open_page(session, driver.url)
+        value = own.format(url=driver.url)
+        extra = {header: value}
+        if "hub.example" in value:
+            extra["Host"] = "hub.example"
+        async with session.post(page_url, data=form.data("alice", ALICE_PASSWORD), allow_redirects=False,
+                                headers=extra) as resp:
+            assert resp.status == 302, await resp.text()
+
+
+# -- malformed callback URLs are a 400 page, never a 500 --------------------------------------------
+
+
+@pytest.mark.parametrize("callback", ["https://[::1/x", "http://[zz]/x", "https://platform.example\\@evil/",
+                                      "https://platform.example;x/", "https://it's.example/"])
+async def test_page_refuses_a_malformed_callback(
+    driver: RunningDriver, session: aiohttp.ClientSession, callback: str
+) -> None:
+    async with session.get(f"{driver.url}/oauth/authorize?callbackURL={quote(callback, safe='')}") as resp:
+        page = await resp.text()
+    assert resp.status == 400, page
+    assert "This hub will not link to that app: callbackURL" in page and "<form" not in page
+    page_url, form = await open_page(session, driver.url)
+    data = form.data("alice", ALICE_PASSWORD)
+    data[1] = ("callbackURL", callback)
+    status, page, _ = await submit(session, page_url, data)
+    assert status == 400 and "This hub will not link to that app: callbackURL" in page
+
+
+async def test_start_rejects_a_bad_callback_hosts_entry(tmp_path: Path) -> None:
+    from test_driver_support import make_config
+
+    config = make_config(tmp_path, callback_hosts=["platform.example", "https://platform.example/cb", "a b"])
+    db = Database(config.storage.path)
+    await db.start()
+    try:
+        service = DriverService(db, config.driver, public_url="http://hub", metrics=Metrics())
+        with pytest.raises(ConfigError) as caught:
+            await service.start()
+    finally:
+        await db.stop()
+    assert [p.split(":")[0] for p in caught.value.problems] == ["driver.callback_hosts[1]", "driver.callback_hosts[2]"]
+
+
+@pytest.mark.parametrize(("public_url", "warned"), [
+    ("http://0.0.0.0:8080", True), ("http://[::]:8080", True), ("http://192.168.1.5:8080", False),
+])
+async def test_start_warns_about_an_unusable_public_url(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, public_url: str, warned: bool
+) -> None:
+    caplog.set_level(logging.WARNING, logger="hubd.driver")
+    async with running_driver(tmp_path, public_url=public_url, callback_hosts=["platform.example"]):
+        pass
+    warnings = [r.getMessage() for r in caplog.records if "http.public_url" in r.getMessage()]
+    if warned:
+        assert warnings == [f"the driver hands out {public_url}/oauth/authorize?... as the login page, which no "
+                            "phone can open; set http.public_url to the URL browsers reach this hub at"]
+    else:
+        assert warnings == []

@@ -84,15 +84,20 @@ def make_config(tmp_path: Path, **driver: Any) -> HubdConfig:
 
 
 @asynccontextmanager
-async def running_driver(tmp_path: Path, *, max_body_bytes: int = 65536, **driver: Any) -> AsyncIterator[RunningDriver]:
-    """Start a Database, a DriverService and an HttpServer serving its routes; stop them after."""
+async def running_driver(
+    tmp_path: Path, *, max_body_bytes: int = 65536, public_url: str | None = None, **driver: Any
+) -> AsyncIterator[RunningDriver]:
+    """Start a Database, a DriverService and an HttpServer serving its routes; stop them after.
+
+    The service's public URL is the loopback URL it listens on unless `public_url` is given.
+    """
     config = make_config(tmp_path, **driver)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     clock = FakeClock()
     metrics = Metrics()
     db = Database(config.storage.path)
-    service = DriverService(db, config.driver, public_url=url, metrics=metrics, clock=clock)
+    service = DriverService(db, config.driver, public_url=public_url or url, metrics=metrics, clock=clock)
     server = HttpServer(host="127.0.0.1", port=port, max_body_bytes=max_body_bytes, health=Health(),
                         metrics=metrics, sources=[service])
     await db.start()
@@ -106,6 +111,11 @@ async def running_driver(tmp_path: Path, *, max_body_bytes: int = 65536, **drive
             await service.stop()
     finally:
         await db.stop()
+
+
+def browser_session() -> aiohttp.ClientSession:
+    """A client that keeps cookies like a browser, also for 127.0.0.1 (the login form needs its cookie)."""
+    return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
 
 
 async def command(session: aiohttp.ClientSession, base: str, name: str, params: Any) -> dict[str, Any]:

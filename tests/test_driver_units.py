@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import time
 
 import pytest
 
@@ -11,7 +10,15 @@ from hubd.driver import passwords
 from hubd.driver.limits import LoginLimiter, SlidingWindow
 from hubd.driver.passwords import PasswordHashInvalid, check_hash, hash_password, is_hash, verify_password
 from hubd.driver.seal import SealBroken, seal, unseal
-from hubd.driver.urls import CallbackInvalid, add_params, authorize_url, check_callback, get_ci
+from hubd.driver.urls import (
+    CallbackInvalid,
+    HostRule,
+    add_params,
+    authorize_url,
+    check_callback,
+    get_ci,
+    parse_callback_hosts,
+)
 from hubd.errors import HubdError
 
 
@@ -26,12 +33,14 @@ def test_hash_format_and_verify() -> None:
     assert hash_password("s3cret!") != stored  # salted
 
 
-def test_hash_costs_a_noticeable_but_small_time() -> None:
-    stored = hash_password("pw")
-    start = time.perf_counter()
-    verify_password(stored, "pw")
-    elapsed = time.perf_counter() - start
-    assert 0.005 < elapsed < 0.5
+def test_hashes_with_other_parameters_keep_verifying() -> None:
+    # the parameters live in the hash string, so changing SCRYPT_N never invalidates a config
+    for n in (2**12, 2**13, 2**14):
+        salt = b"0123456789abcdef"
+        digest = passwords._scrypt("pw", salt, n, 8, 1, 32)
+        stored = f"scrypt${n}$8$1${passwords._b64(salt)}${passwords._b64(digest)}"
+        check_hash(stored)
+        assert verify_password(stored, "pw") and not verify_password(stored, "pW")
 
 
 def test_unicode_forms_of_one_password_match() -> None:
@@ -120,31 +129,82 @@ def test_add_params_encodes_values() -> None:
     assert add_params("https://h/p", {"userId": "a b&c"}) == "https://h/p?userId=a%20b%26c"
 
 
+def rules(entries: list[str]) -> tuple[HostRule, ...]:
+    parsed, problems = parse_callback_hosts(entries)
+    assert problems == []
+    return parsed
+
+
 @pytest.mark.parametrize(("callback", "allowed"), [
     ("https://platform.example/cb", []),
-    ("HTTP://Platform.Example:8080/cb", ["platform.example"]),
+    ("http://anything.example:8080/cb", []),
+    ("HTTPS://Platform.Example/cb", ["platform.example"]),
+    ("https://platform.example:443/cb", ["platform.example"]),
     ("https://platform.example:8443/cb", ["platform.example:8443"]),
     ("https://platform.example/cb", ["https://platform.example/"]),
+    ("http://platform.example/cb", ["http://platform.example"]),
+    ("http://platform.example:8080/cb", ["http://platform.example:8080"]),
+    ("https://platform.example:8443/cb", ["https://platform.example:8443"]),
     ("http://[::1]:8080/cb", ["[::1]:8080"]),
+    ("http://[::1]:8080/cb", ["[::1]"]),
+    ("http://localhost:5000/cb", ["localhost"]),
+    ("https://127.0.0.1:9/cb", ["127.0.0.1"]),
+    ("http://127.0.0.1:9/cb", ["other.example", "127.0.0.1"]),
+    ("https://xn--caf-dma.example/cb", ["XN--CAF-DMA.example"]),
 ])
 def test_callbacks_accepted(callback: str, allowed: list[str]) -> None:
-    check_callback(callback, allowed)
+    check_callback(callback, rules(allowed))
 
 
-@pytest.mark.parametrize(("callback", "allowed"), [
-    ("", []),
-    ("data:text/html,hi", []),
-    ("https:///nohost", []),
-    ("https://a@platform.example/", []),
-    ("https://platform.example:99999/", []),
-    ("https://platform.example/\u00e9", []),
-    ("https://platform.example/" + "a" * 2100, []),
-    ("https://platform.example.evil/cb", ["platform.example"]),
-    ("https://platform.example:8444/cb", ["platform.example:8443"]),
+@pytest.mark.parametrize(("callback", "allowed", "needle"), [
+    ("", [], "empty"),
+    ("data:text/html,hi", [], "http:// or https://"),
+    ("https:///nohost", [], "no host"),
+    ("https://a@platform.example/", [], "user name or password"),
+    ("https://platform.example:99999/", [], "bad port"),
+    ("https://platform.example/\u00e9", [], "non-ASCII character at position 26"),
+    ("https://platform.example/?q=\u00e9t\u00e9", [], "non-ASCII character at position 29"),
+    ("https://platform.example/" + "a" * 2100, [], "longer than"),
+    ("https://[::1/x", [], "not a valid URL"),
+    ("http://[zz]/x", [], "not a valid URL"),
+    ("https://platform.example\\@evil.example/", [], "host"),
+    ("https://platform.example\\evil/", [], "host"),
+    ("https://platform.example;x/cb", [], "host"),
+    ("https://platform.example,x/cb", [], "host"),
+    ("https://it's.example/cb", [], "host"),
+    ("https://platform_example/cb", [], "host"),
+    ("https://platform.example.evil/cb", ["platform.example"], "driver.callback_hosts"),
+    ("https://platform.example:8444/cb", ["platform.example:8443"], "driver.callback_hosts"),
+    # a bare host: https on its default port only (http and any port only for loopback hosts)
+    ("http://platform.example/cb", ["platform.example"], "driver.callback_hosts"),
+    ("https://platform.example:8443/cb", ["platform.example"], "driver.callback_hosts"),
+    # a scheme or port in the entry must match exactly
+    ("http://platform.example/cb", ["https://platform.example/"], "driver.callback_hosts"),
+    ("https://platform.example/cb", ["http://platform.example"], "driver.callback_hosts"),
+    ("https://platform.example:8443/cb", ["https://platform.example"], "driver.callback_hosts"),
+    ("http://platform.example:8443/cb", ["platform.example:8443"], "driver.callback_hosts"),
+    ("http://[::1]:8081/cb", ["[::1]:8080"], "driver.callback_hosts"),
 ])
-def test_callbacks_refused(callback: str, allowed: list[str]) -> None:
-    with pytest.raises(CallbackInvalid):
-        check_callback(callback, allowed)
+def test_callbacks_refused(callback: str, allowed: list[str], needle: str) -> None:
+    with pytest.raises(CallbackInvalid) as caught:
+        check_callback(callback, rules(allowed))
+    assert needle in str(caught.value)
+
+
+@pytest.mark.parametrize(("entry", "needle"), [
+    ("", "empty"),
+    ("ftp://platform.example", "http:// or https://"),
+    ("https://platform.example/cb", "no path"),
+    ("https://user@platform.example", "no path"),
+    ("platform.example:http", "port"),
+    ("platform example", "host"),
+    ("https://[::1/", "host"),
+])
+def test_bad_callback_host_entries(entry: str, needle: str) -> None:
+    parsed, problems = parse_callback_hosts(["platform.example", entry, "https://other.example:8443/"])
+    assert [rule.host for rule in parsed] == ["platform.example", "other.example"]
+    assert len(problems) == 1 and problems[0].startswith("driver.callback_hosts[1]: ")
+    assert needle in problems[0]
 
 
 def test_get_ci() -> None:
@@ -173,11 +233,22 @@ def test_sliding_window_bounds_its_memory() -> None:
 
 def test_login_limiter_keys() -> None:
     limiter = LoginLimiter(account_failures=2, address_failures=3, window_s=100)
-    limiter.failed("Alice", "1.2.3.4", 0)
-    limiter.failed("alice ", "5.6.7.8", 0)
+    assert limiter.begin("Alice", "1.2.3.4", 0) == 0
+    assert limiter.begin("alice ", "5.6.7.8", 0) == 0
+    assert limiter.begin("ALICE", "9.9.9.9", 1) == 99  # refused: nothing counted
     assert limiter.retry_after("ALICE", "9.9.9.9", 1) == 99
-    limiter.succeeded("alice")
+    limiter.succeeded("alice", "5.6.7.8", 0)
     assert limiter.retry_after("alice", "9.9.9.9", 1) == 0
-    limiter.failed("x", "1.2.3.4", 0)
-    limiter.failed("y", "1.2.3.4", 0)
+    assert limiter.begin("x", "1.2.3.4", 0) == 0
+    assert limiter.begin("y", "1.2.3.4", 0) == 0
     assert limiter.retry_after("z", "1.2.3.4", 1) == 99
+
+
+def test_a_right_password_takes_its_attempt_back_from_the_address() -> None:
+    limiter = LoginLimiter(account_failures=5, address_failures=2, window_s=100)
+    for t in range(10):
+        assert limiter.begin("bob", "1.2.3.4", t) == 0
+        limiter.succeeded("bob", "1.2.3.4", t)
+    assert limiter.begin("a", "1.2.3.4", 10) == 0
+    assert limiter.begin("b", "1.2.3.4", 11) == 0
+    assert limiter.begin("c", "1.2.3.4", 12) == 98

@@ -8,6 +8,8 @@ import copy
 import json
 import secrets
 import signal
+import socket
+import struct
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -735,6 +737,58 @@ async def test_endpoints_are_known_per_user(
 ) -> None:
     other = (await access_token(http, sim, "u2"))["access_token"]
     assert (await post_event(http, sim, change_report(other)))[0] == 422
+
+
+async def test_binding_again_forgets_the_known_endpoints(
+    http: aiohttp.ClientSession, sim: PlatformSimulator, token: str
+) -> None:
+    assert sim.known_endpoints("u1") == {"lamp-1"}
+    again = (await access_token(http, sim, "u1"))["access_token"]  # a new code exchange: a new binding
+    assert sim.known_endpoints("u1") == set()
+    assert (await post_event(http, sim, change_report(again)))[0] == 422
+    assert (await post_event(http, sim, add_or_update(again, lamp())))[0] == 202
+    assert (await post_event(http, sim, change_report(again)))[0] == 202
+
+
+async def test_an_outage_for_one_user(http: aiohttp.ClientSession, sim: PlatformSimulator, token: str) -> None:
+    other = (await access_token(http, sim, "u2"))["access_token"]
+    async with http.post(f"{sim.url}/sim/faults", json={"outage": True, "userId": "u1"}) as resp:
+        assert (await resp.json())["outageUsers"] == ["u1"]
+    assert (await post_event(http, sim, change_report(token)))[0] == 503
+    assert (await post_event(http, sim, add_or_update(other, lamp("lamp-2"))))[0] == 202
+    assert sim.rejections[-1].scripted
+    sim.set_outage(False, "u1")
+    assert (await post_event(http, sim, change_report(token)))[0] == 202
+
+
+@pytest.mark.parametrize(("name", "problem"), [
+    ("Lamp: Kitchen", "contains ':'"), ("Lamp-Two", "contains '-'"), ("Lamp ２", "contains digits"),
+])
+async def test_names_with_special_characters_are_refused(
+    http: aiohttp.ClientSession, sim: PlatformSimulator, token: str, name: str, problem: str
+) -> None:
+    status, text = await post_event(http, sim, add_or_update(token, {**lamp("lamp-9"), "displayName": name}))
+    assert status == 400 and problem in json.loads(text)["error"]
+    status, text = await post_event(http, sim, add_or_update(token, {**lamp("lamp-9"), "recommendRoomName": name}))
+    assert status == 400 and "recommendRoomName" in json.loads(text)["error"]
+
+
+async def test_a_client_that_dies_mid_request_is_one_log_line(
+    sim: PlatformSimulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    _reader, writer = await asyncio.open_connection("127.0.0.1", sim.port)
+    writer.write(b"POST /async/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 1000\r\n\r\n{\"header\"")
+    await writer.drain()
+    await asyncio.sleep(0.1)  # let the server start reading the body
+    sock = writer.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+    writer.close()
+    deadline = time.monotonic() + 5
+    while "went away mid-request" not in caplog.text:
+        assert time.monotonic() < deadline, caplog.text
+        await asyncio.sleep(0.01)
+    assert "Traceback" not in caplog.text and "Error handling request" not in caplog.text
 
 
 async def test_unknown_endpoints_allowed_when_configured(http: aiohttp.ClientSession) -> None:

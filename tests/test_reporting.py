@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -237,27 +240,31 @@ async def test_401_refreshes_and_resends_the_same_message(make_rig: Callable[...
 
 async def test_dead_refresh_sends_one_failure_report_and_keeps_events(make_rig: Callable[..., Any]) -> None:
     rig: Rig = await make_rig()
-    rig.publish("bell-1", "config", BELL, retain=True)
+    rig.publish("lamp-1", "config", LAMP, retain=True)
     await rig.bind()
     await rig.wait_events(1, "AddOrUpdateReport")
     rig.sim.revoke_refresh("user-1")
     rig.sim.expire_tokens("user-1")
-    for _ in range(3):
-        rig.publish("bell-1", "event", {"name": "DoorbellPress"})
+    for value in ("On", "Off", "On"):
+        rig.publish("lamp-1", "state", {"Switch": value})
     await rig.sim.wait_until(lambda: len(rig.sim.failure_reports) >= 1, timeout_s=15)
     await asyncio.sleep(1.0)
     assert len(rig.sim.failure_reports) == 1
     assert rig.sim.failure_reports[0].user_id == "user-1"
-    assert not rig.events("DoorbellPress")
+    assert not rig.events("ChangeReport")
     assert "invalid_grant" in rig.hub.log()
     assert await rig.hub.metric("hubd_outbox_depth") == 3
     _, users = await rig.hub.get("/api/users")
     assert users["users"][0]["userId"] == "user-1" and users["users"][0]["status"] == "needs_rebind"
     assert users["users"][0]["pendingEvents"] == 3
-    # A new grant brings the kept events out, in order, after the devices.
+    # A new grant (the platform forgets what the user knew) gets the devices first, then the kept events in order.
     await rig.bind()
-    presses = await rig.wait_events(3, "DoorbellPress")
-    assert len(presses) == 3
+    changes = await rig.wait_events(3, "ChangeReport")
+    assert [c.message["payload"]["change"]["states"][0]["value"] for c in changes] == ["On", "Off", "On"]
+    names = [e.name for e in rig.events()]
+    assert names == ["AddOrUpdateReport", "AddOrUpdateReport", "ChangeReport", "ChangeReport", "ChangeReport"]
+    assert not [r for r in rig.sim.rejections if r.status in (400, 422)], rig.sim.rejections
+    assert await rig.hub.metric("hubd_events_dead_lettered_total") == 0
 
 
 async def test_platform_outage_delivers_everything_in_order_per_device(make_rig: Callable[..., Any]) -> None:
@@ -331,6 +338,158 @@ async def test_broker_restart_and_garbage_leave_hubd_healthy(make_rig: Callable[
     rig.publish("lamp-1", "state", {"Switch": "On"})
     await rig.wait_events(1, "ChangeReport")
     assert not rig.sim.rejections
+
+
+async def test_one_users_outage_or_dead_grant_leaves_the_others_alone(make_rig: Callable[..., Any]) -> None:
+    rig: Rig = await make_rig()
+    rig.publish("bell-1", "config", BELL, retain=True)
+    for user in ("alice", "bob", "carol"):
+        await rig.bind(user)
+        await rig.wait_events(1, "AddOrUpdateReport", user_id=user)
+    rig.sim.set_outage(True, "alice")  # alice's side of the platform is down
+    rig.sim.revoke_user("bob")  # bob unbound: 403, and his refresh fails for good
+    for _ in range(5):
+        rig.publish("bell-1", "event", {"name": "DoorbellPress"})
+    carol = await rig.wait_events(5, "DoorbellPress", user_id="carol")
+    assert len({p.message_id for p in carol}) == 5
+    assert not rig.events("DoorbellPress", user_id="alice")  # still in her outage
+    await rig.sim.wait_until(lambda: len(rig.sim.failure_reports) == 1, timeout_s=15)
+    assert rig.sim.failure_reports[0].user_id == "bob"
+    rig.sim.set_outage(False, "alice")
+    alice = await rig.wait_events(5, "DoorbellPress", user_id="alice", timeout_s=90)
+    assert len({p.message_id for p in alice}) == 5
+    _, users = await rig.hub.get("/api/users")
+    by_user = {u["userId"]: u for u in users["users"]}
+    assert by_user["bob"]["status"] == "needs_rebind" and by_user["bob"]["pendingEvents"] == 5
+    assert by_user["alice"]["pendingEvents"] == 0 and by_user["carol"]["pendingEvents"] == 0
+
+
+async def test_good_and_bad_devices_together(make_rig: Callable[..., Any]) -> None:
+    rig: Rig = await make_rig()
+    await rig.bind()
+    # Published while hubd is down, the configs reach it together: one batch.
+    assert rig.hub.stop() == 0
+    rig.publish("lamp-2", "config", {**LAMP, "displayName": "Lamp 2", "recommendRoomName": "Office #1"}, retain=True)
+    rig.publish("hall-1", "config", {**LAMP, "displayName": "Hall Light (Main)"}, retain=True)
+    rig.publish("battery-1", "config", {**CLIMATE, "capabilities": [
+        {"interface": "Battery", "supportedOperations": [], "proactivelyReported": True, "retrievable": True}]},
+        retain=True)
+    rig.publish("fan-1", "config", {**LAMP, "capabilities": [
+        {"interface": "Switch", "supportedOperations": ["On", "Off", "Toggle"], "proactivelyReported": True,
+         "retrievable": True}]}, retain=True)
+    rig.hub.start()
+    await rig.hub.wait_ready()
+    await rig.wait_events(1, "AddOrUpdateReport", endpoint="lamp-2")
+    await rig.wait_events(1, "AddOrUpdateReport", endpoint="hall-1")
+    names = {e["endpointId"]: (e["displayName"], e.get("recommendRoomName"))
+             for added in rig.events("AddOrUpdateReport") for e in added.message["payload"]["endpoints"]}
+    assert names == {"lamp-2": ("Lamp Two", "Office One"), "hall-1": ("Hall Light Main", "Office")}
+
+    rig.publish("lamp-2", "state", {"Switch": "on", "Brightness": 40})  # a lower-case enum value: normalised
+    rig.publish("lamp-2", "state", {"Switch": "Off", "Brightness": 150})  # out of range: refused whole
+    rig.publish("lamp-2", "state", {"Switch": {"on": True}})  # an object for Switch: refused
+    rig.publish("hall-1", "state", {"Switch": "On"})
+    rig.publish("lamp-2", "state", {"Switch": "Off"})
+    lamp = await rig.wait_events(2, "ChangeReport", endpoint="lamp-2")
+    assert [c.message["payload"]["change"]["states"][0]["value"] for c in lamp] == ["On", "Off"]
+    await rig.wait_events(1, "ChangeReport", endpoint="hall-1")
+    await rig.hub.wait_for(lambda: _invalid_total(rig.hub, 4), what="two configs and two states refused")
+    log = rig.hub.log()
+    assert "hubd/device/battery-1/config: capabilities: interface 'Battery' is not one the platform knows; " \
+           "use one of Brightness" in log
+    assert "hubd/device/fan-1/config: capabilities: Switch has no operation 'Toggle'; it has Off, On" in log
+    assert "hubd/device/lamp-2/state: Brightness: 150 is outside its range 0 to 100" in log
+    assert "hubd/device/lamp-2/state: Switch: an object is not a Switch value; use one of Off, On" in log
+    assert "hubd/device/lamp-2/config: the platform refuses digits and punctuation in names (PROTOCOL.md 8), " \
+           "so displayName 'Lamp 2' is sent as 'Lamp Two'; recommendRoomName 'Office #1' is sent as 'Office One'" \
+           in log
+    assert not rig.sim.rejections, rig.sim.rejections
+    assert await rig.hub.metric("hubd_events_dead_lettered_total") == 0
+
+
+async def test_a_refused_event_is_dead_lettered_with_the_answer_and_a_404_is_retried(
+        make_rig: Callable[..., Any]) -> None:
+    rig: Rig = await make_rig()
+    rig.publish("bell-1", "config", BELL, retain=True)
+    await rig.bind()
+    await rig.wait_events(1, "AddOrUpdateReport")
+    rig.sim.fail_events(404, 422, 400)  # a proxy's 404 (retried), then the platform's verdicts (final)
+    for _ in range(3):
+        rig.publish("bell-1", "event", {"name": "DoorbellPress"})
+    await rig.wait_events(1, "DoorbellPress", timeout_s=30)
+    await rig.hub.wait_for(lambda: _metric_at_least(rig.hub, "hubd_events_dead_lettered_total", 2), what="2 dead")
+    with sqlite3.connect(rig.hub.workdir / "hubd.db") as db:
+        dead = db.execute("SELECT name, http_status, response, attempts FROM dead_letters ORDER BY id").fetchall()
+    assert [(d[0], d[1], d[3]) for d in dead] == [("DoorbellPress", 422, 2), ("DoorbellPress", 400, 1)]
+    assert all(json.loads(d[2]) == {"error": "simulated failure (scripted)"} for d in dead)
+    assert "platform.base_url" in rig.hub.log()  # the 404's retry says where to look
+
+
+async def test_403_again_after_a_refresh_ends_the_grant_once_and_keeps_the_events(
+        make_rig: Callable[..., Any]) -> None:
+    rig: Rig = await make_rig()
+    rig.publish("bell-1", "config", BELL, retain=True)
+    await rig.bind()
+    await rig.wait_events(1, "AddOrUpdateReport")
+    rig.sim.fail_events(403, 403)
+    rig.publish("bell-1", "event", {"name": "DoorbellPress"})
+    await rig.sim.wait_until(lambda: len(rig.sim.failure_reports) == 1, timeout_s=15)
+    # The first 403 refreshed the token (once); the resend with the new token got 403 again.
+    refreshes = [r for r in rig.sim.token_requests if r.grant_type == "refresh_token"]
+    assert [r.status for r in refreshes] == [200]
+    forbidden = [r for r in rig.sim.rejections if r.status == 403]
+    assert len(forbidden) == 2 and forbidden[0].message_id == forbidden[1].message_id
+    rig.publish("bell-1", "event", {"name": "DoorbellPress"})
+    await rig.hub.wait_for(lambda: _metric_at_least(rig.hub, "hubd_outbox_depth", 2), what="both presses kept")
+    _, users = await rig.hub.get("/api/users")
+    assert users["users"][0]["status"] == "needs_rebind" and users["users"][0]["pendingEvents"] == 2
+    await asyncio.sleep(0.5)
+    assert len(rig.sim.failure_reports) == 1 and not rig.events("DoorbellPress")
+    assert "event API refused the token after a refresh" in rig.hub.log()
+
+
+async def test_platform_tokens_never_reach_the_log(make_rig: Callable[..., Any]) -> None:
+    rig: Rig = await make_rig(access_ttl_s=3)  # hubd logs at debug level in these tests
+    rig.publish("bell-1", "config", BELL, retain=True)
+    bound = await rig.bind()
+    await rig.wait_events(1, "AddOrUpdateReport")
+    rig.sim.expire_tokens("user-1")  # the 401 path too
+    rig.publish("bell-1", "event", {"name": "DoorbellPress"})
+    await rig.wait_events(1, "DoorbellPress")
+    await rig.sim.wait_until(lambda: len(rig.sim.tokens_issued) >= 3, timeout_s=15)  # and a scheduled refresh
+    assert rig.hub.stop() == 0
+    log = rig.hub.log()
+    assert "DEBUG" in log
+    secrets = [t.access_token for t in rig.sim.tokens_issued] + [t.refresh_token for t in rig.sim.tokens_issued]
+    secrets += ["sim-secret", bound.user_token]
+    assert [s for s in secrets if s in log] == []
+
+
+async def test_grants_list_and_remove(make_rig: Callable[..., Any]) -> None:
+    rig: Rig = await make_rig()
+    await rig.bind("alice")
+    await rig.bind("bob")
+    rig.sim.set_outage(True)
+    rig.publish("bell-1", "config", BELL, retain=True)
+    await rig.hub.wait_for(lambda: _metric_at_least(rig.hub, "hubd_outbox_depth", 2), what="queued for both")
+    listed = _hubd("grants", "-c", str(rig.hub.config_path), "list")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split()[:2] == ["USER", "STATE"]
+    assert [line.split()[:2] for line in lines[1:]] == [["alice", "active"], ["bob", "active"]]
+    secrets = [t.access_token for t in rig.sim.tokens_issued] + [t.refresh_token for t in rig.sim.tokens_issued]
+    assert not [s for s in secrets if s in listed.stdout]
+    removed = _hubd("grants", "-c", str(rig.hub.config_path), "remove", "bob")
+    assert removed.returncode == 0 and "removed the grant of 'bob' and 1 undelivered event" in removed.stdout
+    assert _hubd("grants", "-c", str(rig.hub.config_path), "remove", "bob").returncode == 1
+    rig.sim.set_outage(False)
+    await rig.wait_events(1, "AddOrUpdateReport", user_id="alice", endpoint="bell-1")
+    listed = _hubd("grants", "-c", str(rig.hub.config_path), "list")
+    assert [line.split()[0] for line in listed.stdout.splitlines()[1:]] == ["alice"]
+
+
+def _hubd(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hubd", *args], capture_output=True, text=True, timeout=30)
 
 
 async def _device_count(hub: HubdProcess, count: int) -> bool:

@@ -1,19 +1,24 @@
-"""Pure pieces: the refresh schedule, the reporter's decisions, device payload parsing."""
+"""Pure pieces: the refresh schedule, the reporter's decisions, device payload parsing, what the platform accepts."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
+from hubd import conformance
+from hubd.cloud import messages
 from hubd.cloud.client import failure_sign
 from hubd.cloud.tokens import refresh_at
 from hubd.errors import DeviceMessageInvalid
+from hubd.events import BARRIER_LANE
 from hubd.mqtt import codec
 from hubd.mqtt.codec import StateSample
 from hubd.registry import DeviceAnnounced, DeviceRemoved, DoorbellPressed, StatesChanged
-from hubd.reporter import DISCOVERY_BATCH, decide
+from hubd.reporter import DISCOVERY_BATCH, decide, discovery_events
 from hubd.store.grants import Grant
+from simulators.platform_validate import validate_event
 
 
 def grant(lifetime_s: float) -> Grant:
@@ -103,3 +108,111 @@ def test_config_validation_names_the_field() -> None:
                                 b'[{"interface": "Service.Switch", "isProactivelyReported": true}]}')
     assert config is not None and config.capabilities[0].interface == "Switch"
     assert config.capabilities[0].proactivelyReported
+
+
+@pytest.mark.parametrize(("name", "spoken"), [
+    ("Lamp 2", "Lamp Two"),
+    ("Bedroom2", "Bedroom Two"),
+    ("2nd Floor", "Second Floor"),
+    ("Room 101", "Room One Hundred One"),
+    ("Lamp 007", "Lamp Zero Zero Seven"),
+    ("Zone 3.5", "Zone Three Point Five"),
+    ("Hall (Upstairs)", "Hall Upstairs"),
+    ("Anna's Lamp", "Annas Lamp"),
+    ("Living-room/Kitchen", "Living room Kitchen"),
+    ("台灯", "台灯"),
+    ("Ｌａｍｐ２", "Ｌａｍｐ Two"),
+    ("Desk Lamp", "Desk Lamp"),
+])
+def test_spoken_names(name: str, spoken: str) -> None:
+    assert conformance.spoken(name) == spoken
+    # What hubd sends passes the platform's own checks.
+    endpoint = {"endpointId": "x", "displayName": spoken, "displayType": "light", "recommendRoomName": spoken,
+                "additionalInfo": {}, "capabilities": [], "states": []}
+    body = messages.with_token(messages.add_or_update_report("Service", "m", [endpoint]), "t")
+    validate_event(body)
+
+
+def test_conform_config_renames_and_canonicalises() -> None:
+    config = codec.parse_config(json.dumps({
+        "displayName": "Lamp 2", "displayType": "light", "recommendRoomName": "###",
+        "capabilities": [{"interface": "switch", "supportedOperations": ["on", "Off", "On"]},
+                         {"interface": "Brand.Brightness", "supportedOperations": ["Set"]}]}).encode(), "Brand")
+    assert config is not None
+    conformed, renamed = conformance.conform_config(config)
+    assert (conformed.displayName, conformed.recommendRoomName) == ("Lamp Two", None)
+    assert [(c.interface, c.supportedOperations) for c in conformed.capabilities] == [
+        ("Switch", ("On", "Off")), ("Brightness", ("Set",))]
+    assert [(r.field, r.old, r.new) for r in renamed] == [("displayName", "Lamp 2", "Lamp Two"),
+                                                          ("recommendRoomName", "###", None)]
+    same, nothing = conformance.conform_config(conformed)
+    assert same is conformed and nothing == []
+
+
+@pytest.mark.parametrize(("capabilities", "reason"), [
+    ([{"interface": "Battery"}], "interface 'Battery' is not one the platform knows; use one of Brightness"),
+    ([{"interface": "Switch", "supportedOperations": ["Toggle"]}], "Switch has no operation 'Toggle'; it has Off, On"),
+    ([{"interface": "Switch"}, {"interface": "switch"}], "interface twice"),
+])
+def test_conform_config_refuses_what_the_platform_does_not_know(capabilities: list[object], reason: str) -> None:
+    config = codec.parse_config(json.dumps({"displayName": "Lamp", "displayType": "light",
+                                            "capabilities": capabilities}).encode())
+    assert config is not None
+    with pytest.raises(DeviceMessageInvalid, match=re.escape(reason)):
+        conformance.conform_config(config)
+
+
+def test_a_name_with_nothing_speakable_is_refused() -> None:
+    config = codec.parse_config(b'{"displayName": "#1", "displayType": "light"}')
+    assert config is not None
+    assert conformance.conform_config(config)[0].displayName == "One"
+    config = codec.parse_config(b'{"displayName": "!!", "displayType": "light"}')
+    assert config is not None
+    with pytest.raises(DeviceMessageInvalid, match="displayName: '!!' has nothing the platform can speak"):
+        conformance.conform_config(config)
+
+
+@pytest.mark.parametrize(("interface", "value", "expected"), [
+    ("Switch", "on", "On"), ("Switch", " OFF ", "Off"), ("Mode", "cool", "Cool"), ("PlaybackMode", "repeatone",
+                                                                                   "RepeatOne"),
+    ("Brightness", 40.5, 40.5), ("Brightness", 0, 0), ("Color", 255.0, 255), ("Temperature", -40, -40),
+    ("Media.TVChannel", {"name": "News", "code": "N1"}, {"name": "News", "code": "N1"}),
+])
+def test_state_values_are_normalised(interface: str, value: codec.StateValue, expected: codec.StateValue) -> None:
+    assert conformance.conform_value(interface, value) == expected
+    assert type(conformance.conform_value(interface, value)) is type(expected)
+
+
+@pytest.mark.parametrize(("interface", "value", "reason"), [
+    ("Switch", "open", "Switch: 'open' is not a Switch value; use one of Off, On"),
+    ("Switch", {"on": True}, "Switch: an object is not a Switch value"),
+    ("Switch", 1, "Switch: 1 is not a Switch value"),
+    ("Brightness", 150, "Brightness: 150 is outside its range 0 to 100"),
+    ("Brightness", "50", "Brightness: must be a number"),
+    ("Color", 0x1000000, "outside its range"),
+    ("Color", 1.5, "Color: must be a whole number"),
+    ("Media.Music", {"name": "x", "year": "1999"}, "unknown keys ['year']"),
+    ("Media.Music", "a song", "must be an object"),
+    ("Battery", 80, "Battery: not an interface the platform knows"),
+])
+def test_bad_state_values_say_why(interface: str, value: codec.StateValue, reason: str) -> None:
+    with pytest.raises(DeviceMessageInvalid, match=re.escape(reason)):
+        conformance.conform_value(interface, value)
+
+
+def test_config_checks_the_platforms_limits() -> None:
+    with pytest.raises(DeviceMessageInvalid, match="at most 999 characters"):
+        codec.parse_config(json.dumps({"displayName": "Lamp", "displayType": "light",
+                                       "additionalInfo": {"k": "x" * 1000}}).encode())
+    with pytest.raises(DeviceMessageInvalid, match="non-empty"):
+        codec.parse_config(b'{"displayName": "Lamp", "displayType": "light", "additionalInfo": {"": "x"}}')
+    config = codec.parse_config(b'{"displayName": "Lamp", "displayType": "light", "recommendHomeName": " "}')
+    assert config is not None and config.recommendHomeName is None
+
+
+def test_discovery_events_for_a_new_grant_are_barriers() -> None:
+    endpoints = [_endpoint(f"d{i}") for i in range(DISCOVERY_BATCH + 1)]
+    events = discovery_events("Service", endpoints, barrier=True)
+    assert [e.lanes[0] for e in events] == [BARRIER_LANE, BARRIER_LANE]
+    assert events[1].lanes == (BARRIER_LANE, f"d{DISCOVERY_BATCH}")
+    assert all(e.lanes[0] != BARRIER_LANE for e in discovery_events("Service", endpoints))

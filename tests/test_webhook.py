@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import sqlite3
 import subprocess
 import sys
 import time
@@ -17,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import paho.mqtt.client as mqtt
 import pytest
 from hubd_proc import REPO, HubdProcess
@@ -103,6 +106,18 @@ class Rig:
             assert time.monotonic() < deadline, f"marker reached {self.watch.targets(marker['id'])} of {online}"
             await asyncio.sleep(0.02)
         return self.watch.targets(command_id)
+
+    def listed(self) -> dict[int, dict[str, Any]]:
+        """`hubd webhook list --json` by id."""
+        done = self.cli("list", "--json")
+        assert done.returncode == 0, done.stderr
+        return {item["id"]: item for item in map(json.loads, done.stdout.splitlines())}
+
+    async def wait_counted(self, webhook_id: int, calls: int) -> None:
+        """Until the database holds `calls` calls of the last day for this webhook (hubd saves them every second)."""
+        async def saved() -> bool:
+            return bool(self.listed()[webhook_id]["callsLastDay"] == calls)
+        await self.hub.wait_for(saved, WAIT_S, f"{calls} calls of webhook {webhook_id} saved")
 
     async def results(self, command_id: str, count: int) -> dict[str, Any]:
         """GET /api/commands/<id> once `count` targets have a final status."""
@@ -215,6 +230,8 @@ async def test_every_bad_request_is_a_422_naming_the_field(make_rig: MakeRig) ->
         (tts({"sn": "SN-BED", "roomName": "Kitchen"}), "devices", "tags: announce, downstairs, kids, music"),
         (b"x" * 20000, "(body)", "more than the 16384 bytes"),
         (b"", "(body)", "no default action"),
+        (b'{"type": "tts", "devices": {"isAll": true}, "data": {"text": "hi \\ud800"}}', "data.text",
+         "unpaired surrogate"),
     ]
     for body, path, words in bad:
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -226,10 +243,9 @@ async def test_every_bad_request_is_a_422_naming_the_field(make_rig: MakeRig) ->
     status, answer, _ = await rig.call(token, data=b"x" * 200_000)
     assert status == 422, answer
     assert "more than the 16384 bytes" in answer["error"]
-    # Nothing reached any speaker, and each bad call counted towards the limits.
+    # Nothing reached any speaker, and each bad call counted towards the limits (saved within a second).
     assert rig.watch.seen == []
-    listed = rig.cli("list", "--json")
-    assert json.loads(listed.stdout.splitlines()[0])["callsLastDay"] == len(bad) + 1
+    await rig.wait_counted(1, len(bad) + 1)
 
 
 async def test_a_call_without_body_runs_the_default_action(make_rig: MakeRig) -> None:
@@ -265,14 +281,22 @@ async def test_unknown_revoked_and_rotated_out_tokens_get_404(make_rig: MakeRig)
     rotated = json.loads(rig.cli("rotate", str(hook["id"])).stdout)
     assert (rotated["id"], rotated["name"]) == (hook["id"], "kitchen")
     assert rotated["token"] != hook["token"]
-    assert (await rig.call(hook["token"], body))[0] == 404
+    status, answer, _ = await rig.call(hook["token"], body)
+    assert status == 404, answer
+    assert "this webhook URL was replaced on" in answer["error"]
+    assert "hubd webhook rotate" in answer["error"]
     assert (await rig.call(rotated["token"], body))[0] == 200
 
     done = rig.cli("revoke", "kitchen")
     assert done.returncode == 0, done.stderr
-    assert (await rig.call(rotated["token"], body))[0] == 404
-    assert rig.cli("revoke", str(hook["id"])).returncode == 1
-    assert rig.cli("rotate", str(hook["id"])).returncode == 1
+    for old in (rotated["token"], hook["token"]):
+        status, answer, _ = await rig.call(old, body)
+        assert status == 404, answer
+        assert "this webhook was revoked on" in answer["error"]
+    for action in ("revoke", "rotate"):
+        done = rig.cli(action, str(hook["id"]))
+        assert done.returncode == 1
+        assert f"webhook {hook['id']} (kitchen) is revoked already" in done.stderr
     table = rig.cli("list").stdout
     assert "kitchen" in table
     assert "revoked" in table
@@ -317,16 +341,29 @@ async def test_minute_limit_and_retry_after(make_rig: MakeRig) -> None:
     assert (await rig.call(rotated, tts({"sn": "SN-KIT"})))[0] == 200
 
 
-async def test_day_limit_survives_a_restart(make_rig: MakeRig) -> None:
-    rig = await make_rig(per_minute=10, per_day=3)
-    token = rig.create()["token"]
+async def test_refused_calls_count_and_the_day_survives_a_crash_and_a_restart(make_rig: MakeRig) -> None:
+    rig = await make_rig(per_minute=2, per_day=4)
+    hook = rig.create()
+    token = hook["token"]
     first = time.time()
-    for _ in range(3):
+    for _ in range(2):
         assert (await rig.call(token, tts({"sn": "SN-KIT"})))[0] == 200
+    status, answer, _ = await rig.call(token, tts({"sn": "SN-KIT"}))
+    assert status == 429, answer
+    assert "webhook.per_minute is 2" in answer["error"]
+    # That refused call counted: one more fills the day, and then the day decides.
+    status, answer, _ = await rig.call(token, tts({"sn": "SN-KIT"}))
+    assert status == 429, answer
+    assert "webhook.per_day is 4" in answer["error"]
     status, answer, headers = await rig.call(token, tts({"sn": "SN-KIT"}))
     assert status == 429, answer
-    assert "webhook.per_day is 3" in answer["error"]
-    assert rig.hub.stop() == 0
+    expected = first + 86400 - time.time()
+    assert expected - 2 <= int(headers["Retry-After"]) <= expected + 2
+    assert "stop calling" in answer["error"]
+    await rig.wait_counted(hook["id"], 5)
+
+    # A crash after the counts were saved forgets none of them.
+    rig.hub.kill()
     rig.hub.start()
     await rig.hub.wait_ready()
     status, answer, headers = await rig.call(token, tts({"sn": "SN-KIT"}))
@@ -334,6 +371,30 @@ async def test_day_limit_survives_a_restart(make_rig: MakeRig) -> None:
     expected = first + 86400 - time.time()
     assert expected - 2 <= int(headers["Retry-After"]) <= expected + 2
     assert "in the last 24 hours" in answer["error"]
+    # A stop saves what was not saved yet.
+    assert rig.hub.stop() == 0
+    assert rig.listed()[hook["id"]]["callsLastDay"] == 6
+
+
+async def test_a_flood_of_refused_calls_is_saved_per_second(make_rig: MakeRig) -> None:
+    rig = await make_rig(per_minute=1, per_day=1000)
+    hook = rig.create()
+    url = f"{rig.hub.url}/trigger/with/{hook['token']}"
+    body = json.dumps(tts({"sn": "SN-KIT"})).encode()
+    started = time.time()
+    async with aiohttp.ClientSession() as session:
+        async def call() -> int:
+            async with session.post(url, data=body) as response:
+                await response.read()
+                return response.status
+        statuses = [await call() for _ in range(300)]
+    seconds = math.floor(time.time()) - math.floor(started) + 1
+    assert statuses.count(200) == 1
+    assert statuses.count(429) == 299
+    await rig.wait_counted(hook["id"], 300)
+    rows = sqlite3.connect(rig.hub.config["storage"]["path"]).execute(
+        "SELECT count(*) FROM webhook_call_counts WHERE token_id = ?", (hook["id"],)).fetchone()[0]
+    assert rows <= seconds  # one row per second, not one per call
 
 
 async def test_offline_speakers_are_skipped_and_named(make_rig: MakeRig) -> None:
@@ -396,3 +457,116 @@ async def test_broker_down_is_a_503_and_nothing_is_claimed(make_rig: MakeRig) ->
     await rig.hub.wait_ready(30)
     status, body, _ = await rig.call(token, tts({"isAll": True}))
     assert status == 200, body
+
+
+async def test_stale_urls_do_not_lock_the_address_out(make_rig: MakeRig) -> None:
+    rig = await make_rig()
+    stale = rig.create("--name", "old-automation")
+    other = rig.create("--name", "doorbell")
+    rig.cli("rotate", str(stale["id"]))
+    revoked = rig.create("--name", "gone")
+    rig.cli("revoke", "gone")
+    for _ in range(15):  # an automation nobody updated keeps calling
+        for token in (stale["token"], revoked["token"]):
+            status, answer, _ = await rig.call(token, tts({"isAll": True}))
+            assert status == 404, answer
+    status, answer, _ = await rig.call(other["token"], tts({"sn": "SN-KIT"}))
+    assert status == 200, answer
+    assert await rig.hub.metric("hubd_webhook_calls_total", 'outcome="retired_token"') == 30
+    # Made-up tokens still count as guesses.
+    for i in range(10):
+        assert (await rig.call(f"whk_{i:043d}", tts({"isAll": True})))[0] == 404
+    assert (await rig.call(other["token"], tts({"sn": "SN-KIT"})))[0] == 429
+
+
+async def test_no_token_reaches_the_log_even_when_things_fail(make_rig: MakeRig) -> None:
+    rig = await make_rig()
+    hook = rig.create()
+    token = hook["token"]
+    db_path = rig.hub.config["storage"]["path"]
+    # Hold the database's write lock: hubd's writes wait for it (busy_timeout) and then fail.
+    lock = sqlite3.connect(db_path, isolation_level=None, timeout=30)
+    lock.execute("BEGIN IMMEDIATE")
+    try:
+        # A bad body is answered at once; its count cannot be saved and waits in memory.
+        status, answer, _ = await rig.call(token, data=b"not json")
+        assert status == 422, answer
+        # A good one cannot write its command: a 500 in the webhook's error shape, naming no file.
+        status, answer, _ = await rig.call(token, tts({"sn": "SN-KIT"}))
+        assert status == 500, answer
+        assert set(answer) == {"error", "details"}
+        assert "database failed" in answer["error"]
+        assert db_path not in json.dumps(answer)
+
+        async def save_failed() -> bool:  # the save of the 422's count waits in line behind the command
+            return "could not save the call counts" in rig.hub.log()
+        await rig.hub.wait_for(save_failed, WAIT_S, "the failed save of the counts")
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    # Requests aiohttp cannot parse: it logs the raw request line.
+    for line in (f"POST /trigger/with/{token} HTTP/9.Z", f"POST /trigger/with/{token[:20]}\x7f{token[20:]} HTTP/1.1"):
+        reader, writer = await asyncio.open_connection("127.0.0.1", rig.hub.http_port)
+        writer.write(line.encode("latin-1") + b"\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+        assert (await reader.read()).startswith(b"HTTP/1.0 400")
+        writer.close()
+    # hubd goes on, and saves the counts it kept once the database is free again.
+    assert (await rig.call(token, tts({"sn": "SN-KIT"})))[0] == 200
+    await rig.wait_counted(hook["id"], 3)
+
+    async def logged() -> bool:
+        return rig.hub.log().count("Error handling request") == 2
+    await rig.hub.wait_for(logged, WAIT_S, "aiohttp's two error records")
+    log = rig.hub.log()
+    assert token not in log
+    assert token[4:20] not in log and token[20:] not in log  # nor any piece of it
+    assert "POST /trigger/with/<redacted> failed: " in log  # the 500, by the route's pattern
+    assert "b'POST /trigger/with/<redacted> HTTP/9.Z'" in log
+    assert "b'POST /trigger/with/<redacted> HTTP/1.1'" in log
+
+
+async def test_http_errors_on_other_routes_are_json_too(make_rig: MakeRig) -> None:
+    rig = await make_rig()
+    status, body = await rig.hub.get("/no/such/page")
+    assert status == 404
+    assert body == {"error": "nothing here: GET /no/such/page; see README.md for hubd's routes", "details": []}
+    status, body, headers = await rig.hub.post("/healthz", {})
+    assert (status, body["details"]) == (405, [])
+    assert "POST is not allowed here; use GET" in body["error"]
+    assert "GET" in headers["Allow"]
+    status, body = await rig.hub.get("/trigger/with/whk_x")
+    assert status == 405
+    assert "use POST" in body["error"]
+    status, body, _ = await rig.hub.post("/oauth/authorize", data=b"x" * 70000,
+                                         headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 413
+    assert body == {"error": "request bodies are limited to 65536 bytes (http.max_body_bytes)", "details": []}
+
+
+async def test_names_that_read_as_ids_or_are_shared_get_a_clear_message(make_rig: MakeRig) -> None:
+    rig = await make_rig()
+    done = rig.cli("create", "--name", "42")
+    assert done.returncode == 1
+    assert "--name: '42' is all digits" in done.stderr
+    first, second = rig.create()["id"], rig.create()["id"]  # both named "webhook"
+    done = rig.cli("revoke", "webhook")
+    assert done.returncode == 1
+    assert f"2 live webhooks are named 'webhook' (ids {first}, {second}); give the id instead" in done.stderr
+    assert rig.cli("revoke", str(first)).returncode == 0
+    done = rig.cli("rotate", "webhook")  # now only one live webhook has that name
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["id"] == second
+    done = rig.cli("revoke", "nope")
+    assert done.returncode == 1
+    assert "no live webhook 'nope' (by id or name)" in done.stderr
+
+
+async def test_the_speaker_answers_a_command_it_cannot_speak(tmp_path: Path) -> None:
+    speaker = SimSpeaker("spk-u", room="Bedroom", out_dir=tmp_path)
+    for command_type, key in (("tts", "text"), ("asr", "text"), ("audio", "url")):
+        value = "https://example.com/\ud800" if key == "url" else "hi \ud800"
+        payload = json.dumps({"id": "u1", "type": command_type, key: value}).encode()  # JSON keeps the lone escape
+        result = await speaker.handle_command(payload)
+        assert result is not None
+        assert (result["id"], result["status"]) == ("u1", "error")
+        assert f"{key}: has an unpaired surrogate" in str(result["message"])

@@ -2,17 +2,21 @@
 
 The only module that talks to {base_url} and {auth_url}. It translates HTTP outcomes into
 hubd.errors: CloudUnavailable (retry later), CloudRejected (do not retry), CloudAuthError (token).
+Only the platform's own verdicts on a message are final (400 malformed, 422 unprocessable, PROTOCOL.md
+4.1); any other status (404, 408, 413, ... from a proxy, or a wrong base_url) is retried.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import hmac
 import json
 import logging
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote_plus
 
 import aiohttp
 
@@ -23,6 +27,8 @@ log = logging.getLogger(__name__)
 
 # RFC 6749 5.2 errors that mean the grant itself is dead: the user must bind again.
 FATAL_GRANT_ERRORS = frozenset({"invalid_grant", "unauthorized_client"})
+# The event API's answers that say the message itself is wrong: dead-lettered, never retried.
+FINAL_STATUSES = frozenset({400, 422})
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +61,9 @@ class PlatformClient:
     async def start(self) -> None:
         """Open the HTTP session (keep-alive connections to the platform)."""
         timeout = aiohttp.ClientTimeout(total=self._config.request_timeout_s)
-        self._session = aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=64),
+        # No pool limit: the outbox bounds the sends in flight per user and in all (a pool limit would
+        # queue one user's requests behind another's, out of the outbox's sight).
+        self._session = aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0),
                                               raise_for_status=False)
 
     async def run(self) -> None:
@@ -79,9 +87,11 @@ class PlatformClient:
         if status == 403:
             raise CloudAuthError(f"event API: token invalid or integration disabled (403): {text[:200]}",
                                  fatal=True)
-        if status == 429 or status >= 500:
-            raise CloudUnavailable(f"event API answered {status}: {text[:200]}")
-        raise CloudRejected(status, text)
+        if status in FINAL_STATUSES:
+            raise CloudRejected(status, text)
+        hint = " (not an answer about the message: check platform.base_url and any proxy)" \
+            if 400 <= status < 500 and status != 429 else ""
+        raise CloudUnavailable(f"event API answered {status}{hint}: {text[:200]}")
 
     async def exchange_code(self, code: str, *, timeout_s: float | None = None) -> TokenSet:
         """RFC 6749 4.1.3: trade an authorization code for tokens."""
@@ -106,12 +116,14 @@ class PlatformClient:
     async def _token_request(self, form: dict[str, str], timeout_s: float | None) -> TokenSet:
         client_id = self._require("client_id")
         secret = self._secret()
-        auth = None
+        headers = None
         if self._config.client_auth == "basic":
-            auth = aiohttp.BasicAuth(client_id, secret)
+            # RFC 6749 2.3.1: the id and the secret are form-urlencoded before they go into Basic.
+            pair = f"{quote_plus(client_id)}:{quote_plus(secret)}".encode("ascii")
+            headers = {"Authorization": f"Basic {base64.b64encode(pair).decode('ascii')}"}
         else:
             form = {**form, "client_id": client_id, "client_secret": secret}
-        status, text = await self._post(f"{self._require('auth_url')}/oauth/token", form=form, auth=auth,
+        status, text = await self._post(f"{self._require('auth_url')}/oauth/token", form=form, headers=headers,
                                         timeout_s=timeout_s)
         data: dict[str, Any] = {}
         try:
@@ -141,18 +153,18 @@ class PlatformClient:
 
     async def _post(self, url: str, *, json_body: dict[str, Any] | str | None = None,
                     form: dict[str, str] | None = None,
-                    auth: aiohttp.BasicAuth | None = None, timeout_s: float | None = None) -> tuple[int, str]:
+                    headers: dict[str, str] | None = None, timeout_s: float | None = None) -> tuple[int, str]:
         if self._session is None:
             raise CloudUnavailable("the platform client is not started")
         timeout = aiohttp.ClientTimeout(total=timeout_s) if timeout_s is not None else None
         try:
-            kwargs: dict[str, Any] = {"auth": auth}
+            kwargs: dict[str, Any] = {"headers": dict(headers or {})}
             if timeout is not None:
                 kwargs["timeout"] = timeout
             if json_body is not None:
                 text = json_body if isinstance(json_body, str) else json.dumps(json_body, separators=(",", ":"))
                 kwargs["data"] = text.encode()
-                kwargs["headers"] = {"Content-Type": "application/json"}
+                kwargs["headers"]["Content-Type"] = "application/json"
             else:
                 kwargs["data"] = form
             async with self._session.post(url, **kwargs) as response:

@@ -38,16 +38,19 @@ def with_token(body: dict[str, Any], token: str) -> dict[str, Any]:
 
 
 _HEADER_OPEN = '{"header":{'
+_AUTHORIZATION_KEY = '"authorization":'
 
 
 def with_token_json(body_json: str, token: str) -> str:
     """`with_token` on a stored body's compact JSON text, without parsing the body.
 
-    The outbox stores bodies as `json.dumps(body, separators=(",", ":"))` with `header` first, so the
-    authorization can go in as the header's first member; any other text takes the parse-and-dump path.
+    The outbox stores bodies as `json.dumps(body, separators=(",", ":"))` with `header` first and no
+    authorization, so it can go in as the header's first member. Any other text (another layout, an empty
+    header, or an `"authorization":` key anywhere, which would then be there twice) takes the parse-and-dump
+    path, where the user's token replaces whatever was there.
     """
     rest = body_json[len(_HEADER_OPEN):]
-    if not body_json.startswith(_HEADER_OPEN) or rest.startswith("}"):
+    if not body_json.startswith(_HEADER_OPEN) or rest.startswith("}") or _AUTHORIZATION_KEY in body_json:
         return json.dumps(with_token(json.loads(body_json), token), separators=(",", ":"))
     auth = json.dumps({"type": "BearerToken", "token": token}, separators=(",", ":"))
     return f'{_HEADER_OPEN}"authorization":{auth},{rest}'

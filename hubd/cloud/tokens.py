@@ -1,8 +1,9 @@
 """TokenManager: each bound user's platform tokens, refreshed before they expire (SPEC.md 4.3, 5.3).
 
 Owns the grant lifecycle: AcceptGrant's code exchange, background refresh (one at a time per user,
-persisted before use), the 401 path, and the end of a grant (needs_rebind + the signed failure
-report, sent once). Tokens are never logged.
+persisted before use), the 401 path (`invalidate`: refresh in the background, the sender waits for
+`token_now`), and the end of a grant (needs_rebind + the signed failure report, sent once).
+Nobody waits for a refresh while holding a send slot. Tokens are never logged.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
-from hubd.cloud.client import PlatformClient
+from hubd.cloud.client import TokenSet
 from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
 from hubd.lifecycle import Backoff, Clock
 from hubd.metrics import Metrics
@@ -42,9 +45,25 @@ def refresh_at(grant: Grant) -> float:
 
 
 def send_margin(grant: Grant) -> float:
-    """A token this close to expiry is refreshed before an event is sent with it."""
+    """A token this close to expiry is not used for sending; it is refreshed first."""
     lifetime = max(grant.expires_at - grant.obtained_at, 0.0)
     return min(30.0, 0.15 * lifetime)
+
+
+class TokenEndpoint(Protocol):
+    """What the token manager needs of the platform client."""
+
+    async def exchange_code(self, code: str, *, timeout_s: float | None = None) -> TokenSet:
+        """RFC 6749 4.1.3."""
+
+    async def refresh(self, refresh_token: str) -> TokenSet:
+        """RFC 6749 6."""
+
+    async def report_failure(self, user_id: str) -> None:
+        """SPEC.md 4.4."""
+
+
+GrantCommit = Callable[[Grant], Awaitable[None]]
 
 
 class TokenManager:
@@ -52,7 +71,7 @@ class TokenManager:
 
     name = "tokens"
 
-    def __init__(self, repo: GrantRepo, client: PlatformClient, *, clock: Clock, failure_report: bool,
+    def __init__(self, repo: GrantRepo, client: TokenEndpoint, *, clock: Clock, failure_report: bool,
                  metrics: Metrics, outbox_wakeup: asyncio.Event) -> None:
         self._repo = repo
         self._client = client
@@ -62,6 +81,7 @@ class TokenManager:
         self._grants: dict[str, Grant] = {}
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._retry_at: dict[str, float] = {}
+        self._stale: set[str] = set()  # users whose current token the event API refused: refresh first
         self._backoffs: defaultdict[str, Backoff] = defaultdict(lambda: Backoff(initial_s=2.0, cap_s=60.0))
         self._changed = asyncio.Event()
         self._reports: asyncio.Queue[str] = asyncio.Queue()
@@ -95,30 +115,43 @@ class TokenManager:
         """Every grant (for the status page)."""
         return list(self._grants.values())
 
-    async def accept_grant(self, user_id: str, code: str, *, driver_user: str | None, timeout_s: float) -> None:
-        """Exchange an AcceptGrant code and store the tokens, replacing any earlier grant of the user."""
-        tokens = await self._client.exchange_code(code, timeout_s=timeout_s)
-        now = self._clock.time()
-        grant = Grant(user_id, driver_user, tokens.access_token, tokens.refresh_token, now + tokens.expires_in,
-                      now, "active", False, None)
-        async with self._locks[user_id]:
-            await self._repo.replace(grant)
-            self._grants[user_id] = grant
-        self._retry_at.pop(user_id, None)
-        self._backoffs.pop(user_id, None)
-        log.info("user %s bound (token valid for %d s)", user_id, tokens.expires_in)
-        self._changed.set()
-        self._outbox_wakeup.set()
+    async def accept_grant(self, user_id: str, code: str, *, driver_user: str | None, timeout_s: float,
+                           commit: GrantCommit | None = None) -> None:
+        """Exchange an AcceptGrant code and store the tokens, replacing any earlier grant of the user.
 
-    async def token_for(self, user_id: str) -> str:
-        """A valid access token for the user, refreshing first if it is about to expire."""
-        grant = self._require_active(user_id)
+        `commit` stores the grant (default: the grant table alone); the vendor endpoint passes the reporter's,
+        which queues the user's AddOrUpdateReport in the same transaction. Only then is the grant active
+        here, and only then may the outbox send for the user.
+        """
+        tokens = await self._client.exchange_code(code, timeout_s=timeout_s)
+        # The code is spent: storing the grant finishes even if the caller stops waiting (a reply deadline),
+        # so the database and this manager never disagree about it.
+        await asyncio.shield(self._activate(user_id, driver_user, tokens, commit or self._repo.replace))
+
+    def token_now(self, user_id: str) -> str | None:
+        """The user's access token if events may be sent with it now, else None (a refresh is under way).
+
+        None for a token the event API refused (until refreshed) and for one within `send_margin` of
+        expiry; the sender is woken when a refresh succeeds. Never waits.
+        """
+        grant = self._grants.get(user_id)
+        if grant is None or not grant.active or user_id in self._stale:
+            return None
         if grant.expires_at - self._clock.time() <= send_margin(grant):
-            await self.refresh(user_id, stale_token=grant.access_token)
-            grant = self._require_active(user_id)
-            if grant.expires_at <= self._clock.time():
-                raise CloudUnavailable(f"user {user_id}: token expired and refresh has not succeeded yet")
+            self._changed.set()  # the scheduler re-checks (its refresh may be waiting out a clock jump)
+            return None
         return grant.access_token
+
+    def invalidate(self, user_id: str, token: str) -> None:
+        """The event API refused `token` (401/403): refresh it in the background before the next send.
+
+        A no-op when `token` was already replaced, so a late 401 right after a refresh refreshes nothing.
+        """
+        grant = self._grants.get(user_id)
+        if grant is None or not grant.active or grant.access_token != token:
+            return
+        self._stale.add(user_id)
+        self._changed.set()
 
     async def refresh(self, user_id: str, *, stale_token: str | None = None) -> None:
         """Refresh now; with `stale_token`, only if nobody replaced that token meanwhile (the 401 path)."""
@@ -147,16 +180,23 @@ class TokenManager:
                 raise
             now = self._clock.time()
             # Persist before use: a crash after this point still has the new tokens.
-            await self._repo.update_tokens(user_id, tokens.access_token, tokens.refresh_token,
-                                           now + tokens.expires_in, now)
+            if not await self._repo.update_tokens(user_id, tokens.access_token, tokens.refresh_token,
+                                                  now + tokens.expires_in, now):
+                # `hubd grants remove` deleted the grant while hubd ran: forget the user.
+                del self._grants[user_id]
+                self._stale.discard(user_id)
+                log.info("the grant of user %s was removed; no more events for them", user_id)
+                raise CloudAuthError(f"user {user_id} has no grant", fatal=True)
             self._grants[user_id] = Grant(user_id, grant.driver_user, tokens.access_token,
                                           tokens.refresh_token or grant.refresh_token, now + tokens.expires_in, now,
                                           "active", False, None)
             self._refreshes.inc(label="ok")
+            self._stale.discard(user_id)
             self._retry_at.pop(user_id, None)
             self._backoffs.pop(user_id, None)
             log.info("refreshed the token of user %s (valid for %d s)", user_id, tokens.expires_in)
             self._changed.set()
+            self._outbox_wakeup.set()  # events waiting for this token may go now
 
     async def revoked(self, user_id: str, reason: str) -> None:
         """The platform refuses this user's tokens even after a refresh: end the grant."""
@@ -164,6 +204,20 @@ class TokenManager:
             grant = self._grants.get(user_id)
             if grant is not None and grant.active:
                 await self._end(grant, reason)
+
+    async def _activate(self, user_id: str, driver_user: str | None, tokens: TokenSet, commit: GrantCommit) -> None:
+        async with self._locks[user_id]:
+            now = self._clock.time()
+            grant = Grant(user_id, driver_user, tokens.access_token, tokens.refresh_token, now + tokens.expires_in,
+                          now, "active", False, None)
+            await commit(grant)
+            self._grants[user_id] = grant
+            self._stale.discard(user_id)
+        self._retry_at.pop(user_id, None)
+        self._backoffs.pop(user_id, None)
+        log.info("user %s bound (token valid for %d s)", user_id, tokens.expires_in)
+        self._changed.set()
+        self._outbox_wakeup.set()
 
     def _require_active(self, user_id: str) -> Grant:
         grant = self._grants.get(user_id)
@@ -177,6 +231,7 @@ class TokenManager:
         log.error("the grant of user %s has ended (%s); keeping their events until they bind again",
                   grant.user_id, reason)
         await self._repo.mark_needs_rebind(grant.user_id, reason)
+        self._stale.discard(grant.user_id)
         self._grants[grant.user_id] = Grant(grant.user_id, grant.driver_user, grant.access_token,
                                             grant.refresh_token, grant.expires_at, grant.obtained_at,
                                             "needs_rebind", grant.failure_reported, reason)
@@ -192,7 +247,8 @@ class TokenManager:
                 for grant in list(self._grants.values()):
                     if not grant.active or grant.user_id in refreshing:
                         continue
-                    due = max(refresh_at(grant), self._retry_at.get(grant.user_id, 0.0))
+                    due = now if grant.user_id in self._stale else refresh_at(grant)
+                    due = max(due, self._retry_at.get(grant.user_id, 0.0))
                     if due <= now:
                         refreshing.add(grant.user_id)
                         group.create_task(self._refresh_in_background(grant.user_id, refreshing),
@@ -210,7 +266,7 @@ class TokenManager:
         try:
             await self.refresh(user_id)
         except CloudAuthError as err:
-            if not err.fatal:
+            if not err.fatal and user_id in self._grants:
                 self._retry_at[user_id] = self._clock.time() + self._backoffs[user_id].next_delay()
         except CloudUnavailable:
             self._retry_at[user_id] = self._clock.time() + self._backoffs[user_id].next_delay()

@@ -1,8 +1,9 @@
 """`hubd check-driver`: the platform's four pre-publication checks (SPEC.md 4.5) against any driver.
 
 Owns the HTTP client side of the driver flow: 1 OAuth gives the exact authorize URL; 2 the page is
-filled and submitted like a browser and the redirect is read without following it; 3 OAuthGetToken;
-4 OAuthRefresh. Prints one PASS/FAIL line per check. Imports hubd.driver.urls only; secrets in
+filled and submitted like a browser (cookies kept) and the redirect to the callback is read without
+following it; redirects are followed only within the driver's origin; 3 OAuthGetToken; 4
+OAuthRefresh. Prints one PASS/FAIL line per check. Imports hubd.driver.urls only; secrets in
 printed responses are shortened.
 """
 
@@ -18,7 +19,7 @@ from urllib.parse import quote, unquote, urljoin, urlsplit
 
 import aiohttp
 
-from hubd.driver.urls import AUTHORIZE_PATH, CALLBACK_PARAM, authorize_url, query_pairs
+from hubd.driver.urls import AUTHORIZE_PATH, CALLBACK_PARAM, authorize_url, normal_path, origin_key, query_pairs
 
 TIMEOUT_S = 15.0
 MAX_HOPS = 5
@@ -100,6 +101,9 @@ class DriverChecker:
         except (aiohttp.ClientError, TimeoutError) as err:
             results.append(CheckResult(number, name, False, f"no answer from the driver: {_describe(err)}"))
             return None
+        except ValueError as err:  # urlsplit/urljoin on a URL the driver sent
+            results.append(CheckResult(number, name, False, f"the driver sent a malformed URL: {_describe(err)}"))
+            return None
         results.append(CheckResult(number, name, True, reason))
         return value
 
@@ -128,6 +132,7 @@ class DriverChecker:
         return data, f"status 0 and the authorize URL {_short(data)} (served outside {self._base})"
 
     async def _authorize(self, session: aiohttp.ClientSession, page_url: str) -> tuple[_Redirect, str]:
+        driver_origin = origin_key(page_url)
         url, method, data = page_url, "GET", None
         for _ in range(MAX_HOPS):
             async with session.request(method, url, data=data, allow_redirects=False) as resp:
@@ -141,6 +146,11 @@ class DriverChecker:
                     redirect = self._verify_redirect(target)
                     return redirect, (f"HTTP {status} to the callback with its path, query and fragment kept, "
                                       f"adding {', '.join(sorted(redirect.added))} (mode {redirect.mode})")
+                if origin_key(target) != driver_origin:
+                    want = urlsplit(self._callback)
+                    raise CheckFailed(f"the login redirected to {_show(target)}, expected path {want.path or '/'} on "
+                                      f"{want.scheme}://{want.netloc}; a redirect that leaves the driver is not "
+                                      "followed")
                 url, method, data = target, "GET", None
                 continue
             if method == "POST":
@@ -162,9 +172,9 @@ class DriverChecker:
         raise CheckFailed(f"no redirect to the callback after {MAX_HOPS} requests; last was {method} {_short(url)}")
 
     def _leads_to_callback(self, target: str) -> bool:
+        # The same path may be written with different escapes (%7E or ~, %2f or %2F): RFC 3986 6.2.2.
         got, want = urlsplit(target), urlsplit(self._callback)
-        return (got.scheme.lower(), got.netloc.lower(), got.path) == (
-            want.scheme.lower(), want.netloc.lower(), want.path)
+        return origin_key(target) == origin_key(self._callback) and normal_path(got.path) == normal_path(want.path)
 
     def _verify_redirect(self, target: str) -> _Redirect:
         got, want = urlsplit(target), urlsplit(self._callback)

@@ -1,7 +1,9 @@
 """Failed-login limits of the authorize page: sliding windows per account and per client address.
 
 State lives in the LoginLimiter instance (in memory: a restart forgets it, which only helps a
-guesser by one window). Imports nothing from hubd.
+guesser by one window). An attempt is counted *before* its password is checked and taken back
+when the password was right, so parallel attempts cannot slip past a limit together. Imports
+nothing from hubd.
 """
 
 from __future__ import annotations
@@ -46,6 +48,12 @@ class SlidingWindow:
         """Forget `key`'s events."""
         self._events.pop(key, None)
 
+    def discard(self, key: str, at: float) -> None:
+        """Take back one event of `key` counted at `at`, if it is still there."""
+        events = self._events.get(key)
+        if events is not None and at in events:
+            events.remove(at)
+
     def _trim(self, key: str, now: float) -> deque[float]:
         events = self._events.get(key) or deque()
         while events and events[0] <= now - self._window:
@@ -74,14 +82,23 @@ class LoginLimiter:
         return max(self._accounts.retry_after(_account_key(username), now),
                    self._addresses.retry_after(address, now))
 
-    def failed(self, username: str, address: str, now: float) -> None:
-        """Count a wrong password."""
+    def begin(self, username: str, address: str, now: float) -> float:
+        """Count an attempt before its password is checked; or, at a limit, count nothing and return the wait.
+
+        0 means go ahead. The check and the count happen without an await in between, so of many
+        parallel attempts at most the limit get through.
+        """
+        wait = self.retry_after(username, address, now)
+        if wait > 0:
+            return wait
         self._accounts.add(_account_key(username), now)
         self._addresses.add(address, now)
+        return 0.0
 
-    def succeeded(self, username: str) -> None:
-        """A right password clears the account's count (not the address's)."""
+    def succeeded(self, username: str, address: str, began: float) -> None:
+        """A right password: clear the account's count and take back the address's count of this attempt."""
         self._accounts.clear(_account_key(username))
+        self._addresses.discard(address, began)
 
 
 def _account_key(username: str) -> str:

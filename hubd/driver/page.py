@@ -1,6 +1,7 @@
 """The authorize page: server-rendered HTML from web/templates/authorize.html, no JavaScript.
 
-Owns escaping and the page's security headers (a CSP that allows only the template's own style).
+Owns escaping and the page's security headers (a CSP that allows only the template's own style;
+the callback origin in its form-action is safe because check_callback allows only plain host names).
 Imports nothing from hubd.
 """
 
@@ -68,7 +69,9 @@ def headers(form_target_origin: str | None) -> dict[str, str]:
         "Content-Security-Policy": csp,
         "X-Frame-Options": "DENY",
         "X-Content-Type-Options": "nosniff",
-        "Referrer-Policy": "no-referrer",
+        # same-origin, not no-referrer: under no-referrer a browser sends `Origin: null` with the
+        # form's POST, and the login then cannot tell our own form from another site's.
+        "Referrer-Policy": "same-origin",
     }
 
 

@@ -17,8 +17,10 @@ import unicodedata
 
 from hubd.errors import HubdError
 
-# 8 MiB and ~25 ms on an x86 server core; a Raspberry Pi 4 is about 3-5x slower, so ~80-120 ms:
+# 8 MiB and ~20 ms on an x86 server core; a Raspberry Pi 4 is about 3-5x slower, so ~60-100 ms:
 # slow enough to make guessing a leaked hash expensive, fast enough for a login page on a Pi.
+# 2**14 measured 42 ms on the same core, i.e. ~125-210 ms on a Pi 4: over the ~100 ms budget.
+# Hashes carry their parameters, so changing this never invalidates a configured hash.
 SCRYPT_N = 2**13
 SCRYPT_R = 8
 SCRYPT_P = 1

@@ -1,31 +1,42 @@
 """DriverService: hubd as the brand's driver (SPEC.md 4.5, PROTOCOL.md 10), an OAuth provider.
 
 Owns `POST /driver/command` (OAuth, OAuthGetToken, OAuthRefresh and its alias refreshToken), the
-login page `GET/POST /oauth/authorize`, login limits, CSRF tokens, and `verify_user_token`, which
-the vendor endpoint uses for the token in AcceptGrant and directives. Imports config, errors,
+login page `GET/POST /oauth/authorize`, login limits, CSRF protection, and `verify_user_token`,
+which the vendor endpoint uses for the token in AcceptGrant and directives. Imports config, errors,
 lifecycle, metrics, store and the hubd.driver modules; never logs a token, code or password.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
+import ipaddress
 import json
 import logging
 import math
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
 from hubd.config import DriverConfig
 from hubd.driver import page as login_page
+from hubd.driver.csrf import CsrfGuard
 from hubd.driver.limits import LoginLimiter
 from hubd.driver.passwords import PasswordHashInvalid, check_hash, hash_password, is_hash, verify_password
-from hubd.driver.store import DriverRepo, Lifetimes, RefreshReused, TokenCheck, TokenStatus
-from hubd.driver.urls import CALLBACK_PARAM, CallbackInvalid, add_params, authorize_url, check_callback, get_ci, origin
+from hubd.driver.store import CodeReused, DriverRepo, Lifetimes, RefreshReused, TokenCheck, TokenStatus
+from hubd.driver.urls import (
+    AUTHORIZE_PATH,
+    CALLBACK_PARAM,
+    CallbackInvalid,
+    add_params,
+    authorize_url,
+    check_callback,
+    get_ci,
+    origin,
+    parse_callback_hosts,
+)
 from hubd.errors import ConfigError, DriverError, StoreError
 from hubd.jsonkind import json_kind
 from hubd.lifecycle import Clock, SystemClock
@@ -36,9 +47,6 @@ __all__ = ["DriverService", "TokenCheck", "TokenStatus"]
 
 log = logging.getLogger(__name__)
 
-CSRF_TTL_S = 600
-# A form issued by a hub whose clock was then set back a little must still be accepted.
-CSRF_SKEW_S = 60
 DRIVER_ERROR = "E_DRIVER_ERROR"
 COMMANDS = "OAuth, OAuthGetToken or OAuthRefresh"
 
@@ -55,12 +63,13 @@ class DriverService:
     ) -> None:
         self._config = config
         self._public_url = public_url.rstrip("/")
+        self._csrf = CsrfGuard(self._public_url)
+        self._callback_rules, self._host_problems = parse_callback_hosts(config.callback_hosts)
         self._clock: Clock = clock or SystemClock()
         self._accounts = {a.username: a.password.get_secret_value() for a in config.accounts}
         self._repo = DriverRepo(db, Lifetimes(user_s=config.token_ttl_s, refresh_s=config.refresh_ttl_s),
                                 frozenset(self._accounts))
         self._limiter = LoginLimiter()
-        self._secret: bytes | None = None
         self._dummy_hash = ""
         self._commands: dict[str, _Command] = {
             "OAuth": self._oauth, "OAuthGetToken": self._get_token,
@@ -72,8 +81,8 @@ class DriverService:
                                             "result")
 
     async def start(self) -> None:
-        """Check driver.accounts, warn about plain-text passwords, load or create the CSRF key."""
-        problems: list[str] = []
+        """Check driver.accounts and callback_hosts, warn about weak settings, load or create the CSRF key."""
+        problems: list[str] = list(self._host_problems)
         seen: set[str] = set()
         for i, account in enumerate(self._config.accounts):
             if account.username in seen:
@@ -90,7 +99,7 @@ class DriverService:
                             "replace it with the output of `hubd hash-password`", account.username)
         if problems:
             raise ConfigError(problems)
-        self._secret = await self._repo.server_secret()
+        self._csrf.load_key(await self._repo.server_secret())
         # One real scrypt run for unknown users too, so timing does not tell which usernames exist.
         self._dummy_hash = await asyncio.to_thread(hash_password, secrets.token_urlsafe(16))
         if not self._accounts:
@@ -98,6 +107,9 @@ class DriverService:
         if not self._config.callback_hosts:
             log.warning("driver.callback_hosts is empty: a login may send its code to any host; "
                         "set it to the platform's callback host")
+        if _unspecified(urlsplit(self._public_url).hostname):
+            log.warning("the driver hands out %s%s?... as the login page, which no phone can open; "
+                        "set http.public_url to the URL browsers reach this hub at", self._public_url, AUTHORIZE_PATH)
 
     async def run(self) -> None:
         """Nothing runs between start and stop; requests arrive through the HTTP server."""
@@ -142,6 +154,9 @@ class DriverService:
             except (ValueError, UnicodeDecodeError) as err:
                 reply = _error(f"the body is not valid JSON ({err}); send "
                                '{"command": "OAuth", "params": {"callbackURL": "https://..."}}')
+            except RecursionError:
+                reply = _error("the body is nested too deeply; a driver command is a small JSON object such as "
+                               '{"command": "OAuth", "params": {"callbackURL": "https://..."}}')
             else:
                 try:
                     reply = await self.handle_command(body)
@@ -172,7 +187,7 @@ class DriverService:
     async def _oauth(self, params: Mapping[str, Any]) -> str:
         callback = _string_param(get_ci(params, CALLBACK_PARAM), CALLBACK_PARAM)
         try:
-            check_callback(callback, self._config.callback_hosts)
+            check_callback(callback, self._callback_rules)
         except CallbackInvalid as err:
             raise DriverError(DRIVER_ERROR, f"params.{CALLBACK_PARAM}: {err}") from err
         return authorize_url(self._public_url, callback)
@@ -184,7 +199,12 @@ class DriverService:
         code = _string_param(params.get("code"), "code")
         raw_callback = get_ci(params, CALLBACK_PARAM)
         callback = None if raw_callback is None else _string_param(raw_callback, CALLBACK_PARAM)
-        pair = await self._repo.exchange_code(code, callback, self._clock.time())
+        try:
+            pair = await self._repo.exchange_code(code, callback, self._clock.time())
+        except CodeReused as err:
+            log.warning("driver: an authorization code was used twice; revoked grant %d (the tokens issued for it)",
+                        err.grant_id)
+            raise
         log.info("driver: issued tokens to %r for a code", pair.user_id)
         return pair.user_auth()
 
@@ -215,10 +235,10 @@ class DriverService:
             return self._page(400, None, error="This link is incomplete: it has no callbackURL. "
                                                 "Start linking again from the app.")
         try:
-            parts = check_callback(raw, self._config.callback_hosts)
+            parts = check_callback(raw, self._callback_rules)
         except CallbackInvalid as err:
             return self._page(400, None, error=f"This hub will not link to that app: {err}.")
-        return self._page(200, raw, host=parts.hostname, target=origin(parts))
+        return self._page(200, raw, host=parts.hostname, target=origin(parts), browser=self._csrf.browser_id(request))
 
     async def _login_route(self, request: web.Request) -> web.Response:
         form = await request.post()
@@ -230,40 +250,52 @@ class DriverService:
             return self._page(400, None, error="This sign-in form has no callbackURL. "
                                                 "Start linking again from the app.")
         try:
-            parts = check_callback(raw, self._config.callback_hosts)
+            parts = check_callback(raw, self._callback_rules)
         except CallbackInvalid as err:
             self._login_count.inc(label="bad_callback")
             return self._page(400, None, error=f"This hub will not link to that app: {err}.")
         callback: str = raw
         username = _form_text(form.get("username"))
         password = _form_text(form.get("password"))
+        browser = self._csrf.browser_id(request)
 
         def again(status: int, error: str, headers: Mapping[str, str] | None = None) -> web.Response:
             return self._page(status, callback, host=parts.hostname, target=origin(parts), username=username,
-                              error=error, headers=headers)
+                              error=error, headers=headers, browser=browser)
 
         now = self._clock.time()
-        if not self._csrf_ok(_form_text(form.get("csrf")), callback, now):
+        foreign = self._csrf.foreign_origin(request)
+        if foreign is not None:
+            self._login_count.inc(label="csrf")
+            log.warning("driver: refused a sign-in form sent from %s", foreign)
+            return again(403, f"This sign-in form was sent from another site ({foreign}). Open the link from the "
+                              "app again and sign in on this page.")
+        if self._csrf.sent_id(request) is None:
+            self._login_count.inc(label="csrf")
+            return again(400, "Your browser did not send this hub's sign-in cookie. Allow cookies for this page, "
+                              "then sign in again.")
+        if not self._csrf.token_ok(_form_text(form.get("csrf")), callback, browser, now):
             self._login_count.inc(label="csrf")
             return again(400, "This sign-in form has expired or did not come from this hub. Please sign in again.")
+        if not username or not password:
+            return again(200, "Enter your username and password.")
         address = request.remote or "unknown"
-        wait_s = self._limiter.retry_after(username, address, self._clock.monotonic())
+        began = self._clock.monotonic()
+        # Counted before the slow check (and taken back on success): no await between check and count.
+        wait_s = self._limiter.begin(username, address, began)
         if wait_s > 0:
             self._login_count.inc(label="limited")
             minutes = max(1, math.ceil(wait_s / 60))
             return again(429, f"Too many failed sign-in attempts. Try again in {minutes} "
                               f"minute{'s' if minutes != 1 else ''}.", {"Retry-After": str(math.ceil(wait_s))})
-        if not username or not password:
-            return again(200, "Enter your username and password.")
         if not await asyncio.to_thread(self._password_ok_blocking, username, password):
-            self._limiter.failed(username, address, self._clock.monotonic())
             self._login_count.inc(label="wrong_password")
             if username in self._accounts:
                 log.warning("driver: wrong password for account %r from %s", username, address)
             else:
                 log.warning("driver: login with an unknown username from %s", address)
             return again(200, "Wrong username or password.")
-        self._limiter.succeeded(username)
+        self._limiter.succeeded(username, address, began)
         self._login_count.inc(label="ok")
         if self._config.mode == "oauth2":
             code = await self._repo.issue_code(username, callback, now)
@@ -280,15 +312,22 @@ class DriverService:
     def _page(
         self, status: int, callback: str | None, *, host: str | None = None, target: str | None = None,
         username: str = "", error: str | None = None, headers: Mapping[str, str] | None = None,
+        browser: str | None = None,
     ) -> web.Response:
-        csrf = self._csrf_token(callback, self._clock.time()) if callback is not None else ""
+        """The page; with a form (and the cookie its CSRF token is bound to) when `callback` and `browser` are set."""
+        csrf = ""
+        if callback is not None and browser is not None:
+            csrf = self._csrf.token(callback, browser, self._clock.time())
         body = login_page.render(login_page.LoginPage(
-            hub_name=self._config.hub_name, callback_url=callback, callback_host=host, csrf=csrf,
+            hub_name=self._config.hub_name, callback_url=callback if csrf else None, callback_host=host, csrf=csrf,
             username=username, error=error))
         all_headers = login_page.headers(target)
         all_headers.update(headers or {})
-        return web.Response(status=status, text=body, content_type="text/html", charset="utf-8",
-                            headers=all_headers)
+        response = web.Response(status=status, text=body, content_type="text/html", charset="utf-8",
+                                headers=all_headers)
+        if csrf and browser is not None:
+            self._csrf.set_cookie(response, browser)
+        return response
 
     def _password_ok_blocking(self, username: str, password: str) -> bool:
         stored = self._accounts.get(username)
@@ -296,26 +335,6 @@ class DriverService:
             return verify_password(stored, password)
         verify_password(self._dummy_hash, password)
         return stored is not None and verify_password(stored, password)
-
-    # -- CSRF tokens: HMAC(server secret, issued-at + callbackURL) ------------------------------
-
-    def _csrf_token(self, callback: str, now: float) -> str:
-        issued = int(now)
-        return f"{issued}.{self._csrf_mac(issued, callback)}"
-
-    def _csrf_ok(self, token: str, callback: str, now: float) -> bool:
-        issued_text, _, mac = token.partition(".")
-        if not issued_text.isdigit() or not mac:
-            return False
-        issued = int(issued_text)
-        if not issued - CSRF_SKEW_S <= now <= issued + CSRF_TTL_S:
-            return False
-        return hmac.compare_digest(mac, self._csrf_mac(issued, callback))
-
-    def _csrf_mac(self, issued: int, callback: str) -> str:
-        if self._secret is None:
-            raise StoreError("the driver was not started: its CSRF key is not loaded")
-        return hmac.new(self._secret, f"csrf\n{issued}\n{callback}".encode(), hashlib.sha256).hexdigest()
 
 
 def _error(message: str) -> dict[str, Any]:
@@ -340,6 +359,13 @@ def _number_text(value: int | float) -> str:
 
 def _form_text(value: object) -> str:
     return value if isinstance(value, str) else ""
+
+
+def _unspecified(host: str | None) -> bool:
+    try:
+        return host is not None and ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
 
 
 def _command_name(body: object) -> str:

@@ -127,8 +127,10 @@ class DriverRepo:
         return await self._db.call(_issue_grant_blocking, username, now, self._lifetimes)
 
     async def exchange_code(self, code: str, callback_url: str | None, now: float) -> IssuedPair:
-        """Trade a code for a new grant's first pair; DriverError(E_INVALID_AUTHORIZATION) if it is no good."""
+        """Trade a code for a new grant's first pair; DriverError(E_INVALID_AUTHORIZATION), or CodeReused."""
         result = await self._db.call(_exchange_blocking, code, callback_url, now, self._lifetimes, self._known)
+        if isinstance(result, _Rejected) and result.revoked_grant is not None:
+            raise CodeReused(result.message, result.revoked_grant)
         return _unwrap(result)
 
     async def refresh(self, refresh_token: str, user_id: str | None, now: float) -> IssuedPair:
@@ -141,6 +143,14 @@ class DriverRepo:
     async def check_user_token(self, token: str, now: float) -> TokenCheck:
         """VALID, EXPIRED or UNKNOWN (also for revoked tokens and removed accounts)."""
         return await self._db.call(_check_blocking, token, now, self._known)
+
+
+class CodeReused(DriverError):
+    """A code that was already exchanged came back: the grant it was exchanged for was revoked."""
+
+    def __init__(self, message: str, grant_id: int) -> None:
+        super().__init__(INVALID, message)
+        self.grant_id = grant_id
 
 
 class RefreshReused(DriverError):
@@ -243,7 +253,7 @@ def _exchange_blocking(
             if row["grant_id"] is not None:
                 _revoke_grant(conn, row["grant_id"], now, "authorization code used twice")
             return _Rejected("this code was already used; codes are single use (the tokens issued for it are "
-                             "now revoked); start the login again with OAuth")
+                             "now revoked); start the login again with OAuth", revoked_grant=row["grant_id"])
         conn.execute("UPDATE driver_codes SET used_at = ? WHERE code_hash = ?", (now, row["code_hash"]))
         if now >= row["expires_at"]:
             return _Rejected(f"this code expired (codes live {CODE_TTL_S // 60} minutes); "

@@ -1,22 +1,56 @@
 """The URLs of the driver flow: callbackURL rules, the authorize URL, and the redirect (SPEC.md 4.5).
 
 Pure functions, shared by the service and `hubd check-driver`. Imports nothing from hubd but errors.
+
+driver.callback_hosts entries (README "hubd as the brand's driver"): a bare `host` or `host:port`
+allows https on that port (443 by default); a loopback host (localhost, 127.x, [::1]) also allows
+http, and any port when none is given; `http://host[:port]` or `https://host[:port]` allows exactly
+that scheme and port (the scheme's default port when none is given).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from urllib.parse import SplitResult, parse_qsl, quote, urlencode, urlsplit
+import ipaddress
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urlsplit
 
 from hubd.errors import HubdError
 
 AUTHORIZE_PATH = "/oauth/authorize"
 CALLBACK_PARAM = "callbackURL"
 MAX_URL_CHARS = 2048
+DEFAULT_PORTS = {"http": 80, "https": 443}
+# A host name is letters, digits, '-' and '.'; anything else (';', ',', "'", '\\', '_' ...) could
+# end up in the page's Content-Security-Policy header or be read differently by a browser.
+_NAME = r"[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.?"
+_NETLOC = re.compile(rf"(?P<host>{_NAME}|\[[0-9A-Fa-f:.]+\])(?::(?P<port>[^:]*))?")
+_ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
 
 class CallbackInvalid(HubdError):
-    """A callbackURL this driver will not redirect to; the text says why."""
+    """A callbackURL this driver will not redirect to, or a driver.callback_hosts entry; the text says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostRule:
+    """One parsed driver.callback_hosts entry."""
+
+    host: str  # lower case, IPv6 without brackets
+    scheme: str | None  # None: a bare host
+    port: int | None  # None: the scheme's default port (or any port on a bare loopback host)
+
+    def allows(self, scheme: str, host: str, port: int) -> bool:
+        """Whether a callbackURL with this scheme, host and port (explicit or default) is allowed."""
+        if host != self.host:
+            return False
+        if self.scheme is not None:
+            return scheme == self.scheme and port == (self.port or DEFAULT_PORTS[self.scheme])
+        if is_loopback(self.host):
+            return self.port is None or port == self.port
+        return scheme == "https" and port == (self.port or DEFAULT_PORTS["https"])
 
 
 def authorize_url(public_url: str, callback_url: str) -> str:
@@ -24,37 +58,122 @@ def authorize_url(public_url: str, callback_url: str) -> str:
     return f"{public_url.rstrip('/')}{AUTHORIZE_PATH}?{CALLBACK_PARAM}={quote(callback_url, safe='')}"
 
 
-def check_callback(url: str, allowed_hosts: Iterable[str]) -> SplitResult:
-    """The parsed callbackURL, or CallbackInvalid: http(s), a host, no credentials, an allowed host."""
+def parse_callback_hosts(entries: Iterable[str]) -> tuple[tuple[HostRule, ...], list[str]]:
+    """The rules of driver.callback_hosts, and one `driver.callback_hosts[i]: why` per bad entry."""
+    rules: list[HostRule] = []
+    problems: list[str] = []
+    for i, entry in enumerate(entries):
+        try:
+            rules.append(host_rule(entry))
+        except CallbackInvalid as err:
+            problems.append(f"driver.callback_hosts[{i}]: {err}")
+    return tuple(rules), problems
+
+
+def host_rule(entry: str) -> HostRule:
+    """One driver.callback_hosts entry: `host`, `host:port` or `http(s)://host[:port][/]`."""
+    text = entry.strip()
+    if not text:
+        raise CallbackInvalid("the entry is empty; give a host such as callback.platform.example")
+    scheme: str | None = None
+    if "://" in text:
+        scheme, _, text = text.partition("://")
+        scheme = scheme.lower()
+        if scheme not in DEFAULT_PORTS:
+            raise CallbackInvalid(f"{entry!r}: the scheme must be http:// or https://, or none")
+        text = text.removesuffix("/")
+    if any(c in text for c in "/@?#"):
+        raise CallbackInvalid(f"{entry!r} must be a host, host:port or scheme://host[:port], "
+                              "with no path, user name, query or fragment")
+    match = _NETLOC.fullmatch(text)
+    if match is None or not _valid_host(match["host"]):
+        raise CallbackInvalid(f"{entry!r} does not name a valid host (letters, digits, '-' and '.', "
+                              "or an IPv6 address in brackets)")
+    port_text = match["port"]
+    port: int | None = None
+    if port_text is not None:
+        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise CallbackInvalid(f"{entry!r} has a bad port {port_text!r}; use a number from 1 to 65535")
+        port = int(port_text)
+    return HostRule(match["host"].strip("[]").lower(), scheme, port)
+
+
+def check_callback(url: str, allowed: Sequence[HostRule]) -> SplitResult:
+    """The parsed callbackURL, or CallbackInvalid: http(s), a valid host, no credentials, an allowed host."""
     if not url:
         raise CallbackInvalid("callbackURL is empty")
     if len(url) > MAX_URL_CHARS:
         raise CallbackInvalid(f"callbackURL is longer than {MAX_URL_CHARS} characters")
-    if any(not 0x21 <= ord(c) <= 0x7E for c in url):
-        raise CallbackInvalid("callbackURL must be percent-encoded ASCII without spaces or control characters")
-    parts = urlsplit(url)
-    if parts.scheme.lower() not in ("http", "https"):
+    for i, char in enumerate(url):
+        if not 0x21 <= ord(char) <= 0x7E:
+            kind = "a non-ASCII character" if ord(char) > 0x7E else "a space or control character"
+            raise CallbackInvalid(f"callbackURL has {kind} at position {i + 1}; it must be percent-encoded ASCII "
+                                  "without spaces or control characters (e.g. %20 for a space, %C3%A9 for \u00e9)")
+    try:
+        parts = urlsplit(url)
+        hostname = parts.hostname
+    except ValueError as err:
+        raise CallbackInvalid(f"callbackURL is not a valid URL ({err})") from None
+    if parts.scheme.lower() not in DEFAULT_PORTS:
         shown = parts.scheme or "none"
         raise CallbackInvalid(f"callbackURL must be an http:// or https:// URL (its scheme is {shown!r})")
-    if not parts.netloc or not parts.hostname:
+    if not parts.netloc or not hostname:
         raise CallbackInvalid("callbackURL has no host")
     if "@" in parts.netloc:
         raise CallbackInvalid("callbackURL must not carry a user name or password before its host")
+    match = _NETLOC.fullmatch(parts.netloc)
+    if match is None or not _valid_host(match["host"]):
+        raise CallbackInvalid(f"callbackURL's host {parts.netloc!r} is not a valid host name (letters, digits, "
+                              "'-' and '.', or an IPv6 address in brackets)")
     try:
         port = parts.port
     except ValueError as err:
-        raise CallbackInvalid(f"callbackURL has a bad port: {err}") from err
-    allowed = {_host_entry(h) for h in allowed_hosts}
+        raise CallbackInvalid(f"callbackURL has a bad port: {err}") from None
     if allowed:
-        host = parts.hostname.lower()
-        if host not in allowed and f"{host}:{port}" not in allowed:
-            raise CallbackInvalid(f"callbackURL's host {host!r} is not one of driver.callback_hosts")
+        scheme = parts.scheme.lower()
+        effective = port if port is not None else DEFAULT_PORTS[scheme]
+        if not any(rule.allows(scheme, hostname, effective) for rule in allowed):
+            raise CallbackInvalid(f"callbackURL's origin {origin(parts)!r} is not allowed by driver.callback_hosts "
+                                  "(a bare host allows https on port 443 only; write the scheme and port, e.g. "
+                                  "http://host:8080, to allow others)")
     return parts
+
+
+def is_loopback(host: str) -> bool:
+    """localhost, *.localhost, 127.0.0.0/8 or ::1 (lower case, IPv6 without brackets)."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def origin(parts: SplitResult) -> str:
     """scheme://host[:port] of a parsed URL."""
     return f"{parts.scheme.lower()}://{parts.netloc.lower()}"
+
+
+def origin_key(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) with the default port filled in, for comparing origins; None if not http(s)."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS or not host:
+        return None
+    return scheme, host, port if port is not None else DEFAULT_PORTS[scheme]
+
+
+def normal_path(path: str) -> str:
+    """A URL path with escapes of unreserved characters decoded and other escapes in upper case (RFC 3986 6.2.2)."""
+    def fix(match: re.Match[str]) -> str:
+        char = unquote(match.group())
+        return char if char in _UNRESERVED else match.group().upper()
+
+    return _ESCAPE.sub(fix, path) or "/"
 
 
 def add_params(callback_url: str, params: Mapping[str, str]) -> str:
@@ -86,12 +205,10 @@ def query_pairs(query: str) -> list[tuple[str, str]]:
     return parse_qsl(query, keep_blank_values=True)
 
 
-def _host_entry(entry: str) -> str:
-    entry = entry.strip().lower()
-    if "://" in entry:
-        entry = entry.split("://", 1)[1]
-    entry = entry.rstrip("/")
-    if entry.startswith("["):
-        host, _, rest = entry[1:].partition("]")
-        entry = host + rest
-    return entry
+def _valid_host(host: str) -> bool:
+    if not host.startswith("["):
+        return True  # _NAME already allows only letters, digits, '-' and '.'
+    try:
+        return ipaddress.ip_address(host[1:-1]).version == 6
+    except ValueError:
+        return False

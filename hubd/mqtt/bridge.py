@@ -16,7 +16,7 @@ from typing import Protocol
 
 from hubd.errors import MqttRejected, MqttUnavailable
 from hubd.events import DeviceMessage
-from hubd.lifecycle import Backoff, Health
+from hubd.lifecycle import Backoff, Clock, Health, SystemClock
 from hubd.metrics import Metrics
 from hubd.mqtt import topics
 from hubd.mqtt.client import Message, MqttClient
@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 
 BATCH_MAX = 500
 PUBLISH_WAIT_S = 5.0
-REJECTED_RETRY_S = 30.0  # bad credentials will not fix themselves quickly; do not hammer the broker
+# A connection that lasted this long was a real one: the next loss starts the backoff afresh.
+STABLE_AFTER_S = 10.0
 
 
 class MessageSink(Protocol):
@@ -41,8 +42,11 @@ class MqttBridge:
     name = "mqtt"
 
     def __init__(self, client: MqttClient, *, base_topic: str, sink: MessageSink, health: Health,
-                 metrics: Metrics, backoff: Backoff | None = None) -> None:
+                 metrics: Metrics, backoff: Backoff | None = None, clock: Clock | None = None) -> None:
         self._client = client
+        self._client_id = client.client_id
+        self._clock: Clock = clock or SystemClock()
+        self._up_since: float | None = None
         self._base = base_topic
         self._sink = sink
         self._health = health
@@ -57,18 +61,31 @@ class MqttBridge:
         """Nothing to acquire: connecting is part of run(), so a broker that is down delays readiness."""
 
     async def run(self) -> None:
-        """Connect, subscribe, announce, pump messages; on loss back off and do it all again."""
+        """Connect, subscribe, announce, pump messages; on loss back off and do it all again.
+
+        The backoff starts again from its first delay only after a connection that stayed up for
+        STABLE_AFTER_S: a broker that accepts us and drops us at once (another client with our client
+        id, a broker that refuses our subscriptions) is retried ever more slowly, never in a tight loop.
+        """
         while True:
+            self._up_since = None
             try:
                 await self._session()
             except MqttRejected as err:
                 self._lost(f"broker refused us: {err}")
-                log.error("MQTT broker refused the connection: %s (check mqtt.username/password)", err)
-                await asyncio.sleep(REJECTED_RETRY_S)
-                continue
+                log.error("MQTT broker refused us: %s (check mqtt.username, mqtt.password and the broker's ACL)",
+                          err)
             except MqttUnavailable as err:
                 self._lost(str(err))
-                log.warning("MQTT connection lost or unavailable: %s", err)
+                up_for = self._uptime()
+                if up_for is not None and up_for < STABLE_AFTER_S:
+                    log.warning("MQTT connection lost %.1f s after connecting: %s (is another client connected with"
+                                " client id %r? the broker drops the older of two)", up_for, err, self._client_id)
+                else:
+                    log.warning("MQTT connection lost or unavailable: %s", err)
+            up_for = self._uptime()
+            if up_for is not None and up_for >= STABLE_AFTER_S:
+                self._backoff.reset()
             await self._backoff.sleep()
 
     async def stop(self) -> None:
@@ -87,25 +104,55 @@ class MqttBridge:
         """True while the session is up."""
         return self._connected.is_set()
 
-    async def publish(self, device_id: str, suffix: str, payload: bytes) -> None:
-        """Publish QoS 1 to `B/device/ID/suffix`; waits up to PUBLISH_WAIT_S for a connection."""
+    async def publish(self, device_id: str, suffix: str, payload: bytes, *, timeout_s: float | None = None) -> None:
+        """Publish QoS 1 to `B/device/ID/suffix`; waits up to PUBLISH_WAIT_S for a connection.
+
+        With timeout_s, the whole call is bounded by it, and MqttUnconfirmed says the message went out
+        but its PUBACK did not come in time (see MqttClient.publish).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout_s is None else loop.time() + timeout_s
         try:
-            async with asyncio.timeout(PUBLISH_WAIT_S):
+            async with asyncio.timeout(PUBLISH_WAIT_S if timeout_s is None else min(PUBLISH_WAIT_S, timeout_s)):
                 await self._connected.wait()
         except TimeoutError as err:
             raise MqttUnavailable("not connected to the MQTT broker") from err
-        await self._client.publish(topics.device_topic(self._base, device_id, suffix), payload, qos=1)
+        topic = topics.device_topic(self._base, device_id, suffix)
+        if deadline is None:
+            await self._client.publish(topic, payload, qos=1)
+        else:
+            await self._client.publish(topic, payload, qos=1, timeout_s=max(0.0, deadline - loop.time()))
 
     async def _session(self) -> None:
+        """One connection: subscribe and announce while already taking in what the broker sends.
+
+        Messages queued for our session arrive right after CONNACK, before the SUBACK. amqtt does not
+        even read our SUBSCRIBE before each of them is acknowledged (or 5 s have passed, after which it
+        forgets it), so waiting for the SUBACK before pumping would stall every reconnect.
+        """
         session_present = await self._client.connect()
+        failure: MqttUnavailable | None = None
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self._pump(), name="mqtt-pump")
+                group.create_task(self._announce(session_present), name="mqtt-announce")
+        except* MqttUnavailable as errors:
+            failure = errors.exceptions[0]  # type: ignore[assignment]  # the only leaf type except* let through
+        if failure is not None:
+            raise failure
+
+    async def _announce(self, session_present: bool) -> None:
+        # Subscribed again on every connection: a broker that lost its state knows nothing of us.
         await self._client.subscribe(topics.subscriptions(self._base))
         await self._client.publish(topics.status_topic(self._base), b"online", qos=1, retain=True)
         self._connects.inc()
-        self._backoff.reset()
+        self._up_since = self._clock.monotonic()
         self._connected.set()
         self._health.set("mqtt", True, "connected")
         log.info("MQTT connected (session present: %s), subscribed under %s/device/+", session_present,
                  self._base)
+
+    async def _pump(self) -> None:
         while True:
             batch = await self._client.next_batch(BATCH_MAX)
             await self._sink.handle(self._decode(batch))
@@ -124,6 +171,10 @@ class MqttBridge:
             out.append(DeviceMessage(kind=kind, device_id=device_id, payload=message.payload,
                                      topic=message.topic, received_at=now, retained=message.retain))
         return out
+
+    def _uptime(self) -> float | None:
+        """Seconds the last session was up, or None if it never got that far."""
+        return None if self._up_since is None else self._clock.monotonic() - self._up_since
 
     def _lost(self, detail: str) -> None:
         self._connected.clear()

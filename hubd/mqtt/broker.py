@@ -29,7 +29,8 @@ What amqtt does NOT give, unlike mosquitto (so the bridge must not rely on it he
   subscription's QoS rather than the publisher's.
 - amqtt looks up (and, for clean_session=True, discards) the session of a client id BEFORE it
   authenticates, so any local client connecting with hubd's client id can disturb hubd's session,
-  even if it is refused.
+  even if it is refused. hubd therefore connects to its embedded broker with a client id of its own
+  process that nobody can guess (app.py): the session could not outlive the process anyway.
 """
 
 from __future__ import annotations
@@ -140,6 +141,9 @@ class _UsersAuthPlugin(BaseAuthPlugin):  # type: ignore[misc]
         if not session.username:
             session.is_anonymous = True
             return config.allow_anonymous
+        # amqtt reuses the session object of a client id across connections: clear a flag an earlier
+        # anonymous connection with the same client id left on it, or the session would not persist.
+        session.is_anonymous = False
         expected = config.users.get(session.username)
         given = session.password or ""
         return expected is not None and hmac.compare_digest(expected.encode(), given.encode())

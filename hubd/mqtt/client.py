@@ -1,14 +1,14 @@
 """The paho-mqtt adapter: one MQTT 3.1.1 connection at a time, driven by hubd's asyncio loop.
 
 Owns paho: this is the only module in hubd that imports it, and no paho type leaves it. It imports
-nothing of hubd but hubd.errors, and holds no reconnect logic: the caller loops
+nothing of hubd but hubd.errors and hubd.threads, and holds no reconnect logic: the caller loops
 connect -> subscribe -> next_batch until MqttUnavailable, backs off, and calls connect() again on the
 SAME MqttClient. Each connect() builds a fresh paho client, so nothing of a dead connection (queued
 publishes, message ids, pending acks) leaks into the next one.
 
 The pattern is aiomqtt 2.5.1's / paho's examples/loop_asyncio.py, without paho's network thread:
 socket readiness goes through loop.add_reader/add_writer, a timer calls loop_misc() every second for
-keepalive, and only the blocking TCP/TLS connect runs in the default executor. paho callbacks only
+keepalive, and only the blocking TCP/TLS connect runs in a (daemon) thread. paho callbacks only
 resolve futures or append to the inbox; they never log payloads or run hubd logic.
 """
 
@@ -18,6 +18,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import select
 import socket
 import ssl
 import threading
@@ -28,7 +29,8 @@ from typing import Any
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
 
-from hubd.errors import ConfigError, MqttRejected, MqttUnavailable
+from hubd.errors import ConfigError, MqttRejected, MqttUnavailable, MqttUnconfirmed
+from hubd.threads import in_daemon_thread
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +40,12 @@ INBOX_MAX_MESSAGES = 10_000
 
 # CONNACK refusals that retrying cannot fix (paho maps 3.1.1 return codes 2, 4 and 5 to these).
 _CONNACK_REJECTED = {0x85, 0x86, 0x87}
+READ_BURST_PACKETS = 1000
+
+
+def _readable_now(fd: int) -> bool:
+    """True when the socket has bytes waiting (a zero-timeout poll)."""
+    return bool(select.select([fd], [], [], 0)[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +113,11 @@ class MqttClient:
         self._conn_count = 0
 
     @property
+    def client_id(self) -> str:
+        """The MQTT client id this client connects with."""
+        return self._client_id
+
+    @property
     def connected(self) -> bool:
         """True between a successful connect() and the loss or end of that connection."""
         return self._conn is not None and self._conn.established
@@ -135,7 +148,8 @@ class MqttClient:
         except BaseException:
             conn.abort("connect failed")
             raise
-        log.info("connected to MQTT %s:%d (session present: %s)", self._host, self._port, session_present)
+        log.info("connected to MQTT %s:%d as client id %r (session present: %s)", self._host, self._port,
+                 self._client_id, session_present)
         return session_present
 
     async def subscribe(self, topics: list[tuple[str, int]], timeout_s: float = 10.0) -> None:
@@ -163,10 +177,12 @@ class MqttClient:
         """Publish; QoS 1 awaits PUBACK.
 
         At most max_inflight_publishes are outstanding; more callers wait for a slot (within timeout_s).
-        Raises MqttUnavailable if not connected, or if the connection drops or times out before PUBACK:
-        the message may or may not have reached the broker, so a caller that retries gets at-least-once.
+        Raises MqttUnavailable if not connected or no slot came free in time: nothing was sent. Raises
+        MqttUnconfirmed (a MqttUnavailable) if the connection drops or times out before PUBACK: the
+        message may or may not have reached the broker, so a caller that retries gets at-least-once.
         """
         self._require_connection()
+        queued = False
         try:
             async with asyncio.timeout(timeout_s), self._publish_slots:
                 # The connection may have died while this call waited for a slot.
@@ -176,16 +192,21 @@ class MqttClient:
                     raise MqttUnavailable(f"cannot publish: {paho.error_string(info.rc)}")
                 if qos == 0:
                     return
+                queued = True
                 # Nothing is written before the loop runs the writer callback, so the PUBACK
                 # cannot arrive before this future is registered.
                 fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
                 conn.pending_publishes[info.mid] = fut
                 try:
                     await fut
+                except MqttUnavailable as err:
+                    raise MqttUnconfirmed(f"connection lost before PUBACK: {err}") from err
                 finally:
                     conn.pending_publishes.pop(info.mid, None)
         except TimeoutError as err:
-            raise MqttUnavailable(f"no PUBACK within {timeout_s} s") from err
+            if queued:
+                raise MqttUnconfirmed(f"no PUBACK within {timeout_s} s") from err
+            raise MqttUnavailable(f"no free publish slot within {timeout_s} s") from err
 
     async def next_batch(self, max_messages: int = 500) -> list[Message]:
         """Wait for at least one message and return up to max_messages already queued.
@@ -250,7 +271,7 @@ class MqttClient:
             reconnect_on_failure=False,
             manual_ack=True,
         )
-        # Bounds the blocking TCP connect and TLS handshake in the executor thread (not DNS).
+        # Bounds the blocking TCP connect and TLS handshake in the connect thread (not DNS).
         client.connect_timeout = timeout_s
         # Our semaphore is the window; paho's own (default 20) would only queue behind it.
         client.max_inflight_messages_set(self._max_inflight_publishes)
@@ -363,15 +384,14 @@ class _Connection:
 
     async def open(self, host: str, port: int, keepalive_s: int) -> bool:
         self.paho.connect_async(host, port, keepalive_s)  # only stores the parameters
-        # reconnect() blocks on DNS, TCP connect and the TLS handshake, so it runs in a thread. The
-        # socket callbacks it fires there are ignored (see _on_socket_register_write); the socket is
-        # registered with the loop below, once the thread is done with the paho client.
-        blocking = self.loop.run_in_executor(None, self.paho.reconnect)
+        # reconnect() blocks on DNS, TCP connect and the TLS handshake, so it runs in a thread: a daemon
+        # thread, not the default executor, which asyncio.run() would wait for at exit, so a stop never
+        # waits for a connect to a broker that does not answer. The socket callbacks it fires there
+        # are ignored (see _on_socket_register_write); the socket is registered with the loop below,
+        # once the thread is done with the paho client.
+        blocking = in_daemon_thread(self.paho.reconnect, name="hubd-mqtt-connect", on_late=self._close_abandoned)
         try:
-            rc = await asyncio.shield(blocking)
-        except asyncio.CancelledError:
-            blocking.add_done_callback(self._close_abandoned)
-            raise
+            rc = await blocking
         except OSError as err:  # DNS, refused, unreachable, timeout, TLS (ssl.SSLError is an OSError)
             raise MqttUnavailable(f"cannot reach MQTT broker {host}:{port}: {err}") from err
         if rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
@@ -437,22 +457,25 @@ class _Connection:
         self.closed.set()
         self.inbox.wake()
 
-    def _close_abandoned(self, blocking: asyncio.Future[MQTTErrorCode]) -> None:
-        # The executor thread finished after connect() gave up: close what it opened.
-        if not blocking.cancelled() and blocking.exception() is None:
-            sock = self.paho.socket()
-            if sock is not None:
-                sock.close()
+    def _close_abandoned(self, rc: MQTTErrorCode) -> None:
+        # The connect thread finished after connect() gave up: close what it opened.
+        sock = self.paho.socket()
+        if sock is not None:
+            sock.close()
 
     # Event loop callbacks. paho reports I/O errors through on_disconnect; anything it raises instead
     # (a malformed packet) ends the connection too, rather than leaving a reader that fails forever.
 
     def _on_readable(self) -> None:
         try:
-            self.paho.loop_read()
-            # An SSL socket may hold decrypted bytes that the fd no longer signals (paho's loop checks too).
-            while self._fd is not None and self._ssl_pending():
+            # paho reads one packet per loop_read. Reading on while the socket has more hands a burst (the
+            # retained configs after a SUBACK, a backlog) to the bridge as one batch, and costs one loop
+            # iteration per burst instead of one per message. Bounded, so the loop's other work goes on.
+            for _ in range(READ_BURST_PACKETS):
                 self.paho.loop_read()
+                # An SSL socket may hold decrypted bytes that the fd no longer signals (paho's loop checks too).
+                if self._fd is None or not (self._ssl_pending() or _readable_now(self._fd)):
+                    break
         except Exception as err:
             self.abort(f"MQTT protocol error: {err!r}")
 

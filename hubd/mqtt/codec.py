@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from hubd.errors import DeviceMessageInvalid
 
@@ -32,6 +32,10 @@ DISPLAY_TYPES = frozenset({
 
 StateValue = str | int | float | dict[str, Any]
 
+# PROTOCOL.md 2.1 (the platform's own validator): additionalInfo limits.
+ADDITIONAL_INFO_MAX_KEYS = 100
+ADDITIONAL_INFO_MAX_CHARS = 999
+
 
 class _CapabilityModel(BaseModel):
     """The checks for one capability of a config (SPEC.md 2.4)."""
@@ -45,9 +49,18 @@ class _CapabilityModel(BaseModel):
 
     @field_validator("interface")
     @classmethod
-    def _bare(cls, value: str) -> str:
-        # PROTOCOL.md DIFF-8: bare names only; strip a brand prefix.
-        return value.split(".", 1)[1] if value.startswith("Service.") else value
+    def _bare(cls, value: str, info: ValidationInfo) -> str:
+        # PROTOCOL.md DIFF-8: bare names only; strip a brand prefix (platform.namespace, or the spec's Service).
+        brand = (info.context or {}).get("brand", "Service")
+        for prefix in (f"{brand}.", "Service."):
+            value = value.removeprefix(prefix)
+        return value
+
+    @field_validator("supportedOperations")
+    @classmethod
+    def _once_each(cls, value: list[str]) -> list[str]:
+        # The platform refuses an operation listed twice; keeping the first changes nothing a device meant.
+        return list(dict.fromkeys(value))
 
 
 class _DeviceConfigModel(BaseModel):
@@ -73,14 +86,23 @@ class _DeviceConfigModel(BaseModel):
                              "e.g. light, curtain, ac, speaker, unknown")
         return value
 
+    @field_validator("recommendRoomName", "recommendHomeName")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        # The platform refuses an empty name; an empty room or home means "none".
+        return value if value is None or value.strip() else None
+
     @field_validator("additionalInfo")
     @classmethod
     def _info(cls, value: dict[str, str]) -> dict[str, str]:
-        bad = [k for k in value if "." in k]
+        bad = [k for k in value if "." in k or not k]
         if bad:
-            raise ValueError(f"keys must not contain '.': {bad}")
-        if len(value) > 100:
-            raise ValueError("at most 100 keys")
+            raise ValueError(f"keys must be non-empty and must not contain '.': {bad}")
+        if len(value) > ADDITIONAL_INFO_MAX_KEYS:
+            raise ValueError(f"at most {ADDITIONAL_INFO_MAX_KEYS} keys")
+        long = [k for k, v in value.items() if len(v) > ADDITIONAL_INFO_MAX_CHARS]
+        if long:
+            raise ValueError(f"values may have at most {ADDITIONAL_INFO_MAX_CHARS} characters: {long}")
         return value
 
     @model_validator(mode="after")
@@ -214,13 +236,13 @@ class CommandResult:
     message: str | None
 
 
-def parse_config(payload: bytes) -> DeviceConfig | None:
-    """A device config, or None for an empty payload (the device is deleted)."""
+def parse_config(payload: bytes, brand: str = "Service") -> DeviceConfig | None:
+    """A device config, or None for an empty payload (the device is deleted); `brand` is platform.namespace."""
     if not payload.strip():
         return None
     data = _json_object(payload)
     try:
-        model = _DeviceConfigModel.model_validate(data)
+        model = _DeviceConfigModel.model_validate(data, context={"brand": brand})
     except ValidationError as err:
         raise DeviceMessageInvalid(_pydantic_reason(err)) from err
     return DeviceConfig.from_dict(model.model_dump(by_alias=False))

@@ -110,15 +110,13 @@ class Database:
         if mode & 0o077:
             os.chmod(self._path, 0o600)
             log.warning("%s was readable by others (mode %o); set it to 0600", self._path, mode)
-        old_umask = os.umask(0o077)  # the -wal and -shm files sqlite creates get 0600 too
-        try:
-            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={self._synchronous}")
-            conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute("PRAGMA busy_timeout=5000")
-        finally:
-            os.umask(old_umask)
+        # sqlite gives the -wal and -shm files it creates the database file's mode: 0600 too. (No umask
+        # change here: this runs in a thread, and the umask is the whole process's.)
+        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self._synchronous}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=5000")
         conn.row_factory = sqlite3.Row
         self._conn = conn
         try:

@@ -1,4 +1,7 @@
-"""GrantRepo: the platform grants, one row per platform userId (table `grants`)."""
+"""GrantRepo: the platform grants, one row per platform userId (table `grants`).
+
+Also the blocking functions `hubd grants list|remove` use (works with the daemon running or not).
+"""
 
 from __future__ import annotations
 
@@ -61,14 +64,15 @@ class GrantRepo:
 
     async def replace(self, grant: Grant) -> None:
         """Insert or replace a user's grant (a new AcceptGrant replaces the old, PROTOCOL.md D23)."""
-        await self._db.call(_replace_blocking, grant)
+        await self._db.call(replace_grant_blocking, grant)
 
     async def update_tokens(self, user_id: str, access: str, refresh: str | None, expires_at: float,
-                            obtained_at: float) -> None:
-        """Store refreshed tokens (before they are used)."""
-        await self._db.call(lambda c: c.execute(
+                            obtained_at: float) -> bool:
+        """Store refreshed tokens (before they are used); False if the grant was removed meanwhile."""
+        cursor = await self._db.call(lambda c: c.execute(
             "UPDATE grants SET access_token=?, refresh_token=COALESCE(?, refresh_token), expires_at=?, "
             "obtained_at=?, last_error=NULL WHERE user_id=?", (access, refresh, expires_at, obtained_at, user_id)))
+        return bool(cursor.rowcount)
 
     async def mark_needs_rebind(self, user_id: str, reason: str) -> None:
         """The grant is dead; keep the user's events until a new grant arrives."""
@@ -86,7 +90,40 @@ class GrantRepo:
             "UPDATE grants SET last_error=? WHERE user_id=?", (error[:500], user_id)))
 
 
-def _replace_blocking(c: sqlite3.Connection, g: Grant) -> None:
+@dataclass(frozen=True, slots=True)
+class GrantSummary:
+    """One grant as `hubd grants list` shows it (never a token)."""
+
+    user_id: str
+    driver_user: str | None
+    status: str
+    expires_at: float
+    obtained_at: float
+    failure_reported: bool
+    last_error: str | None
+    pending_events: int
+
+
+def list_grants_blocking(c: sqlite3.Connection) -> list[GrantSummary]:
+    """Every grant with its number of undelivered events."""
+    rows = c.execute(
+        "SELECT g.user_id, g.driver_user, g.status, g.expires_at, g.obtained_at, g.failure_reported, g.last_error, "
+        "(SELECT COUNT(*) FROM outbox o WHERE o.user_id = g.user_id) FROM grants g ORDER BY g.user_id")
+    return [GrantSummary(str(r[0]), r[1], str(r[2]), float(r[3]), float(r[4]), bool(r[5]), r[6], int(r[7]))
+            for r in rows]
+
+
+def remove_grant_blocking(c: sqlite3.Connection, user_id: str) -> tuple[bool, int]:
+    """Delete a user's grant and undelivered events in one transaction: (whether it existed, events dropped)."""
+    with c:
+        c.execute("BEGIN IMMEDIATE")
+        existed = c.execute("DELETE FROM grants WHERE user_id = ?", (user_id,)).rowcount > 0
+        dropped = c.execute("DELETE FROM outbox WHERE user_id = ?", (user_id,)).rowcount
+    return existed, dropped
+
+
+def replace_grant_blocking(c: sqlite3.Connection, g: Grant) -> None:
+    """Insert or replace a user's grant (inside the caller's transaction, if any)."""
     c.execute(
         f"INSERT OR REPLACE INTO grants ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
         (g.user_id, g.driver_user, g.access_token, g.refresh_token, g.expires_at, g.obtained_at, g.status,

@@ -1,7 +1,10 @@
 """The HTTP server component: aiohttp AppRunner + TCPSite, the error middleware, /healthz, /metrics.
 
 Feature modules (driver, vendor endpoint, webhook, status) contribute routes as `RouteSource`s;
-this module knows none of them. Errors become JSON in exactly one place: `_error_middleware`.
+this module knows none of them. Errors become JSON in exactly one place: `_error_middleware`, in
+the shape of CONTRACT.md section 5: `{"error": "<what to do>", "details": [...]}`. A failure is
+logged with the route's pattern (`/trigger/with/{token}`), never the path, which may hold a secret;
+and the answer never carries an error's own text (it may name files).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Protocol
 
 from aiohttp import web
 
-from hubd.errors import HubdError
+from hubd.errors import HubdError, StoreError
 from hubd.lifecycle import Health
 from hubd.metrics import Metrics
 
@@ -94,17 +97,38 @@ class HttpServer:
             response = await handler(request)
         except web.HTTPException as err:
             self._requests.inc(label=str(err.status))
-            raise
+            if err.status < 400:
+                raise  # a redirect
+            return self._http_error(request, err)
+        except StoreError as err:
+            self._requests.inc(label="500")
+            log.error("%s %s failed: %s", request.method, _route(request), err)
+            return _json_error(500, "hubd's database failed while answering; try again shortly, and see the hubd "
+                                    "log if it keeps failing", [{"path": "(server)", "message": type(err).__name__}])
         except HubdError as err:
             self._requests.inc(label="500")
-            log.error("%s %s failed: %s", request.method, request.path, err)
-            return web.json_response({"error": type(err).__name__, "message": str(err)}, status=500)
+            log.error("%s %s failed: %s", request.method, _route(request), err)
+            return _json_error(500, "hubd could not answer; see the hubd log",
+                               [{"path": "(server)", "message": type(err).__name__}])
         except Exception:
             self._requests.inc(label="500")
-            log.exception("%s %s failed", request.method, request.path)
-            return web.json_response({"error": "internal", "message": "internal error; see the hubd log"}, status=500)
+            log.exception("%s %s failed", request.method, _route(request))
+            return _json_error(500, "internal error in hubd; see the hubd log", [])
         self._requests.inc(label=str(response.status))
         return response
+
+    def _http_error(self, request: web.Request, err: web.HTTPException) -> web.Response:
+        """aiohttp's own refusals (no such route, wrong method, body too large) as JSON."""
+        headers = {k: v for k, v in err.headers.items() if k.lower() not in ("content-type", "content-length")}
+        if isinstance(err, web.HTTPNotFound):
+            message = f"nothing here: {request.method} {request.path}; see README.md for hubd's routes"
+        elif isinstance(err, web.HTTPMethodNotAllowed):
+            message = f"{request.method} is not allowed here; use {', '.join(sorted(err.allowed_methods))}"
+        elif isinstance(err, web.HTTPRequestEntityTooLarge):
+            message = f"request bodies are limited to {self._max_body} bytes (http.max_body_bytes)"
+        else:
+            message = f"{err.status} {err.reason}"
+        return _json_error(err.status, message, [], headers)
 
     async def _healthz(self, request: web.Request) -> web.Response:
         body: dict[str, object] = {"status": "ok" if self._health.ready else "unavailable",
@@ -115,3 +139,14 @@ class HttpServer:
 
     async def _metrics_route(self, request: web.Request) -> web.Response:
         return web.Response(text=self._metrics.render(), content_type="text/plain", charset="utf-8")
+
+
+def _route(request: web.Request) -> str:
+    """The route's pattern, e.g. `/trigger/with/{token}`: never the path itself, which may hold a secret."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "(no route)"
+
+
+def _json_error(status: int, message: str, details: list[dict[str, str]],
+                headers: dict[str, str] | None = None) -> web.Response:
+    return web.json_response({"error": message, "details": details}, status=status, headers=headers)

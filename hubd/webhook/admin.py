@@ -38,8 +38,20 @@ def parse_default_action(text: str | None) -> Trigger | None:
         raise HubdError("--default-action: " + "; ".join(f"{p.path}: {p.message}" for p in err.problems)) from None
 
 
+def check_name(name: str) -> str:
+    """The --name option: not empty, and not all digits (it would read as an id in revoke and rotate)."""
+    name = name.strip()
+    if not name:
+        raise HubdError("--name: is empty; give a label such as kitchen-automation")
+    if name.isdigit():
+        raise HubdError(f"--name: {name!r} is all digits and would read as a webhook id in `hubd webhook "
+                        "revoke|rotate`; use a name with a letter in it, such as doorbell-1")
+    return name
+
+
 def create(config: HubdConfig, name: str, default_action: str | None) -> int:
     """Make a webhook and print `{"id", "name", "token", "url"}` (plus its default action)."""
+    name = check_name(name)
     action = parse_default_action(default_action)
     webhook_id, token = _db(config).call_blocking(store.create_blocking, name, action, time.time())
     _print_hook(config, webhook_id, name, token, action.as_body() if action else None)
@@ -49,9 +61,8 @@ def create(config: HubdConfig, name: str, default_action: str | None) -> int:
 def rotate(config: HubdConfig, ref: str) -> int:
     """Give a webhook a new token (the old one stops working at once) and print it like create."""
     db = _db(config)
-    hook = db.call_blocking(store.find_blocking, ref)
-    if hook is None or hook.revoked_at is not None:
-        print(f"no live webhook {ref!r}; see `hubd webhook list`", file=sys.stderr)
+    hook = _find(db, ref)
+    if hook is None:
         return 1
     token = db.call_blocking(store.rotate_blocking, hook.id, time.time())
     if token is None:
@@ -64,9 +75,11 @@ def rotate(config: HubdConfig, ref: str) -> int:
 def revoke(config: HubdConfig, ref: str) -> int:
     """Revoke a webhook: its URL answers 404 from now on."""
     db = _db(config)
-    hook = db.call_blocking(store.find_blocking, ref)
-    if hook is None or not db.call_blocking(store.revoke_blocking, hook.id, time.time()):
-        print(f"no live webhook {ref!r}; see `hubd webhook list`", file=sys.stderr)
+    hook = _find(db, ref)
+    if hook is None:
+        return 1
+    if not db.call_blocking(store.revoke_blocking, hook.id, time.time()):
+        print(f"webhook {hook.id} was revoked meanwhile", file=sys.stderr)
         return 1
     print(f"revoked webhook {hook.id} ({hook.name}); its URL now answers 404")
     return 0
@@ -89,6 +102,22 @@ def list_hooks(config: HubdConfig, *, as_json: bool) -> int:
                             utc_text(h.last_call_at), json.dumps(h.default_action) if h.default_action else "-")
                            for h in hooks])
     return 0
+
+
+def _find(db: Database, ref: str) -> store.WebhookInfo | None:
+    """The one live webhook `ref` (an id or a name) means, or None after saying why on stderr."""
+    found = db.call_blocking(store.find_blocking, ref)
+    live = [h for h in found if h.revoked_at is None]
+    if len(live) == 1:
+        return live[0]
+    if len(live) > 1:
+        ids = ", ".join(str(h.id) for h in live)
+        print(f"{len(live)} live webhooks are named {ref!r} (ids {ids}); give the id instead", file=sys.stderr)
+    elif found:
+        print(f"webhook {found[0].id} ({found[0].name}) is revoked already; see `hubd webhook list`", file=sys.stderr)
+    else:
+        print(f"no live webhook {ref!r} (by id or name); see `hubd webhook list`", file=sys.stderr)
+    return None
 
 
 def _print_hook(config: HubdConfig, webhook_id: int, name: str, token: str, action: dict[str, object] | None) -> None:

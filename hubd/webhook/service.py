@@ -1,15 +1,20 @@
 """The local webhook (SPEC.md 4.6): `POST /trigger/with/<token>` makes speakers speak, play or obey.
 
-A call goes: address not blocked for guessing -> token found (SQLite, by hash) -> within the
-token's limits (counted) -> body checked -> speakers selected -> call and command written in one
-transaction -> one QoS 1 message per speaker on `B/device/ID/command`. Results arrive through the
-registry and the reporter (`record_results_blocking`); `GET /api/commands/<id>` shows them.
-The flow is one-way: HTTP -> webhook -> MQTT bridge. Never logs a token.
+A call goes: address not blocked for guessing -> token found (SQLite, by hash) -> counted, and
+within the token's limits -> body checked -> speakers selected -> command written -> one QoS 1
+message per speaker on `B/device/ID/command`. Results arrive through the registry and the
+reporter (`record_results_blocking`); `GET /api/commands/<id>` shows them.
+
+Calls are counted in memory (`CallLimiter`) and saved to SQLite by `run()` at most once a second,
+in one transaction: a flood of refused calls costs no write per call. A crash loses at most the
+last second's counts; a stop saves them. The flow is one-way: HTTP -> webhook -> MQTT bridge.
+Never logs a token.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -21,7 +26,7 @@ from aiohttp import web
 
 from hubd.directives import SetPublisher
 from hubd.driver.limits import SlidingWindow
-from hubd.errors import MqttUnavailable
+from hubd.errors import MqttUnavailable, StoreError
 from hubd.metrics import Metrics
 from hubd.registry import DeviceRegistry
 from hubd.store.db import Database
@@ -47,6 +52,8 @@ log = logging.getLogger(__name__)
 GUESS_LIMIT = 10
 GUESS_WINDOW_S = 15 * 60.0
 PRUNE_EVERY_S = 3600.0
+SAVE_EVERY_S = 1.0  # counts are saved at most this often: one write a second under a flood
+SAVE_RETRY_S = 10.0  # after a failed save
 PUBLISH_TIMEOUT_S = 5.0
 
 
@@ -62,6 +69,7 @@ class WebhookService:
         self._publisher = publisher
         self._clock = clock
         self._limits = CallLimiter(per_minute=per_minute, per_day=per_day)
+        self._counted = asyncio.Event()  # set when counts wait to be saved
         self._guesses = SlidingWindow(GUESS_LIMIT, GUESS_WINDOW_S)
         self._calls = metrics.counter("hubd_webhook_calls_total", "webhook calls, by outcome", "outcome")
         self._commands = metrics.counter("hubd_webhook_commands_total", "speaker commands published, by type", "type")
@@ -71,15 +79,28 @@ class WebhookService:
         await self._db.call(store.prune_blocking, self._clock())
 
     async def run(self) -> None:
-        """Prune hourly."""
+        """Save the counts (at most once a second, when there are new ones) and prune hourly.
+
+        A database error is logged and tried again next time: the counts stay in memory until saved.
+        """
+        loop = asyncio.get_running_loop()
+        prune_at = loop.time() + PRUNE_EVERY_S
         while True:
-            await asyncio.sleep(PRUNE_EVERY_S)
-            now = self._clock()
-            await self._db.call(store.prune_blocking, now)
-            self._limits.forget_idle(now)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._counted.wait(), timeout=max(0.0, prune_at - loop.time()))
+            if self._counted.is_set():
+                await asyncio.sleep(SAVE_EVERY_S)  # gather a second's calls into one write
+                self._counted.clear()
+                if not await save_counts(self._db, self._limits):
+                    self._counted.set()
+                    await asyncio.sleep(SAVE_RETRY_S)
+            if loop.time() >= prune_at:
+                prune_at = loop.time() + PRUNE_EVERY_S
+                await prune(self._db, self._limits, self._clock())
 
     async def stop(self) -> None:
-        """Nothing held."""
+        """Save the counts not saved yet (the HTTP server stopped before: no call comes in any more)."""
+        await save_counts(self._db, self._limits)
 
     def routes(self) -> list[web.RouteDef]:
         """The routes this module serves."""
@@ -97,18 +118,25 @@ class WebhookService:
                           [Problem("(address)", f"{GUESS_LIMIT} unknown tokens in {GUESS_WINDOW_S / 60:.0f} minutes")],
                           retry_after=max(1, int(blocked + 0.999)))
         token = request.match_info["token"]
-        live = await self._db.call(store.lookup_blocking, token) if store.TOKEN_RE.match(token) else None
-        if live is None:
+        found = await self._db.call(store.lookup_blocking, token) if store.TOKEN_RE.fullmatch(token) else None
+        if found is None:
             self._guesses.add(address, now)
             if self._guesses.retry_after(address, now) > 0:
                 log.warning("webhook: %s presented %d unknown tokens; refusing it for a while", address, GUESS_LIMIT)
             self._calls.inc(label="unknown_token")
             return _error(404, "unknown webhook token; check the URL, or make a new one with `hubd webhook create`")
+        if isinstance(found, store.RetiredToken):
+            # A URL that worked once (a stale automation): not a guess, so it blocks nothing.
+            self._calls.inc(label="retired_token")
+            return _error(404, _retired(found))
 
+        live = found
         key = (live.id, live.token_hash)
         if not self._limits.known(key):
-            self._limits.load(key, await self._db.call(store.recent_calls_blocking, live.id, now))
+            counts = await self._db.call(store.recent_counts_blocking, live.id, now)
+            self._limits.load(key, counts, now)
         refusal = self._limits.admit(key, now)
+        self._counted.set()
         if refusal is not None:
             self._calls.inc(label="limited")
             return _limited(refusal)
@@ -117,11 +145,9 @@ class WebhookService:
             trigger = await self._read(request, live.default_action)
             chosen = select(speakers(self._registry.devices()), trigger.devices)
         except TriggerInvalid as err:
-            await self._db.call(store.record_call_blocking, live.id, now)
             self._calls.inc(label="invalid")
             return _error(422, summary(err.problems), err.problems)
         except NoMatch as err:
-            await self._db.call(store.record_call_blocking, live.id, now)
             self._calls.inc(label="no_match")
             return _error(422, err.problem.message, [err.problem])
         return await self._dispatch(live, trigger, chosen, now)
@@ -144,11 +170,9 @@ class WebhookService:
     async def _dispatch(self, live: store.LiveToken, trigger: Trigger, chosen: Selection, now: float) -> web.Response:
         skipped = [{**s.as_dict(), "reason": "offline"} for s in chosen.offline]
         if not self._publisher.connected:
-            await self._db.call(store.record_call_blocking, live.id, now)
             self._calls.inc(label="unavailable")
             return _error(503, "hubd is not connected to the MQTT broker; nothing was sent, try again shortly", [])
         if not chosen.reachable:
-            await self._db.call(store.record_call_blocking, live.id, now)
             self._calls.inc(label="offline")
             names = ", ".join(s.sn for s in chosen.offline)
             return _error(503, f"every matching speaker is offline ({names}); nothing was sent",
@@ -157,7 +181,7 @@ class WebhookService:
         command_id = uuid.uuid4().hex
         targets = [store.Target(s.endpoint_id, s.sn, "sent") for s in chosen.reachable] + \
                   [store.Target(s.endpoint_id, s.sn, "offline", "offline") for s in chosen.offline]
-        await self._db.call(store.record_call_blocking, live.id, now, (command_id, trigger, targets))
+        await self._db.call(store.record_command_blocking, live.id, now, command_id, trigger, targets)
         payload = json.dumps(trigger.command(command_id), separators=(",", ":")).encode()
         failed = await self._publish_all(chosen.reachable, payload)
         if failed:
@@ -199,10 +223,45 @@ class WebhookService:
         return web.json_response(found)
 
 
+async def save_counts(db: Database, limits: CallLimiter) -> bool:
+    """Save the counts not saved yet, in one transaction; False if the database failed (they are kept)."""
+    unsaved = limits.take_unsaved()
+    if not unsaved:
+        return True
+    rows = [(token_id, token_hash, second, calls)
+            for (token_id, token_hash), seconds in unsaved.items() for second, calls in seconds.items()]
+    try:
+        await db.call(store.save_counts_blocking, rows)
+    except StoreError as err:
+        limits.restore_unsaved(unsaved)
+        log.warning("webhook: could not save the call counts (kept in memory, trying again in %.0f s): %s",
+                    SAVE_RETRY_S, err)
+        return False
+    return True
+
+
+async def prune(db: Database, limits: CallLimiter, now: float) -> None:
+    """Forget old counts and commands; a database error is logged, and the next prune tries again."""
+    try:
+        await db.call(store.prune_blocking, now)
+    except StoreError as err:
+        log.warning("webhook: could not prune old calls and commands (trying again in an hour): %s", err)
+    limits.forget_idle(now)
+
+
 def _limited(refusal: Refusal) -> web.Response:
-    message = (f"this webhook was called {refusal.limit} times in the last {refusal.window} "
-               f"({refusal.limit_key} is {refusal.limit}); try again in {refusal.retry_after_s} s")
+    message = (f"this webhook was called {refusal.limit} times or more in the last {refusal.window} "
+               f"({refusal.limit_key} is {refusal.limit}); stop calling and try again in {refusal.retry_after_s} s "
+               "(refused calls count too)")
     return _error(429, message, [Problem("(limit)", message)], retry_after=refusal.retry_after_s)
+
+
+def _retired(token: store.RetiredToken) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(token.at))
+    if token.why == "rotated":
+        return (f"this webhook URL was replaced on {when} (`hubd webhook rotate`); use the new URL "
+                "(`hubd webhook list` shows the webhooks)")
+    return f"this webhook was revoked on {when}; make a new one with `hubd webhook create`"
 
 
 def _error(status: int, message: str, problems: Sequence[Problem] = (), *, retry_after: int | None = None,

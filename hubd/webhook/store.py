@@ -1,7 +1,8 @@
-"""The webhook's SQL (0004_webhook.sql): tokens, the calls counted against the limits, commands and results.
+"""The webhook's SQL (0004_webhook.sql, 0005_webhook_counts.sql): tokens, call counts, commands and results.
 
 A token is `whk_` and 43 URL-safe characters (256 random bits); only its SHA-256 hex is stored and
 it is looked up by that hash, which leaks nothing about the token, then compared in constant time.
+The hashes a webhook had before a rotation are kept, so an old URL is known as such.
 Every function here runs in the database thread (`Database.call`) or from the CLI
 (`Database.call_blocking`). Imports hubd.webhook.trigger only.
 """
@@ -21,8 +22,8 @@ from typing import Any
 from hubd.webhook.trigger import Trigger
 
 PREFIX = "whk_"
-TOKEN_RE = re.compile(r"^whk_[A-Za-z0-9_-]{43}$")
-DAY_S = 86400.0
+TOKEN_RE = re.compile(r"whk_[A-Za-z0-9_-]{43}")  # use fullmatch
+DAY_S = 86400
 KEEP_COMMANDS_S = 7 * DAY_S
 
 
@@ -61,6 +62,15 @@ class LiveToken:
 
 
 @dataclass(frozen=True, slots=True)
+class RetiredToken:
+    """A token that worked once: its webhook was revoked, or rotated to a new token."""
+
+    id: int
+    why: str  # "revoked" or "rotated"
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
 class Target:
     """One speaker a command selected."""
 
@@ -87,21 +97,24 @@ def list_blocking(conn: sqlite3.Connection, now: float) -> list[WebhookInfo]:
     """Every webhook, revoked ones too, with its use in the last 24 hours."""
     rows = conn.execute(
         "SELECT t.id, t.name, t.default_action, t.created_at, t.rotated_at, t.revoked_at,"
-        " (SELECT count(*) FROM webhook_calls c WHERE c.token_id = t.id AND c.at > ?) AS calls,"
-        " (SELECT max(at) FROM webhook_calls c WHERE c.token_id = t.id) AS last_call"
+        " (SELECT coalesce(sum(calls), 0) FROM webhook_call_counts c WHERE c.token_id = t.id AND c.second + 1 > ?)"
+        " AS calls,"
+        " (SELECT max(second) FROM webhook_call_counts c WHERE c.token_id = t.id) AS last_call"
         " FROM webhook_tokens t ORDER BY t.id", (now - DAY_S,)).fetchall()
     return [WebhookInfo(r["id"], r["name"], json.loads(r["default_action"]) if r["default_action"] else None,
-                        r["created_at"], r["rotated_at"], r["revoked_at"], r["calls"], r["last_call"])
+                        r["created_at"], r["rotated_at"], r["revoked_at"], r["calls"],
+                        float(r["last_call"]) if r["last_call"] is not None else None)
             for r in rows]
 
 
-def find_blocking(conn: sqlite3.Connection, ref: str) -> WebhookInfo | None:
-    """A webhook by id, or by name when exactly one live webhook has it."""
+def find_blocking(conn: sqlite3.Connection, ref: str) -> list[WebhookInfo]:
+    """The webhook with this id; else the live webhooks with this name (none, one, or several)."""
     hooks = list_blocking(conn, 0.0)
     if ref.isdigit():
-        return next((h for h in hooks if h.id == int(ref)), None)
-    named = [h for h in hooks if h.name == ref and h.revoked_at is None]
-    return named[0] if len(named) == 1 else None
+        by_id = [h for h in hooks if h.id == int(ref)]
+        if by_id:
+            return by_id
+    return [h for h in hooks if h.name == ref and h.revoked_at is None]
 
 
 def revoke_blocking(conn: sqlite3.Connection, webhook_id: int, now: float) -> bool:
@@ -115,51 +128,77 @@ def revoke_blocking(conn: sqlite3.Connection, webhook_id: int, now: float) -> bo
 def rotate_blocking(conn: sqlite3.Connection, webhook_id: int, now: float) -> str | None:
     """A new token for a live webhook (the old one stops working at once); None if unknown or revoked.
 
-    The counters start again: the calls that made someone rotate were most likely not theirs.
+    The old hash is kept, so the old URL is known as replaced. The counters start again: the calls
+    that made someone rotate were most likely not theirs.
     """
     token = new_token()
     with conn:
-        cur = conn.execute("UPDATE webhook_tokens SET token_hash = ?, rotated_at = ?"
-                           " WHERE id = ? AND revoked_at IS NULL", (digest(token), now, webhook_id))
-        if cur.rowcount != 1:
+        conn.execute("BEGIN IMMEDIATE")
+        row = conn.execute("SELECT token_hash FROM webhook_tokens WHERE id = ? AND revoked_at IS NULL",
+                           (webhook_id,)).fetchone()
+        if row is None:
             return None
-        conn.execute("DELETE FROM webhook_calls WHERE token_id = ?", (webhook_id,))
+        conn.execute("INSERT OR REPLACE INTO webhook_retired_hashes (token_hash, token_id, retired_at)"
+                     " VALUES (?, ?, ?)", (row["token_hash"], webhook_id, now))
+        conn.execute("UPDATE webhook_tokens SET token_hash = ?, rotated_at = ? WHERE id = ?",
+                     (digest(token), now, webhook_id))
+        conn.execute("DELETE FROM webhook_call_counts WHERE token_id = ?", (webhook_id,))
     return token
 
 
 # --- the daemon side ------------------------------------------------------------------------------
 
-def lookup_blocking(conn: sqlite3.Connection, token: str) -> LiveToken | None:
-    """The live webhook this token belongs to, or None."""
+def lookup_blocking(conn: sqlite3.Connection, token: str) -> LiveToken | RetiredToken | None:
+    """The live webhook this token belongs to; or what became of the webhook it used to open; or None."""
     wanted = digest(token)
-    row = conn.execute("SELECT id, name, token_hash, default_action FROM webhook_tokens"
-                       " WHERE token_hash = ? AND revoked_at IS NULL", (wanted,)).fetchone()
-    if row is None or not hmac.compare_digest(row["token_hash"], wanted):
+    row = conn.execute("SELECT id, name, token_hash, default_action, revoked_at FROM webhook_tokens"
+                       " WHERE token_hash = ?", (wanted,)).fetchone()
+    if row is not None and hmac.compare_digest(row["token_hash"], wanted):
+        if row["revoked_at"] is not None:
+            return RetiredToken(row["id"], "revoked", row["revoked_at"])
+        return LiveToken(row["id"], row["name"], row["token_hash"],
+                         json.loads(row["default_action"]) if row["default_action"] else None)
+    old = conn.execute("SELECT r.token_hash, r.token_id, r.retired_at, t.revoked_at FROM webhook_retired_hashes r"
+                       " JOIN webhook_tokens t ON t.id = r.token_id WHERE r.token_hash = ?", (wanted,)).fetchone()
+    if old is None or not hmac.compare_digest(old["token_hash"], wanted):
         return None
-    return LiveToken(row["id"], row["name"], row["token_hash"],
-                     json.loads(row["default_action"]) if row["default_action"] else None)
+    if old["revoked_at"] is not None:
+        return RetiredToken(old["token_id"], "revoked", old["revoked_at"])
+    return RetiredToken(old["token_id"], "rotated", old["retired_at"])
 
 
-def recent_calls_blocking(conn: sqlite3.Connection, token_id: int, now: float) -> list[float]:
-    """This token's admitted calls in the last 24 hours, oldest first."""
-    return [r[0] for r in conn.execute("SELECT at FROM webhook_calls WHERE token_id = ? AND at > ? ORDER BY at",
-                                       (token_id, now - DAY_S))]
+def recent_counts_blocking(conn: sqlite3.Connection, token_id: int, now: float) -> list[tuple[int, int]]:
+    """This token's calls of the last 24 hours as (second, count), oldest first."""
+    return [(r[0], r[1]) for r in conn.execute(
+        "SELECT second, calls FROM webhook_call_counts WHERE token_id = ? AND second + 1 > ? ORDER BY second",
+        (token_id, now - DAY_S))]
 
 
-def record_call_blocking(conn: sqlite3.Connection, token_id: int, now: float,
-                         command: tuple[str, Trigger, Sequence[Target]] | None = None) -> None:
-    """Count one admitted call and, when it ran, its command and targets: one transaction."""
+def save_counts_blocking(conn: sqlite3.Connection, counts: Sequence[tuple[int, str, int, int]]) -> None:
+    """Add (token id, token hash, second, calls) to the saved counts: one transaction.
+
+    Counts of a token that was rotated meanwhile are dropped: the new token starts afresh.
+    """
     with conn:
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO webhook_calls (token_id, at) VALUES (?, ?)", (token_id, now))
-        if command is not None:
-            command_id, trigger, targets = command
-            conn.execute("INSERT INTO webhook_commands (id, token_id, type, body, created_at) VALUES (?, ?, ?, ?, ?)",
-                         (command_id, token_id, trigger.type, json.dumps(trigger.as_body()), now))
-            conn.executemany(
-                "INSERT INTO webhook_command_targets (command_id, endpoint_id, sn, status, message, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                [(command_id, t.endpoint_id, t.sn, t.status, t.message, now) for t in targets])
+        conn.executemany(
+            "INSERT INTO webhook_call_counts (token_id, second, calls)"
+            " SELECT ?, ?, ? WHERE EXISTS (SELECT 1 FROM webhook_tokens WHERE id = ? AND token_hash = ?)"
+            " ON CONFLICT (token_id, second) DO UPDATE SET calls = calls + excluded.calls",
+            [(token_id, second, calls, token_id, token_hash) for token_id, token_hash, second, calls in counts])
+
+
+def record_command_blocking(conn: sqlite3.Connection, token_id: int, now: float, command_id: str, trigger: Trigger,
+                            targets: Sequence[Target]) -> None:
+    """A command and its targets: one transaction."""
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO webhook_commands (id, token_id, type, body, created_at) VALUES (?, ?, ?, ?, ?)",
+                     (command_id, token_id, trigger.type, json.dumps(trigger.as_body()), now))
+        conn.executemany(
+            "INSERT INTO webhook_command_targets (command_id, endpoint_id, sn, status, message, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            [(command_id, t.endpoint_id, t.sn, t.status, t.message, now) for t in targets])
 
 
 def mark_unsent_blocking(conn: sqlite3.Connection, command_id: str, endpoint_ids: Sequence[str], why: str,
@@ -206,7 +245,7 @@ def command_blocking(conn: sqlite3.Connection, command_id: str) -> dict[str, Any
 
 
 def prune_blocking(conn: sqlite3.Connection, now: float) -> None:
-    """Forget calls older than a day and commands older than a week."""
+    """Forget call counts older than a day and commands older than a week."""
     with conn:
-        conn.execute("DELETE FROM webhook_calls WHERE at <= ?", (now - DAY_S,))
+        conn.execute("DELETE FROM webhook_call_counts WHERE second + 1 <= ?", (now - DAY_S,))
         conn.execute("DELETE FROM webhook_commands WHERE created_at <= ?", (now - KEEP_COMMANDS_S,))

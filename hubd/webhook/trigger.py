@@ -18,7 +18,7 @@ MAX_TEXT = 1000  # characters of tts/asr text; a speaker says 1000 characters in
 MAX_URL = 2048
 MAX_FIELD = 128  # sn, roomName, tag
 MAX_BODY_BYTES = 16 * 1024
-URL_RE = re.compile(r"^https?://[^\s/?#]+\S*$")
+URL_RE = re.compile(r"https?://[^\s/?#]+\S*")  # use fullmatch: `$` would let a trailing newline through
 EXAMPLE = '{"type": "tts", "devices": {"roomName": "Kitchen"}, "data": {"text": "Dinner is ready"}}'
 
 TriggerType = Literal["tts", "audio", "asr"]
@@ -112,7 +112,7 @@ def parse_bytes(raw: bytes) -> Trigger:
     if len(raw) > MAX_BODY_BYTES:
         raise too_large(len(raw))
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a byte order mark in front is allowed (Windows tools add one)
     except UnicodeDecodeError as err:
         raise TriggerInvalid([Problem("(body)", f"the body is not UTF-8 (byte {err.start}); send UTF-8 JSON")]) \
             from None
@@ -163,6 +163,7 @@ def _devices(data: dict[str, Any], problems: list[Problem]) -> DeviceQuery | Non
         return None
     before = len(problems)
     _unknown(devices, ("sn", "roomName", "tag", "isAll"), "devices.", problems)
+    # null in any of the four fields means the same as leaving the field out.
     fields: dict[str, str | None] = {}
     for key in ("sn", "roomName", "tag"):
         value = devices.get(key)
@@ -174,10 +175,14 @@ def _devices(data: dict[str, Any], problems: list[Problem]) -> DeviceQuery | Non
             problems.append(Problem(f"devices.{key}", "is empty; give a value or leave the field out"))
         elif len(value) > MAX_FIELD:
             problems.append(Problem(f"devices.{key}", f"is longer than {MAX_FIELD} characters"))
+        elif (bad := _unpaired_surrogate(value)) is not None:
+            problems.append(Problem(f"devices.{key}", bad))
         else:
             fields[key] = value.strip()
-    is_all = devices.get("isAll", False)
-    if not isinstance(is_all, bool):
+    is_all = devices.get("isAll")
+    if is_all is None:
+        is_all = False
+    elif not isinstance(is_all, bool):
         problems.append(Problem("devices.isAll", f"must be true or false, not {json_kind(is_all)}"))
         is_all = False
     if len(problems) > before:
@@ -213,10 +218,12 @@ def _data(data: dict[str, Any], kind: TriggerType | None, problems: list[Problem
         problems.append(Problem(path, f"missing; {kind} needs {path}: {what}"))
     elif not isinstance(value, str):
         problems.append(Problem(path, f"must be a string, not {json_kind(value)}"))
+    elif (bad := _unpaired_surrogate(value)) is not None:
+        problems.append(Problem(path, bad))
     elif kind == "audio":
         if len(value) > MAX_URL:
             problems.append(Problem(path, f"is longer than {MAX_URL} characters"))
-        elif not URL_RE.match(value):
+        elif not URL_RE.fullmatch(value):
             problems.append(Problem(path, f"{value[:80]!r} is not an http:// or https:// URL; give the full "
                                           "address of the audio file, e.g. https://example.com/chime.mp3"))
         else:
@@ -230,6 +237,16 @@ def _data(data: dict[str, Any], kind: TriggerType | None, problems: list[Problem
     else:
         return value.strip(), None
     return None, None
+
+
+def _unpaired_surrogate(value: str) -> str | None:
+    """The problem with a string JSON can carry but UTF-8 cannot (a lone \\ud800..\\udfff escape), or None."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return (f"has an unpaired surrogate escape (\\u{ord(value[err.start]):04x} at character {err.start + 1}); "
+                "send valid Unicode text (an emoji is two escapes, e.g. \\ud83d\\ude00, or the character itself)")
+    return None
 
 
 def _unknown(obj: dict[str, Any], known: tuple[str, ...], prefix: str, problems: list[Problem]) -> None:

@@ -1,0 +1,214 @@
+"""What the platform accepts from a device (PROTOCOL.md 2, 6, 8; D21), the pure part: bring a config or a
+state into that shape, or say why it cannot be.
+
+The platform refuses a whole batched AddOrUpdateReport for one bad endpoint, and then every ChangeReport
+of the endpoints it never learnt: so nothing it would refuse may reach the outbox. Names lose digits
+(spelt as words) and punctuation; interfaces and operations must be the platform's (the table of
+`hubd.control`); state values must fit their interface (enum values matched without regard to case,
+numbers in range). No I/O, no state; imports only hubd.control, hubd.errors and hubd.mqtt.codec.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from dataclasses import dataclass, replace
+from typing import Any
+
+from hubd.control import COLOR_MAX, INTERFACES, Interface, Kind
+from hubd.errors import DeviceMessageInvalid
+from hubd.mqtt.codec import Capability, DeviceConfig, StateValue
+
+_BY_LOWER = {name.lower(): name for name in INTERFACES}
+_NUMBER_RE = re.compile(r"(\d+)(?:\.(\d+))?(?:(st|nd|rd|th)\b)?", re.IGNORECASE)
+_APOSTROPHES = frozenset("'’ʼ`´")
+_ONES = ("Zero", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine", "Ten", "Eleven", "Twelve",
+         "Thirteen", "Fourteen", "Fifteen", "Sixteen", "Seventeen", "Eighteen", "Nineteen")
+_TENS = ("", "", "Twenty", "Thirty", "Forty", "Fifty", "Sixty", "Seventy", "Eighty", "Ninety")
+_SCALES = ((10**9, "Billion"), (10**6, "Million"), (1000, "Thousand"))
+_ORDINALS = {"One": "First", "Two": "Second", "Three": "Third", "Five": "Fifth", "Eight": "Eighth", "Nine": "Ninth",
+             "Twelve": "Twelfth"}
+
+
+@dataclass(frozen=True, slots=True)
+class Renamed:
+    """A name changed so the platform accepts it (logged once per config)."""
+
+    field: str
+    old: str
+    new: str | None  # None: nothing speakable was left, the optional field is left out
+
+
+def spoken(text: str) -> str:
+    """`text` as the platform takes a displayName or room (D21): digits as English words, no punctuation.
+
+    "Lamp 2" -> "Lamp Two", "Bedroom2" -> "Bedroom Two", "2nd Floor" -> "Second Floor", "Hall (Upstairs)" ->
+    "Hall Upstairs", "Anna's Lamp" -> "Annas Lamp". Letters of every script are kept; may return "".
+    """
+    worded = _NUMBER_RE.sub(lambda m: f" {_number_words(m)} ", text)
+    out = []
+    for ch in worded:
+        category = unicodedata.category(ch)
+        if ch in _APOSTROPHES:
+            continue
+        out.append(ch if category[0] in "LM" else " ")  # punctuation, symbols, other numerals, controls
+    return " ".join("".join(out).split())
+
+
+def conform_config(config: DeviceConfig) -> tuple[DeviceConfig, list[Renamed]]:
+    """The config with spoken names and canonical interface names, and what was renamed.
+
+    Raises DeviceMessageInvalid for an interface or operation the platform does not know (the whole config
+    is refused: a device must not half-appear) and for a displayName with nothing speakable in it.
+    """
+    renamed: list[Renamed] = []
+    display = spoken(config.displayName)
+    if not display:
+        raise DeviceMessageInvalid(f"displayName: {config.displayName!r} has nothing the platform can speak "
+                                   "(it refuses digits and punctuation); use words, e.g. \"Desk Lamp\"")
+    if display != config.displayName:
+        renamed.append(Renamed("displayName", config.displayName, display))
+    room = config.recommendRoomName
+    if config.recommendRoomName is not None:
+        room = spoken(config.recommendRoomName) or None
+        if room != config.recommendRoomName:
+            renamed.append(Renamed("recommendRoomName", config.recommendRoomName, room))
+    capabilities = tuple(_capability(c) for c in config.capabilities)
+    names = [c.interface for c in capabilities]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise DeviceMessageInvalid(f"capabilities list an interface twice: {twice}")
+    if not renamed and capabilities == config.capabilities:
+        return config, []
+    return replace(config, displayName=display, recommendRoomName=room, capabilities=capabilities), renamed
+
+
+def interface_name(name: str) -> str:
+    """The platform's spelling of an interface name ("switch" -> "Switch"); unknown names unchanged."""
+    return name if name in INTERFACES else _BY_LOWER.get(name.lower(), name)
+
+
+def conform_value(interface_name: str, value: StateValue) -> StateValue:
+    """A state value as the platform takes it for this interface; DeviceMessageInvalid says why not.
+
+    Enum values are matched without regard to case and sent in the platform's spelling ("on" -> "On");
+    numbers must be in the interface's range (Color a whole number); descriptors are objects of strings.
+    """
+    interface = INTERFACES.get(interface_name)
+    if interface is None:
+        raise DeviceMessageInvalid(f"{interface_name}: not an interface the platform knows; use one of "
+                                   f"{', '.join(sorted(INTERFACES))}")
+    if interface.kind is Kind.ENUM:
+        return _enum_value(interface, value)
+    if interface.kind is Kind.NUMBER:
+        return _number_value(interface, value)
+    return _descriptor_value(interface, value)
+
+
+def _capability(cap: Capability) -> Capability:
+    name = interface_name(cap.interface)
+    interface = INTERFACES.get(name)
+    if interface is None:
+        raise DeviceMessageInvalid(f"capabilities: interface {cap.interface!r} is not one the platform knows; "
+                                   f"use one of {', '.join(sorted(INTERFACES))}")
+    operations = tuple(_operation(interface, op) for op in cap.supportedOperations)
+    if name == cap.interface and operations == cap.supportedOperations:
+        return cap
+    return Capability.of(name, tuple(dict.fromkeys(operations)), cap.proactivelyReported, cap.retrievable)
+
+
+def _operation(interface: Interface, operation: str) -> str:
+    if operation in interface.operations:
+        return operation
+    for known in interface.operations:
+        if known.lower() == operation.lower():
+            return known
+    raise DeviceMessageInvalid(f"capabilities: {interface.name} has no operation {operation!r}; it has "
+                               f"{', '.join(sorted(interface.operations))} (or [] for a read-only sensor)")
+
+
+def _enum_value(interface: Interface, value: StateValue) -> str:
+    allowed = ", ".join(sorted(interface.operations))
+    if isinstance(value, str):
+        for known in interface.operations:
+            if known.lower() == value.strip().lower():
+                return known
+    raise DeviceMessageInvalid(f"{interface.name}: {_show(value)} is not a {interface.name} value; "
+                               f"use one of {allowed}")
+
+
+def _number_value(interface: Interface, value: StateValue) -> int | float:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise DeviceMessageInvalid(f"{interface.name}: must be a number (e.g. {_example(interface)}), "
+                                   f"got {_show(value)}")
+    low, high = interface.value_range or (-math.inf, math.inf)
+    if not low <= value <= high:
+        raise DeviceMessageInvalid(f"{interface.name}: {value!r} is outside its range {low:g} to {high:g}")
+    if interface.whole_only:  # RGB is a decimal integer (PROTOCOL.md 6); 21.5 °C and 40.5 % are fine
+        if not float(value).is_integer():
+            raise DeviceMessageInvalid(f"{interface.name}: must be a whole number (RGB 0 to {COLOR_MAX}), "
+                                       f"got {value!r}")
+        return int(value)
+    return value
+
+
+def _descriptor_value(interface: Interface, value: StateValue) -> dict[str, Any]:
+    keys = ", ".join(sorted(interface.descriptor_keys))
+    if not isinstance(value, dict):
+        raise DeviceMessageInvalid(f"{interface.name}: must be an object with {keys}, got {_show(value)}")
+    unknown = sorted(set(value) - interface.descriptor_keys)
+    if unknown:
+        raise DeviceMessageInvalid(f"{interface.name}: unknown keys {unknown}; it takes {keys}")
+    bad = sorted(k for k, v in value.items() if not isinstance(v, str))
+    if bad:
+        raise DeviceMessageInvalid(f"{interface.name}: {bad} must be strings")
+    return value
+
+
+def _example(interface: Interface) -> str:
+    return "21.5" if interface.value_range is None else f"{interface.value_range[1] / 2:g}"
+
+
+def _show(value: object) -> str:
+    if isinstance(value, dict):
+        return "an object"
+    return repr(value)[:60]
+
+
+def _number_words(match: re.Match[str]) -> str:
+    whole, fraction, suffix = match.group(1), match.group(2), match.group(3)
+    words = _integer_words(whole)
+    if fraction is not None:
+        return f"{words} Point {' '.join(_ONES[int(d)] for d in fraction)}"
+    if suffix is not None:
+        head, _, last = words.rpartition(" ")
+        if last in _ORDINALS:
+            last = _ORDINALS[last]
+        elif last.endswith("y"):
+            last = last[:-1] + "ieth"
+        else:
+            last += "th"
+        return f"{head} {last}".strip()
+    return words
+
+
+def _integer_words(digits: str) -> str:
+    # "007" and very long numbers (serials) are read digit by digit, as people say them.
+    if (len(digits) > 1 and digits.startswith("0")) or len(digits) > 12:
+        return " ".join(_ONES[int(d)] for d in digits)
+    return _below_trillion(int(digits))
+
+
+def _below_trillion(n: int) -> str:
+    if n < 20:
+        return _ONES[n]
+    if n < 100:
+        return _TENS[n // 10] + ("" if n % 10 == 0 else f" {_ONES[n % 10]}")
+    if n < 1000:
+        return f"{_ONES[n // 100]} Hundred" + ("" if n % 100 == 0 else f" {_below_trillion(n % 100)}")
+    for size, name in _SCALES:
+        if n >= size:
+            rest = n % size
+            return f"{_below_trillion(n // size)} {name}" + ("" if rest == 0 else f" {_below_trillion(rest)}")
+    raise AssertionError(n)  # unreachable: n < 10**12

@@ -1,0 +1,142 @@
+"""MqttBridge against a real mosquitto: when the backoff starts afresh, and the hint about a duplicate client id."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+from mosquitto import Mosquitto
+
+from hubd.events import DeviceMessage
+from hubd.lifecycle import Backoff, Health
+from hubd.metrics import Metrics
+from hubd.mqtt.bridge import STABLE_AFTER_S, MqttBridge
+from hubd.mqtt.client import MqttClient
+
+FAILURE_BOUND_S = 15.0  # turns a hang into a failure; no assertion depends on it
+
+
+class RecordingBackoff(Backoff):
+    """A real Backoff with short delays that records resets and each sleep."""
+
+    def __init__(self) -> None:
+        super().__init__(initial_s=0.05, cap_s=0.2)
+        self.resets = 0
+        self.sleeps = 0
+        self.slept = asyncio.Event()
+
+    def reset(self) -> None:
+        self.resets += 1
+        super().reset()
+
+    async def sleep(self) -> None:
+        self.sleeps += 1
+        self.slept.set()
+        await super().sleep()
+
+
+@dataclass
+class FakeClock:
+    now: float = 1000.0
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@dataclass
+class Sink:
+    messages: list[DeviceMessage] = field(default_factory=list)
+
+    async def handle(self, messages: Sequence[DeviceMessage]) -> None:
+        self.messages += messages
+
+
+@dataclass
+class Running:
+    bridge: MqttBridge
+    backoff: RecordingBackoff
+    health: Health
+    clock: FakeClock
+
+
+@pytest.fixture
+async def start_bridge() -> AsyncIterator[Callable[..., Awaitable[Running]]]:
+    tasks: list[asyncio.Task[None]] = []
+    bridges: list[MqttBridge] = []
+
+    async def start(client: MqttClient, *, wait_connected: bool = True) -> Running:
+        backoff, health, clock = RecordingBackoff(), Health(), FakeClock()
+        bridge = MqttBridge(client, base_topic="hubd", sink=Sink(), health=health, metrics=Metrics(),
+                            backoff=backoff, clock=clock)
+        bridges.append(bridge)
+        tasks.append(asyncio.create_task(bridge.run()))
+        if wait_connected:
+            async with asyncio.timeout(FAILURE_BOUND_S):
+                await health.wait_ready()
+        return Running(bridge, backoff, health, clock)
+
+    yield start
+    for task in tasks:
+        task.cancel()
+    for bridge in bridges:
+        await bridge.stop()
+
+
+async def kick(mosquitto: Mosquitto, client_id: str) -> None:
+    """Connect another client with the same client id: the broker drops the older connection (MQTT 3.1.1)."""
+    twin = MqttClient(host=mosquitto.host, port=mosquitto.port, client_id=client_id, clean_session=False)
+    await twin.connect()
+    await twin.disconnect()
+
+
+async def test_dropped_right_after_connecting_keeps_backing_off_and_says_why(
+    mosquitto: Mosquitto, start_bridge: Callable[..., Awaitable[Running]], caplog: pytest.LogCaptureFixture
+) -> None:
+    client = MqttClient(host=mosquitto.host, port=mosquitto.port, client_id="dup-hub")
+    running = await start_bridge(client)
+    running.clock.now += STABLE_AFTER_S / 2  # up, but not for long
+    with caplog.at_level(logging.WARNING, logger="hubd.mqtt.bridge"):
+        await kick(mosquitto, "dup-hub")
+        async with asyncio.timeout(FAILURE_BOUND_S):
+            await running.backoff.slept.wait()
+    # Two daemons with one client id would take turns forever: the delay must keep growing.
+    assert running.backoff.resets == 0
+    assert "is another client connected with client id 'dup-hub'?" in caplog.text
+
+
+async def test_a_connection_that_stayed_up_starts_the_backoff_afresh(
+    mosquitto: Mosquitto, start_bridge: Callable[..., Awaitable[Running]], caplog: pytest.LogCaptureFixture
+) -> None:
+    client = MqttClient(host=mosquitto.host, port=mosquitto.port, client_id="steady-hub")
+    running = await start_bridge(client)
+    running.clock.now += STABLE_AFTER_S
+    with caplog.at_level(logging.WARNING, logger="hubd.mqtt.bridge"):
+        await kick(mosquitto, "steady-hub")
+        async with asyncio.timeout(FAILURE_BOUND_S):
+            await running.backoff.slept.wait()
+    assert running.backoff.resets == 1
+    assert "another client" not in caplog.text
+    # And it comes back.
+    async with asyncio.timeout(FAILURE_BOUND_S):
+        await running.health.wait_ready()
+
+
+async def test_refused_credentials_are_retried_with_the_backoff(
+    make_mosquitto: Callable[..., Mosquitto], start_bridge: Callable[..., Awaitable[Running]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    broker = make_mosquitto(users={"hubd": "right"})
+    client = MqttClient(host=broker.host, port=broker.port, client_id="hub", username="hubd", password="wrong")
+    running = await start_bridge(client, wait_connected=False)
+    async with asyncio.timeout(FAILURE_BOUND_S):
+        while running.backoff.sleeps < 3:  # retried, each time after the (growing, capped) backoff
+            await asyncio.sleep(0.01)
+    assert not running.health.ready
+    assert "check mqtt.username, mqtt.password" in caplog.text
+    assert "wrong" not in caplog.text

@@ -1,0 +1,187 @@
+"""The config loader (hubd/config.py) and config.example.yaml: secrets from files, errors in one pass, every key."""
+
+from __future__ import annotations
+
+import re
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hubd_proc import REPO
+from pydantic import BaseModel
+
+from hubd.config import HubdConfig, load_config, parse_config
+from hubd.errors import ConfigError
+
+
+def problems(text: str, env: dict[str, str] | None = None) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, env or {})
+    return info.value.problems
+
+
+def secret_file(tmp_path: Path, name: str, value: str) -> Path:
+    path = tmp_path / name
+    path.write_text(value + "\n")  # a trailing newline, as `echo` or an editor leaves it
+    return path
+
+
+def test_secret_files_are_read_at_every_depth(tmp_path: Path) -> None:
+    mqtt = secret_file(tmp_path, "mqtt-password", "mqtt-pw")
+    platform = secret_file(tmp_path, "client-secret", "client-s3cret")
+    anna = secret_file(tmp_path, "anna", "scrypt$8192$8$1$abc$def")
+    config = parse_config(
+        f"mqtt:\n  username: hubd\n  password_file: {mqtt}\n"
+        f"platform:\n  client_secret_file: {platform}\n"
+        f"driver:\n  accounts:\n    - username: bob\n      password: plain\n"
+        f"    - username: anna\n      password_file: {anna}\n",
+        {},
+    )
+    assert config.mqtt.password is not None and config.mqtt.password.get_secret_value() == "mqtt-pw"
+    assert config.platform.client_secret is not None
+    assert config.platform.client_secret.get_secret_value() == "client-s3cret"
+    assert [(a.username, a.password.get_secret_value()) for a in config.driver.accounts] == [
+        ("bob", "plain"), ("anna", "scrypt$8192$8$1$abc$def")
+    ]
+
+
+def test_secret_file_path_from_systemd_credentials_directory(tmp_path: Path) -> None:
+    """The README's systemd set-up: `client_secret_file: ${CREDENTIALS_DIRECTORY}/client-secret`."""
+    secret_file(tmp_path, "client-secret", "from-credstore")
+    config = parse_config("platform:\n  client_secret_file: ${CREDENTIALS_DIRECTORY}/client-secret\n",
+                          {"CREDENTIALS_DIRECTORY": str(tmp_path)})
+    assert config.platform.client_secret is not None
+    assert config.platform.client_secret.get_secret_value() == "from-credstore"
+    assert problems("platform:\n  client_secret_file: ${CREDENTIALS_DIRECTORY}/client-secret\n") == [
+        "platform.client_secret_file: environment variable CREDENTIALS_DIRECTORY is not set (line 2)"
+    ]
+
+
+def test_secret_file_errors_name_the_file_key(tmp_path: Path) -> None:
+    given = secret_file(tmp_path, "pw", "x")
+    missing = tmp_path / "missing"
+    assert problems(
+        f"mqtt:\n  password: inline\n  password_file: {given}\n"
+        f"platform:\n  client_secret_file: {missing}\n"
+        f"driver:\n  accounts:\n    - username: anna\n      password_file: {missing}\n"
+    ) == [
+        "mqtt.password_file: give either mqtt.password or mqtt.password_file, not both (line 3)",
+        f"platform.client_secret_file: cannot read {missing}: No such file or directory (line 5)",
+        # and no "driver.accounts[0].password: Field required" on top
+        f"driver.accounts[0].password_file: cannot read {missing}: No such file or directory (line 9)",
+    ]
+
+
+def test_every_problem_is_reported_in_one_pass() -> None:
+    found = problems(
+        "mqtt:\n  port: ${HUBD_NO_SUCH_VAR}\n  prot: 1883\n"
+        "http:\n  port: 80\n  port: 81\n"
+        "log:\n  level: loud\n"
+    )
+    assert found == [
+        "mqtt.port: environment variable HUBD_NO_SUCH_VAR is not set (line 2)",
+        "mqtt.prot: unknown key (check the spelling; see config.example.yaml for every key) (line 3)",
+        "http.port: duplicate key: already given on line 5; keep one (line 6)",
+        "log.level: Input should be 'debug', 'info', 'warning' or 'error' (line 8)",
+    ]
+
+
+def test_duplicate_section_is_an_error() -> None:
+    assert problems("mqtt:\n  port: 1\nhttp:\n  port: 2\nmqtt:\n  host: x\n") == [
+        "mqtt: duplicate key: already given on line 1; keep one (line 5)"
+    ]
+
+
+def test_ca_file_is_checked_by_check_config(tmp_path: Path) -> None:
+    not_pem = secret_file(tmp_path, "not.pem", "hello")
+    assert problems("mqtt:\n  tls: true\n  ca_file: /nonexistent.pem\n") == [
+        "mqtt.ca_file: cannot read /nonexistent.pem: No such file or directory (line 3)"
+    ]
+    [problem] = problems(f"mqtt:\n  tls: true\n  ca_file: {not_pem}\n")
+    assert problem.startswith(f"mqtt.ca_file: {not_pem} holds no PEM CA certificate") and problem.endswith("(line 3)")
+
+
+def test_secrets_never_appear_in_problems(tmp_path: Path) -> None:
+    given = secret_file(tmp_path, "pw", "very-secret-value")
+    found = problems(f"mqtt:\n  password: other-secret-value\n  password_file: {given}\n  port: nope\n")
+    assert not any("secret-value" in line for line in found), found
+
+
+# -- config.example.yaml --------------------------------------------------------------------------------------
+
+
+def _fields(model: type[BaseModel], path: str = "") -> list[tuple[str, str]]:
+    """(section, key) for every field of every model below HubdConfig, lists of models included."""
+    out: list[tuple[str, str]] = []
+    for name, field in model.model_fields.items():
+        annotation: Any = field.annotation
+        item = typing.get_args(annotation)[0] if typing.get_origin(annotation) is list else None
+        sub = next((t for t in (annotation, item) if isinstance(t, type) and issubclass(t, BaseModel)), None)
+        if sub is not None:
+            out += _fields(sub, path or name)
+        if path:
+            out.append((path, name))
+    return out
+
+
+def _example_sections() -> dict[str, str]:
+    text = (REPO / "config.example.yaml").read_text()
+    sections: dict[str, str] = {}
+    current = None
+    for line in text.splitlines():
+        match = re.match(r"^([a-z_]+):", line)
+        if match:
+            current = match.group(1)
+            sections[current] = ""
+        elif current is not None:
+            sections[current] += line + "\n"
+    return sections
+
+
+def test_example_config_has_every_key() -> None:
+    sections = _example_sections()
+    assert set(sections) == set(HubdConfig.model_fields)
+    missing = [
+        f"{section}.{key}" for section, key in _fields(HubdConfig)
+        # a key may be shown commented out (an example or an optional key): `# key:` or `- key:` count too
+        if not re.search(rf"^[ \t#-]*{key}:", sections[section], re.MULTILINE)
+    ]
+    assert not missing, f"config.example.yaml lacks {missing}"
+
+
+def test_example_config_comments_every_key() -> None:
+    lines = (REPO / "config.example.yaml").read_text().splitlines()
+    uncommented = []
+    for number, line in enumerate(lines):
+        if not re.match(r"^\s+-?\s*[a-z_]+:", line):  # keys inside sections (the sections have their own header)
+            continue
+        previous = lines[number - 1].strip()
+        if "#" not in line and not previous.startswith("#"):
+            uncommented.append(f"line {number + 1}: {line.strip()}")
+    assert not uncommented, uncommented
+
+
+def test_example_config_marks_what_is_not_a_default() -> None:
+    """The header says every value shown is the default unless marked "example"."""
+    config = load_config(REPO / "config.example.yaml", env={})
+    defaults = HubdConfig()
+    lines = (REPO / "config.example.yaml").read_text().splitlines()
+    sections = [(name, field.annotation) for name, field in HubdConfig.model_fields.items()]
+    for section, key in [(name, key) for name, model in sections for key in model.model_fields]:  # type: ignore[union-attr]
+        value = getattr(getattr(config, section), key)
+        if value == getattr(getattr(defaults, section), key):
+            continue
+        # Not the default: the line (or the comment above it) must say "example".
+        index = next(i for i, line in enumerate(lines) if re.match(rf"^\s+-?\s*{key}:", line)
+                     and _section_of(lines, i) == section)
+        context = lines[index] + lines[index - 1] + lines[index - 2]
+        assert "example" in context, f"{section}.{key} is not the default but not marked as an example"
+
+
+def _section_of(lines: list[str], index: int) -> str:
+    for line in reversed(lines[: index + 1]):
+        match = re.match(r"^([a-z_]+):", line)
+        if match:
+            return match.group(1)
+    return ""

@@ -1,0 +1,406 @@
+"""OutboxSender in-process: real SQLite, a fake PlatformApi and TokenSource, a clock the test moves.
+
+Nothing here waits on wall-clock time: conditions are polled with a generous deadline, and retries are
+made due by moving the fake clock and waking the sender.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hubd import outbox
+from hubd.cloud import messages
+from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
+from hubd.events import BARRIER_LANE
+from hubd.metrics import Metrics
+from hubd.outbox import OutboxSender
+from hubd.reporter import PendingEvent, discovery_events, insert_events_blocking
+from hubd.store.db import Database
+
+NOW = 1_700_000_000.0
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@dataclass
+class Posted:
+    user: str
+    name: str
+    message_id: str
+    endpoints: tuple[str, ...]
+    token: str
+    body: dict[str, Any]
+
+
+Behaviour = Callable[[Posted], Awaitable[None]]
+
+
+@dataclass
+class FakeApi:
+    """Records every POST; `behaviour[user]` decides the outcome (default: accepted)."""
+
+    posted: list[Posted] = field(default_factory=list)
+    accepted: list[Posted] = field(default_factory=list)
+    behaviour: dict[str, Behaviour] = field(default_factory=dict)
+
+    async def post_event(self, body: dict[str, Any] | str) -> None:
+        message = json.loads(body) if isinstance(body, str) else body
+        header = message["header"]
+        token = header["authorization"]["token"]
+        payload = message.get("payload", {})
+        if "endpoints" in payload:
+            endpoints = tuple(e["endpointId"] for e in payload["endpoints"])
+        elif "endpoint" in message:
+            endpoints = (message["endpoint"]["endpointId"],)
+        else:
+            endpoints = (payload["endpointId"],)
+        post = Posted(token.split(":")[0], header["name"], header["messageId"], endpoints, token, message)
+        self.posted.append(post)
+        handler = self.behaviour.get(post.user)
+        if handler is not None:
+            await handler(post)
+        self.accepted.append(post)
+
+    def of(self, user: str, endpoint: str | None = None) -> list[Posted]:
+        return [p for p in self.accepted if p.user == user and (endpoint is None or endpoint in p.endpoints)]
+
+
+@dataclass
+class FakeTokens:
+    """Tokens look like "<user>:<n>"; a user is active once given a token."""
+
+    tokens: dict[str, str | None] = field(default_factory=dict)
+    inactive: set[str] = field(default_factory=set)
+    invalidated: list[tuple[str, str]] = field(default_factory=list)
+    revocations: list[str] = field(default_factory=list)
+
+    def is_active(self, user_id: str) -> bool:
+        return user_id in self.tokens and user_id not in self.inactive
+
+    def token_now(self, user_id: str) -> str | None:
+        return self.tokens.get(user_id)
+
+    def invalidate(self, user_id: str, token: str) -> None:
+        self.invalidated.append((user_id, token))
+        if self.tokens.get(user_id) == token:
+            self.tokens[user_id] = None  # "refreshing": the test hands out the next token
+
+    async def revoked(self, user_id: str, reason: str) -> None:
+        self.revocations.append(user_id)
+        self.inactive.add(user_id)
+
+
+@dataclass
+class Rig:
+    db: Database
+    sender: OutboxSender
+    api: FakeApi
+    tokens: FakeTokens
+    clock: FakeClock
+    wakeup: asyncio.Event
+    metrics: Metrics
+
+    async def queue(self, user: str, *events: PendingEvent) -> None:
+        await self.db.call(_insert, list(events), user)
+        self.wakeup.set()
+
+    def refreshed(self, user: str, token: str) -> None:
+        self.tokens.tokens[user] = token
+        self.wakeup.set()  # what the token manager does after a refresh
+
+    async def later(self, seconds: float) -> None:
+        """Move the clock on (retries fall due) and wake the sender."""
+        self.clock.now += seconds
+        self.wakeup.set()
+        await asyncio.sleep(0)
+
+    async def rows(self, table: str = "outbox") -> list[sqlite3.Row]:
+        return await self.db.call(lambda c: c.execute(f"SELECT * FROM {table} ORDER BY id").fetchall())  # noqa: S608
+
+
+def _insert(conn: sqlite3.Connection, events: list[PendingEvent], user: str) -> None:
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        insert_events_blocking(conn, events, [user], NOW)
+
+
+def change(endpoint: str, value: str) -> PendingEvent:
+    state = {"interface": "Switch", "value": value, "timeOfSample": "2024-01-01T00:00:00.000Z"}
+    return PendingEvent("ChangeReport", (endpoint,), messages.change_report(
+        "Service", "", endpoint, {}, [state], [state], "PHYSICAL_INTERACTION"))
+
+
+def press(endpoint: str) -> PendingEvent:
+    return PendingEvent("DoorbellPress", (endpoint,),
+                        messages.doorbell_press("Service", "", endpoint, "2024-01-01T00:00:00.000Z"))
+
+
+def endpoint(endpoint_id: str) -> dict[str, Any]:
+    return {"endpointId": endpoint_id, "displayName": "Lamp", "displayType": "light", "additionalInfo": {},
+            "capabilities": [], "states": []}
+
+
+async def eventually(check: Callable[[], bool | Awaitable[bool]], what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = check()
+        if await result if isinstance(result, Awaitable) else result:
+            return
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.005)
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    db = Database(tmp_path / "hubd.db", synchronous="normal")
+    await db.start()
+    api, tokens, clock, wakeup, metrics = FakeApi(), FakeTokens(), FakeClock(), asyncio.Event(), Metrics()
+    sender = OutboxSender(db, api, tokens, clock=clock, metrics=metrics, wakeup=wakeup)
+    await sender.start()
+    task = asyncio.create_task(sender.run())
+    try:
+        yield Rig(db, sender, api, tokens, clock, wakeup, metrics)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await sender.stop()
+        await db.stop()
+
+
+async def test_in_order_per_device_and_devices_in_parallel(rig: Rig) -> None:
+    gate = asyncio.Event()
+
+    async def hold_lamp(post: Posted) -> None:
+        if "lamp" in post.endpoints:
+            await gate.wait()
+
+    rig.api.behaviour["alice"] = hold_lamp
+    rig.tokens.tokens["alice"] = "alice:1"
+    await rig.queue("alice", change("lamp", "On"), change("lamp", "Off"), change("fan", "On"), change("lamp", "On"),
+                    change("fan", "Off"))
+    # The fan's events go while the lamp's first one hangs; the lamp's second waits for its first.
+    await eventually(lambda: len(rig.api.of("alice", "fan")) == 2, "the fan's two events")
+    assert [p.endpoints for p in rig.api.posted if "lamp" in p.endpoints] == [("lamp",)]
+    gate.set()
+    await eventually(lambda: len(rig.api.of("alice", "lamp")) == 3, "the lamp's three events")
+    values = [p.body["payload"]["change"]["states"][0]["value"] for p in rig.api.of("alice", "lamp")]
+    assert values == ["On", "Off", "On"]
+    await eventually(lambda: rig.sender.depth() == 0, "an empty outbox")
+    await eventually(lambda: rig.metrics.counter("hubd_events_sent_total", "", "name").get("ChangeReport") == 5,
+                     "five sent")
+
+
+async def test_a_long_backlog_of_one_device_hides_no_other_device(rig: Rig) -> None:
+    gate = asyncio.Event()
+
+    async def hold_lamp(post: Posted) -> None:
+        if "lamp" in post.endpoints:
+            await gate.wait()
+
+    rig.api.behaviour["alice"] = hold_lamp
+    rig.tokens.tokens["alice"] = "alice:1"
+    await rig.queue("alice", *[change("lamp", "On" if i % 2 else "Off") for i in range(2100)], change("fan", "On"))
+    await eventually(lambda: len(rig.api.of("alice", "fan")) == 1, "the fan's event behind 2,100 of the lamp's")
+    gate.set()
+    await eventually(lambda: len(rig.api.of("alice", "lamp")) == 2100, "the lamp's backlog", timeout_s=60)
+
+
+async def test_retry_keeps_the_message_id_and_order(rig: Rig) -> None:
+    failures = [CloudUnavailable("platform answered 503"), CloudUnavailable("event API answered 404 (...)")]
+
+    async def flaky(post: Posted) -> None:
+        if failures:
+            raise failures.pop(0)
+
+    rig.api.behaviour["alice"] = flaky
+    rig.tokens.tokens["alice"] = "alice:1"
+    await rig.queue("alice", press("bell"), press("bell"))
+
+    async def attempts(*expected: int) -> bool:
+        return [r["attempts"] for r in await rig.rows()] == list(expected)
+
+    await eventually(lambda: attempts(1, 0), "the first try noted")
+    assert len(rig.api.posted) == 1  # backing off: nothing more goes until the retry is due
+    await rig.later(120)
+    await eventually(lambda: attempts(2, 0), "the second try noted")
+    assert len(rig.api.posted) == 2
+    await rig.later(120)
+    await eventually(lambda: len(rig.api.accepted) == 2, "both presses")
+    first_id = rig.api.posted[0].message_id
+    assert [p.message_id for p in rig.api.posted[:3]] == [first_id] * 3
+    assert rig.api.accepted[0].message_id == first_id
+    assert rig.api.accepted[1].message_id != first_id
+
+
+async def test_400_and_422_are_dead_lettered_with_the_answer(rig: Rig) -> None:
+    async def refuse(post: Posted) -> None:
+        if post.endpoints == ("ghost",):
+            raise CloudRejected(422, '{"error": "endpoint.endpointId: unknown"}')
+        if post.endpoints == ("broken",):
+            raise CloudRejected(400, '{"error": "payload.cause: missing"}')
+
+    rig.api.behaviour["alice"] = refuse
+    rig.tokens.tokens["alice"] = "alice:1"
+    await rig.queue("alice", press("ghost"), press("broken"), press("bell"))
+    dead_total = rig.metrics.counter("hubd_events_dead_lettered_total", "")
+    await eventually(lambda: dead_total.get() == 2 and len(rig.api.accepted) == 1, "every row handled")
+    dead = await rig.rows("dead_letters")
+    assert [(d["http_status"], json.loads(d["response"])["error"]) for d in dead] == [
+        (422, "endpoint.endpointId: unknown"), (400, "payload.cause: missing")]
+    assert [p.endpoints for p in rig.api.posted] == [("ghost",), ("broken",), ("bell",)]  # never retried
+    await eventually(lambda: rig.sender.depth() == 0, "an empty outbox")
+
+
+async def test_a_refused_batch_is_split_so_one_bad_endpoint_dead_letters_only_itself(rig: Rig) -> None:
+    async def strict(post: Posted) -> None:
+        if "bad" in post.endpoints:
+            raise CloudRejected(400, '{"error": "payload.endpoints[1].displayName: digits"}')
+
+    rig.api.behaviour["alice"] = strict
+    rig.tokens.tokens["alice"] = "alice:1"
+    [batch] = discovery_events("Service", [endpoint("good"), endpoint("bad"), endpoint("also")])
+    await rig.queue("alice", batch, change("good", "On"), change("also", "Off"))
+    await eventually(lambda: len([p for p in rig.api.accepted if p.name == "ChangeReport"]) == 2, "both changes")
+    await eventually(lambda: rig.sender.depth() == 0, "every row handled")
+    names = [(p.name, p.endpoints) for p in rig.api.accepted]
+    # Each endpoint's AddOrUpdateReport before its ChangeReport; the batch itself never accepted.
+    assert names.index(("AddOrUpdateReport", ("good",))) < names.index(("ChangeReport", ("good",)))
+    assert names.index(("AddOrUpdateReport", ("also",))) < names.index(("ChangeReport", ("also",)))
+    assert ("AddOrUpdateReport", ("good", "bad", "also")) not in names
+    dead = await rig.rows("dead_letters")
+    assert len(dead) == 1 and json.loads(dead[0]["body"])["payload"]["endpoints"] == [endpoint("bad")]
+    ids = [p.message_id for p in rig.api.posted if p.name == "AddOrUpdateReport"]
+    assert len(set(ids)) == 4  # the batch and three pieces, each its own message
+
+
+async def test_a_barrier_goes_before_the_events_kept_for_its_user(rig: Rig) -> None:
+    rig.tokens.tokens["alice"] = "alice:1"
+    rig.tokens.inactive.add("alice")  # a dead grant: events are kept
+    await rig.queue("alice", press("bell"), change("lamp", "On"), press("bell"))
+    welcome = discovery_events("Service", [endpoint("bell"), endpoint("lamp")], barrier=True)
+    assert welcome[0].lanes[0] == BARRIER_LANE
+    await rig.queue("alice", *welcome)
+    await eventually(lambda: rig.sender.depth() == 4, "four rows indexed")
+    assert rig.api.posted == []
+    rig.tokens.inactive.discard("alice")
+    rig.refreshed("alice", "alice:2")  # the new grant
+    await eventually(lambda: len(rig.api.accepted) == 4, "all four")
+    assert [p.name for p in rig.api.accepted] == ["AddOrUpdateReport", "DoorbellPress", "ChangeReport",
+                                                  "DoorbellPress"]
+
+
+async def test_one_users_backlog_on_a_slow_platform_does_not_delay_another(rig: Rig) -> None:
+    gate = asyncio.Event()
+
+    async def slow(post: Posted) -> None:
+        await gate.wait()
+
+    rig.api.behaviour["alice"] = slow
+    rig.tokens.tokens.update({"alice": "alice:1", "bob": "bob:1"})
+    await rig.queue("alice", *[press(f"bell{i % 100}") for i in range(3000)])
+    await eventually(lambda: len(rig.api.posted) >= outbox.MAX_IN_FLIGHT_PER_USER, "alice's sends hanging")
+    await rig.queue("bob", press("bell0"))
+    await eventually(lambda: len(rig.api.of("bob")) == 1, "bob's press while alice's hang")
+    assert len(rig.api.of("alice")) == 0
+    gate.set()
+    await eventually(lambda: len(rig.api.of("alice")) == 3000, "alice's backlog", timeout_s=60)
+
+
+async def test_many_busy_users_still_leave_a_send_for_a_newcomer(rig: Rig) -> None:
+    gate = asyncio.Event()
+
+    async def slow(post: Posted) -> None:
+        await gate.wait()
+
+    users = [f"u{i}" for i in range(3)]  # 3 x 32 > MAX_IN_FLIGHT
+    for user in users:
+        rig.api.behaviour[user] = slow
+        rig.tokens.tokens[user] = f"{user}:1"
+        await rig.queue(user, *[press(f"bell{i}") for i in range(40)])
+    await eventually(lambda: len(rig.api.posted) >= outbox.MAX_IN_FLIGHT, "the sends in flight full")
+    rig.tokens.tokens["bob"] = "bob:1"
+    await rig.queue("bob", press("bell0"))
+    await eventually(lambda: len(rig.api.of("bob")) == 1, "bob's press")
+    gate.set()
+    await eventually(lambda: len(rig.api.accepted) == 121, "everything")
+
+
+async def test_a_user_whose_token_is_being_refreshed_holds_no_send(rig: Rig) -> None:
+    rig.tokens.tokens.update({"alice": None, "bob": "bob:1"})  # alice's refresh hangs (token endpoint down)
+    await rig.queue("alice", *[press(f"bell{i}") for i in range(100)])
+    await rig.queue("bob", press("bell"))
+    await eventually(lambda: len(rig.api.of("bob")) == 1, "bob's press")
+    assert rig.api.of("alice") == []
+    rig.refreshed("alice", "alice:2")
+    await eventually(lambda: len(rig.api.of("alice")) == 100, "alice's presses once her token is there")
+
+
+async def test_401_refreshes_in_the_background_and_resends_the_same_message(rig: Rig) -> None:
+    async def expired_once(post: Posted) -> None:
+        if post.token == "alice:1":
+            raise CloudAuthError("401", fatal=False)
+
+    rig.api.behaviour["alice"] = expired_once
+    rig.tokens.tokens["alice"] = "alice:1"
+    await rig.queue("alice", press("bell"), press("bell"))
+    await eventually(lambda: ("alice", "alice:1") in rig.tokens.invalidated, "the token invalidated")
+    rig.refreshed("alice", "alice:2")
+    await eventually(lambda: len(rig.api.accepted) == 2, "both presses")
+    first = rig.api.posted[0]
+    assert first.token == "alice:1"
+    assert rig.api.accepted[0].message_id == first.message_id and rig.api.accepted[0].token == "alice:2"
+    assert rig.tokens.revocations == []
+    await eventually(lambda: rig.sender.depth() == 0, "an empty outbox")
+
+
+async def test_403_after_a_refresh_ends_the_grant_once_and_keeps_the_events(rig: Rig) -> None:
+    async def forbidden(post: Posted) -> None:
+        raise CloudAuthError("403", fatal=True)
+
+    rig.api.behaviour["alice"] = forbidden
+    rig.tokens.tokens["alice"] = "alice:1"
+    await rig.queue("alice", press("bell"), press("bell"), press("door"))
+    await eventually(lambda: ("alice", "alice:1") in rig.tokens.invalidated, "a refresh asked for")
+    rig.refreshed("alice", "alice:2")
+    failures = rig.metrics.counter("hubd_event_send_failures_total", "", "reason")
+    # Two rows in flight (two devices): one ends the grant, the other finds it ended.
+    await eventually(lambda: failures.get("revoked") + failures.get("grant_ended") == 2, "both sends back")
+    assert rig.tokens.revocations == ["alice"]
+    assert len(await rig.rows()) == 3 and rig.sender.depth("alice") == 3
+    assert await rig.rows("dead_letters") == []
+
+
+async def test_a_user_who_must_bind_again_keeps_only_the_newest_events(rig: Rig,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(outbox, "KEPT_WHILE_UNBOUND", 10)
+    monkeypatch.setattr(outbox, "PRUNE_SLACK", 5)
+    rig.tokens.tokens["alice"] = "alice:1"
+    rig.tokens.inactive.add("alice")
+    await rig.queue("alice", *[change("lamp", str(i)) for i in range(12)])
+    await eventually(lambda: rig.sender.depth("alice") == 12, "12 kept (within the slack)")
+    await rig.queue("alice", *[change("lamp", str(i)) for i in range(12, 20)])
+    await eventually(lambda: rig.sender.depth("alice") == 10, "pruned to 10")
+    values = [json.loads(r["body"])["payload"]["change"]["states"][0]["value"] for r in await rig.rows()]
+    assert values == [str(i) for i in range(10, 20)]
+    assert rig.metrics.counter("hubd_events_dropped_total", "").get() == 10
+    rig.tokens.inactive.discard("alice")  # an active user's backlog is never pruned
+    await rig.queue("alice", *[change("fan", str(i)) for i in range(20)])
+    await eventually(lambda: len(rig.api.accepted) == 30, "all 30 delivered")

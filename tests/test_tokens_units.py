@@ -1,0 +1,193 @@
+"""TokenManager in-process: real SQLite grants, a fake token endpoint, a clock the test moves."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from hubd.cloud.client import TokenSet
+from hubd.cloud.tokens import TokenManager
+from hubd.errors import CloudAuthError, CloudUnavailable
+from hubd.metrics import Metrics
+from hubd.store.db import Database
+from hubd.store.grants import GrantRepo, remove_grant_blocking
+
+T0 = 1_700_000_000.0
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@dataclass
+class FakeEndpoint:
+    """Hands out tokens "at-N"/"rt-N" of `lifetime_s`; records when (on the fake clock) each refresh ran."""
+
+    clock: FakeClock
+    lifetime_s: float = 3600.0
+    issued: int = 0
+    refreshed_at: list[float] = field(default_factory=list)
+    running: int = 0
+    most_at_once: int = 0
+    gate: asyncio.Event | None = None
+    refuse: CloudAuthError | CloudUnavailable | None = None
+    reports: list[str] = field(default_factory=list)
+
+    def _tokens(self) -> TokenSet:
+        self.issued += 1
+        return TokenSet(f"at-{self.issued}", f"rt-{self.issued}", self.lifetime_s)
+
+    async def exchange_code(self, code: str, *, timeout_s: float | None = None) -> TokenSet:
+        return self._tokens()
+
+    async def refresh(self, refresh_token: str) -> TokenSet:
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
+        try:
+            self.refreshed_at.append(self.clock.now)
+            if self.gate is not None:
+                await self.gate.wait()
+            if self.refuse is not None:
+                raise self.refuse
+            return self._tokens()
+        finally:
+            self.running -= 1
+
+    async def report_failure(self, user_id: str) -> None:
+        self.reports.append(user_id)
+
+
+@dataclass
+class Rig:
+    manager: TokenManager
+    endpoint: FakeEndpoint
+    clock: FakeClock
+    wakeup: asyncio.Event
+    db: Database
+
+    async def at(self, offset_s: float) -> None:
+        """Move the fake clock to T0 + offset and let the scheduler look (as its periodic re-check would)."""
+        self.clock.now = T0 + offset_s
+        self.manager._changed.set()  # the scheduler's own wake-up; a real clock gets there by itself
+        for _ in range(20):  # the scheduler's pass is a few loop iterations, with no I/O unless it refreshes
+            await asyncio.sleep(0)
+
+
+async def eventually(check: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.005)
+
+
+@pytest.fixture
+async def make_rig(tmp_path: Path) -> AsyncIterator[Callable[..., object]]:
+    started: list[tuple[asyncio.Task[None], Database]] = []
+
+    async def make(lifetime_s: float = 3600.0) -> Rig:
+        db = Database(tmp_path / f"hubd{len(started)}.db", synchronous="normal")
+        await db.start()
+        clock = FakeClock()
+        endpoint = FakeEndpoint(clock, lifetime_s)
+        wakeup = asyncio.Event()
+        manager = TokenManager(GrantRepo(db), endpoint, clock=clock, failure_report=True, metrics=Metrics(),
+                               outbox_wakeup=wakeup)
+        await manager.start()
+        started.append((asyncio.create_task(manager.run()), db))
+        await manager.accept_grant("alice", "code", driver_user="anna", timeout_s=1.0)
+        return Rig(manager, endpoint, clock, wakeup, db)
+
+    yield make
+    for task, db in started:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await db.stop()
+
+
+@pytest.mark.parametrize(("lifetime", "due"), [
+    (3600, 2880),             # 80 % of an hour (earlier than 5 minutes before expiry)
+    (1000, 700),              # 5 minutes before expiry comes first
+    (3, 2.4),                 # very short: 80 %, never a tight loop
+    (30 * 86400, 12 * 3600),  # long-lived: at least every 12 hours
+    (1, 1.0),                 # never sooner than 1 s after it was obtained
+])
+async def test_background_refresh_is_due_when_the_schedule_says(make_rig: Callable[..., object], lifetime: float,
+                                                                due: float) -> None:
+    rig: Rig = await make_rig(lifetime)  # type: ignore[misc]
+    await rig.at(due - 0.01)
+    assert rig.endpoint.refreshed_at == []
+    await rig.at(due)
+    await eventually(lambda: rig.manager.token_now("alice") == "at-2", "the refreshed token")
+    assert rig.endpoint.refreshed_at == [T0 + due]
+    assert rig.wakeup.is_set()  # the outbox is told
+
+
+async def test_one_refresh_at_a_time_per_user(make_rig: Callable[..., object]) -> None:
+    rig: Rig = await make_rig()
+    rig.endpoint.gate = asyncio.Event()
+    first = asyncio.create_task(rig.manager.refresh("alice"))
+    second = asyncio.create_task(rig.manager.refresh("alice"))
+    late_401 = asyncio.create_task(rig.manager.refresh("alice", stale_token="at-1"))
+    await eventually(lambda: len(rig.endpoint.refreshed_at) == 1, "the first refresh under way")
+    rig.endpoint.gate.set()
+    await asyncio.gather(first, second, late_401)
+    assert rig.endpoint.most_at_once == 1
+    # Two refreshes asked for outright; the one for the already replaced at-1 did nothing.
+    assert len(rig.endpoint.refreshed_at) == 2
+    assert rig.manager.token_now("alice") == "at-3"
+
+
+async def test_a_refused_token_is_refreshed_once_and_a_late_refusal_refreshes_nothing(
+        make_rig: Callable[..., object]) -> None:
+    rig: Rig = await make_rig()
+    rig.wakeup.clear()
+    rig.manager.invalidate("alice", "at-1")  # a 401 for at-1
+    assert rig.manager.token_now("alice") is None  # the sender waits, holding nothing
+    await eventually(lambda: rig.manager.token_now("alice") == "at-2", "the refreshed token")
+    assert rig.wakeup.is_set()
+    # Another send with at-1 was in flight and comes back 401 too: at-1 is already replaced.
+    rig.manager.invalidate("alice", "at-1")
+    assert rig.manager.token_now("alice") == "at-2"
+    await rig.at(1)
+    assert len(rig.endpoint.refreshed_at) == 1
+
+
+async def test_a_token_near_expiry_is_not_handed_out(make_rig: Callable[..., object]) -> None:
+    rig: Rig = await make_rig()
+    rig.endpoint.refuse = CloudUnavailable("token endpoint down")
+    rig.clock.now = T0 + 3600 - 30  # the background refreshes failed; 30 s left
+    assert rig.manager.token_now("alice") is None
+    rig.endpoint.refuse = None
+    await eventually(lambda: rig.manager.token_now("alice") == "at-2", "a fresh token")
+
+
+async def test_a_dead_refresh_ends_the_grant_with_one_failure_report(make_rig: Callable[..., object]) -> None:
+    rig: Rig = await make_rig()
+    rig.endpoint.refuse = CloudAuthError("invalid_grant", fatal=True, error="invalid_grant")
+    rig.manager.invalidate("alice", "at-1")
+    await eventually(lambda: rig.endpoint.reports == ["alice"], "the failure report")
+    assert not rig.manager.is_active("alice") and rig.manager.token_now("alice") is None
+    await rig.manager.revoked("alice", "403 again")  # later news of the same dead grant
+    await rig.at(7200)
+    assert rig.endpoint.reports == ["alice"]
+    assert [g.status for g in await GrantRepo(rig.db).all()] == ["needs_rebind"]
+
+
+async def test_a_removed_grant_is_forgotten_at_its_next_refresh(make_rig: Callable[..., object]) -> None:
+    rig: Rig = await make_rig()
+    assert await rig.db.call(remove_grant_blocking, "alice") == (True, 0)
+    await rig.at(2880)
+    await eventually(lambda: not rig.manager.grants(), "the grant forgotten")
+    assert rig.manager.token_now("alice") is None
