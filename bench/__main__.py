@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -54,6 +55,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--profile", type=Path, metavar="OUT",
                         help="instead of the scenarios: py-spy hubd during a throughput run; write OUT.txt (raw) "
                              "and print the top costs")
+    parser.add_argument("--profile-rate", type=float, metavar="N",
+                        help="with --profile: profile a latency run at N events/s instead of the throughput run")
     parser.add_argument("--json", type=Path, help="where to write the results [bench/results/<time>.json]")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, databases)")
     return parser.parse_args(argv)
@@ -102,6 +105,33 @@ def machine() -> dict[str, Any]:
             "platform": platform.platform(), "memory_mib": _mem_total_mib(), **versions}
 
 
+def calibrate(workdir: Path) -> dict[str, float]:
+    """How fast this machine is right now: a shared VM's speed varies from hour to hour, so every run records
+    it (before and after) and runs are compared through it, never by their raw numbers alone."""
+    started = time.perf_counter()
+    total = 0
+    for i in range(5_000_000):
+        total += i
+    python_s = time.perf_counter() - started
+    path = workdir / "calibrate.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("CREATE TABLE t (x INTEGER)")
+        commits = 200
+        started = time.perf_counter()
+        for i in range(commits):
+            conn.execute("BEGIN")
+            conn.execute("INSERT INTO t VALUES (?)", (i,))
+            conn.execute("COMMIT")
+        commit_ms = (time.perf_counter() - started) / commits * 1000
+    finally:
+        conn.close()
+        path.unlink(missing_ok=True)
+    return {"python_loop_5m_s": round(python_s, 3), "sqlite_full_commit_ms": round(commit_ms, 3)}
+
+
 def _mem_total_mib() -> float:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemTotal:"):
@@ -131,6 +161,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     results: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                "quick": args.quick, "params": params.__dict__, "machine": machine(),
                                "workdir": str(workdir), "skipped": {}}
+    results["calibration_before"] = calibrate(workdir)
     broker = Broker(workdir / "mosquitto", max_inflight=2000)
     broker.start()
     receiver = Receiver(workdir)
@@ -139,7 +170,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rig = Rig(workdir, broker, receiver, publisher, params)
     try:
         if args.profile:
-            results["profile"] = profile_hubd(rig, args.profile)
+            results["profile"] = profile_hubd(rig, args.profile, args.profile_rate)
             return results
         for name in contenders:
             _run_contender(rig, name, only, results)
@@ -152,6 +183,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         publisher.close()
         receiver.stop()
         broker.stop()
+        results["calibration_after"] = calibrate(workdir)
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
     return results

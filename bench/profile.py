@@ -68,8 +68,8 @@ def _short(frame: str) -> str:
     return f"{name} ({short})"
 
 
-def profile_hubd(rig: Rig, out: Path) -> dict[str, Any]:
-    """Start hubd, run the throughput scenario with py-spy attached (including idle threads: --idle off)."""
+def profile_hubd(rig: Rig, out: Path, rate: float | None = None) -> dict[str, Any]:
+    """Start hubd and run the throughput scenario (or, with `rate`, the latency one) with py-spy attached."""
     who, hub = scenarios.start_hubd(rig)
     raw = out.with_suffix(".txt")
     raw.parent.mkdir(parents=True, exist_ok=True)
@@ -77,7 +77,7 @@ def profile_hubd(rig: Rig, out: Path) -> dict[str, Any]:
                             "--pid", str(hub.child.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         time.sleep(1.0)
-        result = scenarios.throughput(rig, who)
+        result = scenarios.throughput(rig, who) if rate is None else scenarios.latency(rig, who, rate)
     finally:
         hub.stop()  # py-spy ends and writes its file when the target exits
         try:
@@ -86,8 +86,10 @@ def profile_hubd(rig: Rig, out: Path) -> dict[str, Any]:
             spy.terminate()
             spy.wait(timeout=10)
     summary = summarize(raw)
-    print(f"\nprofile of hubd during {result.get('events')} events ({result.get('events_per_s', 0):.0f} events/s "
-          f"under py-spy); {summary['samples']} samples; raw stacks in {raw}")
+    pace = (f"{result.get('events_per_s', 0):.0f} events/s" if rate is None
+            else f"at {rate:.0f}/s, p99 {result.get('p99_ms', 0):.1f} ms")
+    print(f"\nprofile of hubd during {result.get('events')} events ({pace} under py-spy); "
+          f"{summary['samples']} samples; raw stacks in {raw}")
     print("\ntop self time:")
     for name, share in summary["self"]:
         print(f"  {share:5.1f}%  {name}")

@@ -32,6 +32,12 @@ def _ratio(a: Any, b: Any, *, invert: bool = False) -> str:
 def markdown(results: dict[str, Any]) -> str:
     lines: list[str] = []
     rates = results["params"]["rates"]
+    before, after = results.get("calibration_before") or {}, results.get("calibration_after") or {}
+    if before:
+        lines += [f"Machine speed (before / after the run): a pure-Python loop of 5M additions "
+                  f"{before.get('python_loop_5m_s')} / {after.get('python_loop_5m_s', '–')} s; one SQLite commit "
+                  f"with synchronous=FULL {before.get('sqlite_full_commit_ms')} / "
+                  f"{after.get('sqlite_full_commit_ms', '–')} ms.", ""]
     lines += ["| metric | hubd | bare forwarder | Node-RED | hubd vs forwarder | hubd vs Node-RED |",
               "|---|---:|---:|---:|---:|---:|"]
 
