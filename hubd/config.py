@@ -1,6 +1,7 @@
 """The configuration file: pydantic models (CONTRACT.md section 2) and the YAML loader.
 
-Owns parsing, `${ENV_VAR}` substitution, `<key>_file` secrets and error reporting with YAML lines.
+Owns parsing (safe YAML with merge keys; a tag or value it cannot read is a reported problem, never a
+traceback), `${ENV_VAR}` substitution, `<key>_file` secrets and error reporting with YAML lines.
 Imports nothing from hubd but errors.
 """
 
@@ -218,8 +219,9 @@ def parse_config(text: str, env: Mapping[str, str], source: str = "<config>") ->
         raise ConfigError([f"{source}: not valid YAML: {getattr(err, 'problem', err)}{where}"]) from err
     lines: dict[KeyPath, int] = {}
     problems = _Problems()
-    loader = yaml.SafeLoader("")
-    data = {} if node is None else _to_python(loader, node, (), lines, env, problems)
+    data = {} if node is None else _YamlReader(env, lines, problems).read(node, ())
+    if data is None and problems.lines():
+        raise ConfigError(problems.lines())
     if not isinstance(data, dict):
         raise ConfigError([f"{source}: the top level must be a mapping of sections (storage, mqtt, http, ...)"])
     _read_secret_files(HubdConfig, data, (), lines, problems)
@@ -237,40 +239,136 @@ def parse_config(text: str, env: Mapping[str, str], source: str = "<config>") ->
     return config
 
 
-def _to_python(
-    loader: yaml.SafeLoader,
-    node: yaml.Node,
-    path: KeyPath,
-    lines: dict[KeyPath, int],
-    env: Mapping[str, str],
-    problems: _Problems,
-) -> Any:
-    lines[path] = node.start_mark.line + 1
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            key = str(loader.construct_object(key_node))
-            key_line = key_node.start_mark.line + 1
-            if key in out:
-                problems.add((*path, key), f"duplicate key: already given on line {lines[(*path, key)]}; keep one",
-                             key_line)
-                continue
-            out[key] = _to_python(loader, value_node, (*path, key), lines, env, problems)
-            lines[(*path, key)] = key_line
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_to_python(loader, item, (*path, i), lines, env, problems) for i, item in enumerate(node.value)]
-    value = loader.construct_object(node)
-    if isinstance(value, str) and "${" in value:
-        def substitute(match: re.Match[str]) -> str:
-            name = match.group(1)
-            if name not in env:
-                problems.add(path, f"environment variable {name} is not set", lines[path])
-                return ""
-            return env[name]
+class _YamlReader:
+    """Turns composed YAML nodes into Python values, noting each key's line and reporting what it cannot read.
 
-        value = _ENV_RE.sub(substitute, value)
-    return value
+    Substitutes `${ENV_VAR}`, applies merge keys (`<<: *anchor`), and never lets the YAML library's own
+    error text through for a value: it may quote the value, and the value may be a secret.
+    """
+
+    def __init__(self, env: Mapping[str, str], lines: dict[KeyPath, int], problems: _Problems) -> None:
+        self._loader = yaml.SafeLoader("")
+        self._env = env
+        self._lines = lines
+        self._problems = problems
+
+    def read(self, node: yaml.Node, path: KeyPath) -> Any:
+        """The node's value; None (and a problem reported at `path`) if it cannot be read."""
+        self._lines[path] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path)
+        if isinstance(node, yaml.SequenceNode):
+            if node.tag != _YAML_TAG + "seq":
+                self._bad_tag(node, path)
+                return None
+            return [self.read(item, (*path, i)) for i, item in enumerate(node.value)]
+        assert isinstance(node, yaml.ScalarNode)  # the third and last kind of node
+        value = self._scalar(node, path)
+        if isinstance(value, str) and "${" in value:
+            value = _ENV_RE.sub(lambda match: self._env_value(match.group(1), path), value)
+        return None if value is _UNREADABLE else value
+
+    def _mapping(self, node: yaml.MappingNode, path: KeyPath) -> dict[str, Any] | None:
+        if node.tag != _YAML_TAG + "map":
+            self._bad_tag(node, path)
+            return None
+        written_here = {id(key) for key, _ in node.value if key.tag != _YAML_TAG + "merge"}
+        try:
+            self._loader.flatten_mapping(node)  # the merged keys first, then this mapping's own
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            self._problems.add(path, "cannot merge this: `<<:` takes a mapping or a list of mappings, e.g. "
+                               "`<<: *anchor`", mark.line + 1 if mark is not None else self._lines[path])
+            return None
+        out: dict[str, Any] = {}
+        own: set[str] = set()  # keys written in this mapping, not merged in: a merged key may be overridden
+        for key_node, value_node in node.value:
+            key_line = key_node.start_mark.line + 1
+            if not isinstance(key_node, yaml.ScalarNode):
+                self._problems.add(path, "a key must be a name, not a mapping or a list", key_line)
+                continue
+            key_value = self._scalar(key_node, path)
+            if key_value is _UNREADABLE:
+                continue
+            key = str(key_value)
+            if id(key_node) in written_here:
+                if key in own:
+                    self._problems.add((*path, key), f"duplicate key: already given on line "
+                                       f"{self._lines[(*path, key)]}; keep one", key_line)
+                    continue
+                own.add(key)
+            out[key] = self.read(value_node, (*path, key))
+            self._lines[(*path, key)] = key_line
+        return out
+
+    def _scalar(self, node: yaml.ScalarNode, path: KeyPath) -> Any:
+        """The scalar's value, or _UNREADABLE once its problem is reported."""
+        line = node.start_mark.line + 1
+        if node.tag not in self._loader.yaml_constructors:
+            self._problems.add(path, _unknown_tag(node.tag, path), line)
+            return _UNREADABLE
+        try:
+            return self._loader.construct_object(node)
+        except (yaml.YAMLError, ValueError, TypeError, OverflowError):
+            kind = node.tag.removeprefix(_YAML_TAG)
+            name = _TAG_NAMES.get(kind, kind)
+            implicit = node.style is None and self._loader.resolve(  # type: ignore[no-untyped-call]
+                yaml.ScalarNode, node.value, (True, False))
+            if implicit == node.tag:
+                problem = f"it looks like {name} but is not a valid one; put it in quotes if it is text"
+            else:
+                problem = f"it is tagged !!{kind} but is not {name}; fix the value or remove the tag"
+            self._problems.add(path, f"cannot read this value ({problem})", line)
+            return _UNREADABLE
+
+    def _bad_tag(self, node: yaml.Node, path: KeyPath) -> None:
+        tag = node.tag
+        if tag.startswith(_YAML_TAG):
+            problem = f"cannot read this value (!!{tag.removeprefix(_YAML_TAG)} is not supported here; " \
+                      "write a plain mapping or list)"
+        else:
+            problem = _unknown_tag(tag, path)
+        self._problems.add(path, problem, node.start_mark.line + 1)
+
+    def _env_value(self, name: str, path: KeyPath) -> str:
+        if name not in self._env:
+            self._problems.add(path, f"environment variable {name} is not set", self._lines[path])
+            return ""
+        return self._env[name]
+
+
+_YAML_TAG = "tag:yaml.org,2002:"
+_TAG_NAMES = {"int": "an integer", "float": "a number", "bool": "true or false", "timestamp": "a date",
+              "binary": "base64 data", "null": "null"}
+_UNREADABLE = object()
+
+
+def _unknown_tag(tag: str, path: KeyPath) -> str:
+    """What to say about a YAML tag hubd does not read (Home Assistant's own ones get their equivalent)."""
+    shown = f"!!{tag.removeprefix(_YAML_TAG)}" if tag.startswith(_YAML_TAG) else tag
+    if tag == "!secret":
+        key = path[-1] if path and isinstance(path[-1], str) else None
+        as_file = f"`{key}_file: /path/to/file` or " if key is not None and _is_secret_path(path) else ""
+        return f"!secret is Home Assistant syntax (hubd has no secrets.yaml); use {as_file}`${{ENV_VAR}}`"
+    if tag == "!env_var":
+        return "!env_var is Home Assistant syntax; write `${ENV_VAR}` instead"
+    if tag.startswith("!include"):
+        return f"{shown} is Home Assistant syntax; hubd reads one file: write the values here"
+    return f"unknown YAML tag {shown}; remove it (hubd reads plain YAML values, with `${{ENV_VAR}}`)"
+
+
+def _is_secret_path(path: KeyPath) -> bool:
+    """True if `path` names a secret field (one that also takes `<key>_file`)."""
+    annotation: Any = HubdConfig
+    for part in path:
+        if isinstance(part, int):
+            annotation = _list_item(annotation)
+            continue
+        model = _model_of(annotation)
+        if model is None or part not in model.model_fields:
+            return False
+        annotation = model.model_fields[part].annotation
+    return _is_secret(annotation)
 
 
 def _read_secret_files(

@@ -23,7 +23,9 @@ class DeviceMessage:
     retained: bool = False
 
 
-# An outbox row whose lanes start with this goes before every other pending row of its user (and such rows
-# among themselves in insertion order): a new grant's AddOrUpdateReport, so the platform knows the endpoints
-# before the events kept for the user. Never an endpointId: MQTT topics cannot carry '#' there.
+# An outbox row whose first lane starts with this goes before every other pending row of its user: a new
+# grant's AddOrUpdateReport, so the platform knows the endpoints before the events kept for the user. Such
+# rows go in the order of their place: "#" is the row's own (insertion order), "#<id>" that of row <id>
+# (the pieces of a split batch keep the batch's place, ahead of a later grant's report). Never an
+# endpointId: MQTT topics cannot carry '#' there.
 BARRIER_LANE = "#"

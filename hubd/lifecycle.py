@@ -10,6 +10,7 @@ then every stop()) must fit in STOP_BUDGET_S, under systemd's and the contract's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import random
@@ -19,11 +20,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from hubd.errors import ConfigError
 from hubd.systemd import Notifier
 
 log = logging.getLogger(__name__)
 
 STOP_BUDGET_S = 4.0
+# While not ready, each EXTEND_TIMEOUT_USEC gives systemd's start timeout this much more time.
+START_EXTEND_S = 30.0
+# The exit code for a configuration error, at `check-config` and at `run` alike: restarting cannot help.
+EXIT_CONFIG_ERROR = 2
 
 
 class Component(Protocol):
@@ -156,7 +162,8 @@ class Supervisor:
         self._stop.set()
 
     async def run(self) -> int:
-        """Run until SIGTERM/SIGINT (exit code 0) or a fatal component error (exit code 1).
+        """Run until SIGTERM/SIGINT (exit code 0), a fatal component error (exit code 1) or a config
+        error a component found while starting (exit code 2).
 
         The whole stop (cancelling the run() loops, then every stop()) fits in STOP_BUDGET_S.
         """
@@ -177,6 +184,12 @@ class Supervisor:
             if not stop.is_set():
                 _freeze_long_lived_objects()
                 code, deadline = await self._run_all(started, stop)
+        except ConfigError as err:
+            # Found only once a component looked at it (e.g. a bad password hash in driver.accounts):
+            # exit 2, which the unit's RestartPreventExitStatus keeps from being restarted in a loop.
+            for problem in err.problems:
+                log.critical("config error: %s", problem)
+            code = EXIT_CONFIG_ERROR
         except Exception:
             log.critical("hubd failed to start", exc_info=True)
             code = 1
@@ -242,7 +255,14 @@ class Supervisor:
         self._notifier.notify("STOPPING=1")
 
     async def _announce_ready(self) -> None:
-        await self._health.wait_ready()
+        # Not ready for as long as the broker is down. systemd's watchdog only starts with READY=1, so
+        # until then the unit's TimeoutStartSec is what catches a hung start: keep extending it from
+        # this event loop, which a hung loop stops doing.
+        while not self._health.ready:
+            self._notifier.notify(f"EXTEND_TIMEOUT_USEC={int(START_EXTEND_S * 1_000_000)}")
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(START_EXTEND_S / 3):
+                    await self._health.wait_ready()
         log.info("hubd is ready")
         self._notifier.notify("READY=1")
         await asyncio.Event().wait()

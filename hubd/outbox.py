@@ -4,16 +4,19 @@ Rows are written by the reporter before anything is sent. The sender keeps a sma
 pending rows (ids, lanes, retry times; bodies stay on disk): per user, one queue per lane (endpointId),
 and a row may go once it heads every one of its lanes, so one device's backlog or retries never hide or
 block another device. A barrier row (lanes starting with BARRIER_LANE: a new grant's AddOrUpdateReport)
-goes before every other row of its user.
+goes before every other row of its user; barriers go in the order of their place (`hubd.events`), so the
+pieces of a split batch go where the batch was, before a later grant's report. A user whose grant became
+active since the last load of new rows waits for one: that grant's report is loaded before anything goes.
 Users share the send slots fairly: each round starts with the next user, a user holds at most
 MAX_IN_FLIGHT_PER_USER sends, one with nothing in flight always gets one, and a user whose token is
 being refreshed is skipped (nobody waits for a token in a slot). So one user's outage, backlog or dead
 grant never delays another user.
-Outcomes (PROTOCOL.md 4.1): 2xx delete; 401/403 refresh in the background and resend with the same
-messageId, a 403 again after the refresh ends the grant; 400/422 dead-letter (a batched AddOrUpdateReport
-or DeleteReport refused with 400 is first split into one message per endpoint, so one bad endpoint
-dead-letters only itself); anything else (5xx, 429, other 4xx, timeouts) backs off (cap 60 s) and retries.
-A user who must bind again keeps at most KEPT_WHILE_UNBOUND events; older ones are dropped.
+Outcomes (PROTOCOL.md 4.1): 2xx delete; a row's first 401/403 in a row refreshes in the background and
+resends with the same messageId, then a 403 ends the grant (if the refused token is still the grant's) and a
+401 backs off; 400/422 dead-letter (a batched AddOrUpdateReport or DeleteReport refused with 400 is first
+split into one message per endpoint, so one bad endpoint dead-letters only itself); anything else (5xx,
+429, other 4xx, timeouts, and any unexpected error, logged with its traceback) backs off (cap 60 s) and
+retries. A user who must bind again keeps at most KEPT_WHILE_UNBOUND events (DeleteReports are always kept).
 """
 
 from __future__ import annotations
@@ -39,6 +42,11 @@ log = logging.getLogger(__name__)
 
 MAX_IN_FLIGHT = 64  # sends at once, all users (beyond it, only a user with nothing in flight gets one)
 MAX_IN_FLIGHT_PER_USER = 32
+# Sends started by one dispatch round, all users: with thousands of users each owed one send, the rest go in
+# the next rounds, right after (the round starts with the first user left out).
+MAX_SENDS_PER_ROUND = 256
+# Row ids per `IN (?, ...)` query: well below SQLite's variable limit (999 before 3.32).
+QUERY_CHUNK = 500
 RETRY_CAP_S = 60.0
 # A user who must bind again keeps this many undelivered events (their new grant's AddOrUpdateReport brings
 # the devices up to date anyway); the oldest beyond it are dropped, PRUNE_SLACK at a time.
@@ -75,8 +83,17 @@ class TokenSource(Protocol):
     def invalidate(self, user_id: str, token: str) -> None:
         """The event API refused this token: refresh in the background (no-op if already replaced)."""
 
-    async def revoked(self, user_id: str, reason: str) -> None:
-        """End the user's grant."""
+    async def revoked(self, user_id: str, token: str, reason: str) -> bool:
+        """The event API refused `token` again after a refresh: end the grant if `token` is still its token.
+
+        False when `token` was replaced meanwhile (a refresh, or the user bound again): the row may go again.
+        """
+
+    def activations(self) -> int:
+        """How many times a grant became active (any user) since start."""
+
+    def activated(self, user_id: str) -> int:
+        """`activations()` as it was when this user's grant last became active; 0: not since start."""
 
 
 _BLOCKED, _READY, _WAITING, _FLIGHT = range(4)
@@ -91,11 +108,11 @@ class _Row:
     next_attempt_at: float
     state: int = _BLOCKED
     backoff: Backoff | None = None  # made at the first failed attempt: a backlog of 50,000 rows needs none
-    refused_token: str | None = None  # the token the event API refused for this row (401/403)
+    refusals: int = 0  # 401/403 answers in a row
 
     @property
     def barrier(self) -> bool:
-        return bool(self.lanes) and self.lanes[0] == BARRIER_LANE
+        return bool(self.lanes) and self.lanes[0].startswith(BARRIER_LANE)
 
 
 @dataclass(slots=True)
@@ -107,12 +124,13 @@ class _UserQueue:
     barriers: deque[_Row] = field(default_factory=deque)
     ready: list[tuple[int, _Row]] = field(default_factory=list)  # heap by id; stale entries skipped
     waiting: list[tuple[float, int, _Row]] = field(default_factory=list)  # heap by retry time
+    kept: set[int] = field(default_factory=set)  # rows pruning never drops (DeleteReports)
     in_flight: int = 0
 
     def add(self, row: _Row, now: float) -> None:
         self.rows[row.id] = row
         if row.barrier:
-            self.barriers.append(row)
+            _insert_barrier(self.barriers, row)
             return
         for lane in row.lanes:
             self.lanes.setdefault(lane, deque()).append(row)
@@ -121,6 +139,8 @@ class _UserQueue:
     def remove(self, row: _Row, now: float) -> None:
         """Forget a row; the rows behind it in its lanes may go."""
         self.rows.pop(row.id, None)
+        if self.kept:
+            self.kept.discard(row.id)
         if row.barrier:
             _drop(self.barriers, row)
             return
@@ -167,6 +187,15 @@ class _UserQueue:
             heapq.heappush(self.ready, (row.id, row))
         return None
 
+    def compact(self) -> None:
+        """Drop the heaps' stale entries: a user who must bind again is never `take`n from, and pruning
+        their rows would otherwise leave an entry per dropped row."""
+        rows = self.rows
+        self.ready = [(i, r) for i, r in self.ready if r.state == _READY and rows.get(i) is r]
+        heapq.heapify(self.ready)
+        self.waiting = [(t, i, r) for t, i, r in self.waiting if r.state == _WAITING and rows.get(i) is r]
+        heapq.heapify(self.waiting)
+
     def _pop_ready(self) -> _Row | None:
         while self.ready:
             _, row = heapq.heappop(self.ready)
@@ -188,6 +217,28 @@ class _UserQueue:
         else:
             row.state = _READY
             heapq.heappush(self.ready, (row.id, row))
+
+
+def _barrier_place(row: _Row) -> tuple[int, int]:
+    """Where a barrier goes among its user's barriers: "#" is its own id's place, "#<id>" that row's."""
+    mark = row.lanes[0][len(BARRIER_LANE):]
+    try:
+        return (int(mark) if mark else row.id, row.id)
+    except ValueError:
+        return (row.id, row.id)
+
+
+def _insert_barrier(barriers: deque[_Row], row: _Row) -> None:
+    place = _barrier_place(row)
+    if not barriers or _barrier_place(barriers[-1]) <= place:
+        barriers.append(row)  # the usual case: a new grant's report goes last
+        return
+    for index, other in enumerate(barriers):
+        # Never ahead of a barrier in flight: it is on its way.
+        if other.state != _FLIGHT and _barrier_place(other) > place:
+            barriers.insert(index, row)
+            return
+    barriers.append(row)
 
 
 def _drop(queue: deque[_Row], row: _Row) -> None:
@@ -213,6 +264,7 @@ class OutboxSender:
         self._new_rows = False
         self._queues: dict[str, _UserQueue] = {}
         self._last_id = 0
+        self._loaded_activations = 0  # TokenSource.activations() when the last load of new rows began
         self._load_lock = asyncio.Lock()
         self._in_flight = 0
         self._rotation = 0
@@ -290,20 +342,32 @@ class OutboxSender:
         if not users:
             return None, due
         start = self._rotation % len(users)
-        self._rotation += 1
-        for user in users[start:] + users[:start]:
+        self._rotation = start + 1
+        tokens = self._tokens
+        for offset, user in enumerate(users[start:] + users[:start]):
+            if len(due) >= MAX_SENDS_PER_ROUND:
+                self._rotation = start + offset  # the next round, at once, starts with this user
+                self._kick.set()
+                break
             queue = self._queues[user]
             when = queue.next_due(now)
             if when is not None:
                 next_due = when if next_due is None else min(next_due, when)
-            if not self._tokens.is_active(user):
+            if not tokens.is_active(user):
                 continue
-            token = self._tokens.token_now(user)  # None: being refreshed; the token manager wakes us after
+            if tokens.activated(user) > self._loaded_activations:
+                # The grant became active after the last load began: its AddOrUpdateReport (barrier rows,
+                # committed before the activation) may not be indexed yet, and must go first. Load, then look.
+                self._new_rows = True
+                self._kick.set()
+                continue
+            token = tokens.token_now(user)  # None: being refreshed; the token manager wakes us after
             if token is None:
                 continue
             room = min(MAX_IN_FLIGHT_PER_USER - queue.in_flight, MAX_IN_FLIGHT - self._in_flight)
             if queue.in_flight == 0:
                 room = max(room, 1)  # a user with nothing in flight never waits for the others' sends
+            room = min(room, MAX_SENDS_PER_ROUND - len(due))
             while room > 0 and (row := queue.take(now)) is not None:
                 row.state = _FLIGHT
                 queue.in_flight += 1
@@ -316,6 +380,8 @@ class OutboxSender:
         queue = self._queues[row.user_id]
         try:
             outcome = await self._send(row, token, loaded)
+        except Exception:  # per message (STYLE 2.6): one delivery's surprise never stops the sender
+            outcome = self._unexpected(row)
         finally:
             queue.in_flight -= 1
             self._in_flight -= 1
@@ -343,6 +409,7 @@ class OutboxSender:
         except CloudAuthError as err:
             return await self._refused(row, token, err)
         except CloudUnavailable as err:
+            row.refusals = 0  # the next 401/403 is a first one again: it gets its refresh
             return await self._retry(row, str(err), "unavailable")
         except CloudRejected as err:
             if err.status == 400 and name in SPLITTABLE and len(_endpoint_lanes(row)) > 1:
@@ -356,29 +423,49 @@ class OutboxSender:
         return "done"
 
     async def _refused(self, row: _Row, token: str, err: CloudAuthError) -> Outcome:
-        """401/403: the first time, refresh (in the background) and resend; a 403 again after that ends the grant."""
+        """401/403. The row's first in a row: refresh (in the background) and resend at once. After that a
+        403 ends the grant, unless `token` was replaced meanwhile (then resend); a 401 backs off.
+
+        Counted per row, not by comparing tokens: a refresh may hand back the same access token.
+        """
         user = row.user_id
         if not self._tokens.is_active(user):
             self._failed.inc(label="grant_ended")  # the grant ended meanwhile: keep the row until a new one
             return "paused"
-        if row.refused_token is None or row.refused_token == token:
-            row.refused_token = token
+        row.refusals += 1
+        if row.refusals == 1:
             self._failed.inc(label="403" if err.fatal else "401")
-            self._tokens.invalidate(user, token)
+            self._tokens.invalidate(user, token)  # a no-op if `token` was already replaced
             return "again"  # same row, same messageId, once the token is refreshed
         if err.fatal:
-            await self._tokens.revoked(user, f"event API refused the token after a refresh: {err}")
-            self._failed.inc(label="revoked")
-            return "paused"
-        row.refused_token = token
+            if await self._tokens.revoked(user, token, f"event API refused the token after a refresh: {err}"):
+                self._failed.inc(label="revoked")
+                return "paused"
+            row.refusals = 0  # a late 403 for a replaced token says nothing about the current one
+            self._failed.inc(label="403")
+            return "again"
         self._tokens.invalidate(user, token)
-        return await self._retry(row, f"token refused after refresh: {err}", "auth")
+        return await self._retry(row, f"token refused after a refresh: {err}", "auth")
 
-    async def _retry(self, row: _Row, error: str, reason: str) -> Outcome:
+    def _unexpected(self, row: _Row) -> Outcome:
+        """Called in an `except`: log the error with its traceback, count it, retry the row with backoff."""
+        delay = self._back_off(row)
+        self._failed.inc(label="error")
+        log.error("delivery of outbox row %d for user %s failed unexpectedly (attempt %d), retrying in %.1f s",
+                  row.id, row.user_id, row.attempts, delay, exc_info=True)
+        return "retry"
+
+    def _back_off(self, row: _Row) -> float:
+        """Count a failed attempt and set the row's next attempt time; return the delay."""
         row.attempts += 1
         if row.backoff is None:
             row.backoff = Backoff(initial_s=1.0, cap_s=RETRY_CAP_S)
-        row.next_attempt_at = self._clock.time() + row.backoff.next_delay()
+        delay = row.backoff.next_delay()
+        row.next_attempt_at = self._clock.time() + delay
+        return delay
+
+    async def _retry(self, row: _Row, error: str, reason: str) -> Outcome:
+        self._back_off(row)
         self._failed.inc(label=reason)
         log.warning("delivery of outbox row %d for user %s failed (attempt %d), retrying in %.1f s: %s",
                     row.id, row.user_id, row.attempts, row.next_attempt_at - self._clock.time(), error[:200])
@@ -394,16 +481,24 @@ class OutboxSender:
         return "split"
 
     async def _prune(self) -> None:
-        """Drop the oldest undelivered events of users who must bind again, beyond KEPT_WHILE_UNBOUND."""
+        """Drop the oldest undelivered events of users who must bind again, beyond KEPT_WHILE_UNBOUND.
+
+        DeleteReports stay: a new grant's AddOrUpdateReport brings every device that exists up to date, but
+        nothing else would tell the platform that a device is gone.
+        """
         for user, queue in list(self._queues.items()):
             excess = len(queue.rows) - KEPT_WHILE_UNBOUND
             if excess < PRUNE_SLACK or self._tokens.is_active(user):
                 continue
-            victims = [row for row in queue.rows.values() if row.state != _FLIGHT][:excess]
+            kept = queue.kept
+            victims = [row for row in queue.rows.values() if row.state != _FLIGHT and row.id not in kept][:excess]
+            if not victims:
+                continue
             await self._db.call(_delete_blocking, [row.id for row in victims])
             now = self._clock.time()
             for row in victims:
                 queue.remove(row, now)
+            queue.compact()
             self._dropped.inc(len(victims))
             log.warning("user %s must bind again and has %d undelivered events; dropped the %d oldest "
                         "(hubd keeps at most %d for a user until they bind again)",
@@ -426,30 +521,41 @@ class OutboxSender:
 
     async def _load_new(self) -> None:
         async with self._load_lock:  # the main loop and a split may both load; each row once
+            # Read before the query: a grant activated by now committed its rows before it was activated.
+            activations = self._tokens.activations()
             rows = await self._db.call(_new_rows_blocking, self._last_id)
             now = self._clock.time()
-            for row_id, user_id, lanes, attempts, next_at in rows:
+            for row_id, user_id, lanes, attempts, next_at, keep in rows:
                 queue = self._queues.get(user_id)
                 if queue is None:
                     queue = self._queues[user_id] = _UserQueue()
                 queue.add(_Row(row_id, user_id, tuple(json.loads(lanes)), attempts, next_at), now)
+                if keep:
+                    queue.kept.add(row_id)
                 self._last_id = max(self._last_id, row_id)
+            self._loaded_activations = max(self._loaded_activations, activations)
 
 
 def _endpoint_lanes(row: _Row) -> tuple[str, ...]:
     return row.lanes[1:] if row.barrier else row.lanes
 
 
-def _new_rows_blocking(conn: sqlite3.Connection, after: int) -> list[tuple[int, str, str, int, float]]:
+def _new_rows_blocking(conn: sqlite3.Connection, after: int) -> list[tuple[int, str, str, int, float, int]]:
+    """Rows after `after`, in id order; the last column says whether pruning must keep the row."""
     return [tuple(r) for r in conn.execute(
-        "SELECT id, user_id, lanes, attempts, next_attempt_at FROM outbox WHERE id > ? ORDER BY id", (after,))]
+        "SELECT id, user_id, lanes, attempts, next_attempt_at, name = 'DeleteReport' FROM outbox WHERE id > ? "
+        "ORDER BY id", (after,))]
 
 
 def _bodies_blocking(conn: sqlite3.Connection, ids: list[int]) -> dict[int, tuple[str, str]]:
     """Name and body (JSON text) of each row still in the outbox."""
-    marks = ",".join("?" * len(ids))
-    rows = conn.execute(f"SELECT id, name, body FROM outbox WHERE id IN ({marks})", ids)  # noqa: S608 - only ?s
-    return {row[0]: (row[1], row[2]) for row in rows}
+    out: dict[int, tuple[str, str]] = {}
+    for start in range(0, len(ids), QUERY_CHUNK):
+        chunk = ids[start:start + QUERY_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(f"SELECT id, name, body FROM outbox WHERE id IN ({marks})", chunk)  # noqa: S608 - ?s
+        out.update((row[0], (row[1], row[2])) for row in rows)
+    return out
 
 
 def _delete_blocking(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
@@ -474,7 +580,11 @@ def _dead_letter_blocking(conn: sqlite3.Connection, row_id: int, status: int, re
 
 
 def _split_blocking(conn: sqlite3.Connection, row_id: int) -> int:
-    """Replace a batched discovery row by one barrier row per endpoint (new messageIds); how many."""
+    """Replace a batched discovery row by one barrier row per endpoint (new messageIds); how many.
+
+    The pieces' barrier lane names the row (`#<row_id>`), so they take its place among the user's barriers,
+    also after a restart: before a later grant's AddOrUpdateReport, which is newer than they are.
+    """
     with conn:
         conn.execute("BEGIN IMMEDIATE")
         found = conn.execute("SELECT user_id, name, body, created_at FROM outbox WHERE id = ?", (row_id,)).fetchone()
@@ -487,7 +597,7 @@ def _split_blocking(conn: sqlite3.Connection, row_id: int) -> int:
             message_id = new_message_id()
             piece = {**body, "header": {**body["header"], "messageId": message_id},
                      "payload": {**body["payload"], "endpoints": [endpoint]}}
-            rows.append((user_id, message_id, name, json.dumps([BARRIER_LANE, endpoint["endpointId"]]),
+            rows.append((user_id, message_id, name, json.dumps([f"{BARRIER_LANE}{row_id}", endpoint["endpointId"]]),
                          json.dumps(piece, separators=(",", ":")), created_at))
         conn.execute("DELETE FROM outbox WHERE id = ?", (row_id,))
         conn.executemany(

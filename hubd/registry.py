@@ -277,7 +277,7 @@ class DeviceRegistry:
         changed: list[StateSample] = []
         samples: list[StateSample] = []
         for sample in update.samples:
-            interface = conformance.interface_name(sample.interface)
+            interface = conformance.interface_name(sample.interface, self._brand)  # "Service.Switch"
             cap = device.config.capability(interface)
             if cap is None:
                 raise DeviceMessageInvalid(

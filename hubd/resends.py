@@ -5,9 +5,12 @@ Owns the replies remembered in memory for DUPLICATE_TTL_S, by (hubd account, mes
 their durable copy (hubd.store.replies): a control's reply is written to SQLite *before* its `set` is
 published (`claim`, on the request path), so a resend after a restart is answered from there. The
 rest of the writes (the reply that went out, removing the row of a try that never published, pruning)
-are queued and done in order by run(), which Directives runs in its TaskGroup. Transient refusals
-(busy, unreachable) are not remembered: nothing ran, so a retry runs. Imports hubd.vendor for the
-Directive only; no MQTT, no registry.
+are queued and done in order by run(), which Directives runs in its TaskGroup; a claim first reserves
+the place of its later write, so the removal of a row that never published is never dropped (a claim
+finds no place: E_ENDPOINT_BUSY, nothing sent). A claim overwrites only a row of one of this process's
+tries that never published; any other row, such as one from before a restart, is the answer. Transient
+refusals (busy, unreachable) are not remembered: nothing ran, so a retry runs. Imports hubd.vendor for
+the Directive only; no MQTT, no registry.
 """
 
 from __future__ import annotations
@@ -44,8 +47,9 @@ class ReplyStore(Protocol):
     """hubd.store.replies.DirectiveReplyRepo: first replies that survive a restart."""
 
     async def claim(self, key: ReplyKey, attempt: str, reply: dict[str, Any], now: float, *,
-                    replace: bool = False) -> StoredReply | None:
-        """Write the reply for `key` (None) or return the one already there."""
+                    replaceable: frozenset[str] = frozenset()) -> StoredReply | None:
+        """Write the reply for `key` (None), overwriting only a row of a `replaceable` attempt; or return the
+        row already there."""
 
     async def find(self, key: ReplyKey) -> StoredReply | None:
         """The remembered reply, if any."""
@@ -63,22 +67,28 @@ class ReplyStore(Protocol):
 @dataclass(slots=True)
 class Attempt:
     """One try at a directive: its key, its stored row's id, and the reply to give should it be cut off
-    once its `set` may have gone out (`fallback`, set by the handler just before it publishes)."""
+    once its `set` may have gone out (`fallback`, set by the handler just before it publishes).
+
+    `reserved` while it holds a place in the write queue for its finish or release (from its claim on).
+    """
 
     key: ReplyKey
     id: str
     fallback: dict[str, Any] | None = None
+    reserved: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class _Finish:
-    attempt: Attempt
+    key: ReplyKey
+    attempt: str
     reply: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
 class _Release:
-    attempt: Attempt
+    key: ReplyKey
+    attempt: str
 
 
 class Resends:
@@ -86,11 +96,18 @@ class Resends:
 
     def __init__(self, store: ReplyStore, metrics: Metrics) -> None:
         self._store = store
-        self._writes: asyncio.Queue[_Finish | _Release] = asyncio.Queue(WRITES_MAX)
+        # Never full: a claim reserves the place of its finish or release first (at most WRITES_MAX in all), so
+        # a release, which a restart depends on, is never dropped.
+        self._writes: asyncio.Queue[_Finish | _Release] = asyncio.Queue()
+        self._reserved = 0
+        # Releases that failed in the database, tried again at the next prune.
+        self._retry: list[_Release] = []
         # key -> (loop time received, the reply, resolved once known)
         self._replies: OrderedDict[ReplyKey, tuple[float, asyncio.Future[Outcome]]] = OrderedDict()
-        # Keys whose stored row belongs to a try that never published -> when: the next try overwrites it.
-        self._released: OrderedDict[ReplyKey, float] = OrderedDict()
+        # key -> attempts of this process that never published and whose row may still be in the database (their
+        # release is not done yet). Only such a row is overwritten by the next try or ignored as an answer; any
+        # other row (from before a restart, say) is the answer.
+        self._released: OrderedDict[ReplyKey, set[str]] = OrderedDict()
         self._resends = metrics.counter("hubd_directive_resends_total",
                                         "directives resent with a known messageId, answered from memory or SQLite")
 
@@ -124,6 +141,11 @@ class Resends:
                     outcome = attempt.fallback
                 raise
             finally:
+                if attempt.reserved:  # claimed, then neither finished nor released
+                    if attempt.fallback is None:
+                        self.release(attempt)  # its set never went out
+                    else:
+                        self._unreserve(attempt)  # its set may have gone out: the claimed row is the answer
                 future.set_result(outcome)
                 entry = self._replies.get(key)
                 if isinstance(outcome, DirectiveError) and outcome.name in TRANSIENT and entry is not None and \
@@ -136,43 +158,60 @@ class Resends:
     async def claim(self, attempt: Attempt, reply: dict[str, Any], deadline: float) -> dict[str, Any] | None:
         """Store `reply` for the attempt before its `set` goes out (None); or the reply of an earlier run.
 
-        E_ENDPOINT_BUSY if the database does not answer by `deadline`: then nothing may be sent.
+        E_ENDPOINT_BUSY if the database does not answer by `deadline`, or too many writes wait for it: then
+        nothing may be sent.
         """
-        replace = self._released.pop(attempt.key, None) is not None
+        if self._writes.qsize() + self._reserved >= WRITES_MAX:
+            log.warning("directive %s: %d directive reply writes are waiting for the database; not sent: %s",
+                        attempt.key.message_id, self._writes.qsize() + self._reserved, BUSY)
+            raise DirectiveError(BUSY, "the hub's database is behind; nothing was sent, try again")
+        attempt.reserved = True
+        self._reserved += 1
+        replaceable = frozenset(self._released.get(attempt.key, ()))
         try:
             async with asyncio.timeout_at(deadline):
-                stored = await self._store.claim(attempt.key, attempt.id, reply, time.time(), replace=replace)
+                stored = await self._store.claim(attempt.key, attempt.id, reply, time.time(),
+                                                 replaceable=replaceable)
         except asyncio.CancelledError:
             self.release(attempt)
             raise
         except (TimeoutError, StoreError) as err:
-            self.release(attempt)  # the claim may still land in the database after this
+            # The claim may still land in the database after this: its release removes it, and until then the
+            # next try may overwrite it (it is one of ours). Only if hubd dies before the release is written does
+            # that row outlive it, and a resend after the restart gets its target states though nothing was sent.
+            self.release(attempt)
             log.warning("directive %s: the database did not record it in time (%s); not sent: %s",
-                        attempt.key.message_id, err or "timeout", BUSY)
+                        attempt.key.message_id, str(err) or "timed out", BUSY)
             raise DirectiveError(BUSY, "the hub's database did not answer in time; nothing was sent, try "
                                        "again") from err
-        return None if stored is None else self._answered_before(attempt.key, stored)
+        if stored is None:
+            return None
+        self._unreserve(attempt)
+        return self._answered_before(attempt.key, stored)
 
     async def stored(self, key: ReplyKey, deadline: float) -> dict[str, Any] | None:
         """The stored reply of an earlier run of this directive (before a restart), if the database has one."""
-        if key in self._released:  # that row is a try of ours that never published
-            return None
         try:
             async with asyncio.timeout_at(deadline):
                 found = await self._store.find(key)
         except (TimeoutError, StoreError):
             return None
-        return None if found is None else self._answered_before(key, found)
+        if found is None or found.attempt in self._released.get(key, ()):  # a try of ours that never published
+            return None
+        return self._answered_before(key, found)
 
     def finish(self, attempt: Attempt, reply: dict[str, Any]) -> None:
         """Queue the reply that went out, to replace the claimed one."""
-        self._write(_Finish(attempt, reply))
+        self._unreserve(attempt)
+        self._writes.put_nowait(_Finish(attempt.key, attempt.id, reply))
 
     def release(self, attempt: Attempt) -> None:
-        """The attempt's `set` never went out: queue the removal of its row; the next try overwrites it."""
-        self._released[attempt.key] = asyncio.get_running_loop().time()
+        """The attempt's `set` never went out: queue the removal of its row; until then the next try of the same
+        directive overwrites that row."""
+        self._unreserve(attempt)
+        self._released.setdefault(attempt.key, set()).add(attempt.id)
         self._released.move_to_end(attempt.key)
-        self._write(_Release(attempt))
+        self._writes.put_nowait(_Release(attempt.key, attempt.id))
 
     async def run(self) -> None:
         """Store finished replies, remove released rows, prune old ones: in order, one at a time."""
@@ -185,10 +224,12 @@ class Resends:
                     op = await self._writes.get()
             except TimeoutError:
                 next_prune = loop.time() + PRUNE_EVERY_S
+                self._requeue_failed()
             await self._apply(op)
 
     async def flush(self, timeout_s: float) -> None:
         """Write what is still queued (at shutdown, after run() ended), for at most timeout_s."""
+        self._requeue_failed()
         try:
             async with asyncio.timeout(timeout_s):
                 while not self._writes.empty():
@@ -199,14 +240,35 @@ class Resends:
     async def _apply(self, op: _Finish | _Release | None) -> None:
         try:
             if isinstance(op, _Finish):
-                await self._store.finish(op.attempt.key, op.attempt.id, op.reply)
+                await self._store.finish(op.key, op.attempt, op.reply)
             elif isinstance(op, _Release):
-                await self._store.release(op.attempt.key, op.attempt.id)
+                await self._store.release(op.key, op.attempt)
+                self._forget_release(op)
             else:
                 removed = await self._store.prune(time.time() - DUPLICATE_TTL_S)
                 log.debug("pruned %d remembered directive replies", removed)
         except StoreError as err:
             log.warning("remembered directive replies: %s", err)
+            if isinstance(op, _Release) and len(self._retry) < DUPLICATE_MAX:
+                self._retry.append(op)  # its row must go, or a restart would answer "ran before"
+
+    def _requeue_failed(self) -> None:
+        for op in self._retry:
+            self._writes.put_nowait(op)
+        self._retry.clear()
+
+    def _forget_release(self, op: _Release) -> None:
+        """The row is gone (a late claim of that attempt, submitted before, cannot land after this)."""
+        ids = self._released.get(op.key)
+        if ids is not None:
+            ids.discard(op.attempt)
+            if not ids:
+                del self._released[op.key]
+
+    def _unreserve(self, attempt: Attempt) -> None:
+        if attempt.reserved:
+            attempt.reserved = False
+            self._reserved -= 1
 
     def _answered_before(self, key: ReplyKey, stored: StoredReply) -> dict[str, Any]:
         self._resends.inc()
@@ -214,23 +276,13 @@ class Resends:
                  "done" if stored.done else "unfinished: the target states")
         return stored.reply
 
-    def _write(self, op: _Finish | _Release) -> None:
-        try:
-            self._writes.put_nowait(op)
-        except asyncio.QueueFull:
-            log.warning("directive %s: too many reply writes waiting for the database; this one is skipped",
-                        op.attempt.key.message_id)
-
     def _prune(self, now: float) -> None:
         while self._replies:
             received_at, _ = next(iter(self._replies.values()))
             if now - received_at < DUPLICATE_TTL_S and len(self._replies) < DUPLICATE_MAX:
                 break
             self._replies.popitem(last=False)
-        while self._released:
-            released_at = next(iter(self._released.values()))
-            if now - released_at < DUPLICATE_TTL_S and len(self._released) < DUPLICATE_MAX:
-                break
+        while len(self._released) > DUPLICATE_MAX:  # only releases that keep failing in the database stay long
             self._released.popitem(last=False)
 
 

@@ -25,6 +25,8 @@ def in_daemon_thread(
 
     Cancelling the future does not stop the thread: `fn` must bound itself (a socket timeout). If `fn`
     returns after the future was cancelled, `on_late(result)` runs on the loop to release what it made.
+    A caller cancelled after the result arrived but before it resumed (both in one loop iteration) finds
+    the future done with that result and must release it itself: on_late does not run then.
     Each call is a thread: for rare calls (connects, lookups), not for every request.
     """
     loop = asyncio.get_running_loop()

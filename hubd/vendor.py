@@ -5,18 +5,16 @@ aiohttp view only parses JSON and serialises the reply, always with HTTP 200 (PR
 a body that is too large or not JSON. Every directive's header token must be a live user token issued by
 hubd's driver (D9). Every reply is due within 3 s (5.3): the budget (REPLY_BUDGET_S) starts when the
 request arrives, the handlers get its end as `Directive.deadline`, the token check gets a share of it
-(a database that stalls falls back to tokens verified within TOKEN_CACHE_S), and a reply not ready
-HANDLER_GRACE_S after it is E_ENDPOINT_BUSY. The request's messageId is echoed whenever it is a
-non-empty string (DIFF-14). DirectiveError is turned into an ErrorResponse here and nowhere else.
+(a database that stalls falls back to the driver's recent_verdict: a check within its last 15 s), and a
+reply not ready HANDLER_GRACE_S after it is E_ENDPOINT_BUSY. The request's messageId is echoed whenever
+it is a non-empty string (DIFF-14). DirectiveError is turned into an ErrorResponse here and nowhere else.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -33,12 +31,11 @@ from hubd.reporter import Reporter
 
 log = logging.getLogger(__name__)
 
-ACCEPT_GRANT_EXCHANGE_TIMEOUT_S = 2.5  # the platform wants every reply within 3 s
+# AcceptGrant with less of the budget left than this answers E_ENDPOINT_BUSY before the exchange, code unspent.
+ACCEPT_GRANT_MIN_S = 0.5
 REPLY_BUDGET_S = 2.5  # PROTOCOL.md 5.3: every reply within 3 s; the rest is for HTTP and the network
 HANDLER_GRACE_S = 0.3  # a handler still busy this long after its deadline is cut off: a late reply is lost
 TOKEN_CHECK_S = 1.0  # the header token check's share of the budget
-TOKEN_CACHE_S = 60.0  # while the database stalls, a token verified this recently still passes
-TOKEN_CACHE_MAX = 1_000
 BUSY = "E_ENDPOINT_BUSY"  # transient: the platform may retry (PROTOCOL.md 5.3, 5.5)
 
 
@@ -47,6 +44,9 @@ class UserTokenVerifier(Protocol):
 
     async def verify_user_token(self, token: str) -> TokenCheck:
         """Valid, expired or unknown."""
+
+    def recent_verdict(self, token: str) -> TokenCheck | None:
+        """Its recent verdict on the token, for while the database stalls; None if it has none it still trusts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +76,6 @@ class VendorEndpoint:
                  reply_budget_s: float = REPLY_BUDGET_S) -> None:
         self._path = path
         self._budget_s = reply_budget_s
-        # SHA-256 of a user token -> (its hubd account, loop time it was last found valid): the fallback
-        # while the database stalls. Never the token itself.
-        self._verified: OrderedDict[bytes, tuple[str | None, float]] = OrderedDict()
         self._brand = brand
         self._verifier = verifier
         self._tokens = tokens
@@ -168,30 +165,23 @@ class VendorEndpoint:
                                            "the hub failed to handle this directive; see its log")
 
     async def _check_token(self, token: str, deadline: float) -> TokenCheck:
-        """The driver's verdict, within TOKEN_CHECK_S; if the database does not answer in time, a verdict of
-        VALID from the last TOKEN_CACHE_S, else E_ENDPOINT_BUSY."""
+        """The driver's verdict, within TOKEN_CHECK_S; if the database does not answer in time, the driver's
+        recent verdict (a check within its last few seconds, never past the token's expiry, forgotten when the
+        driver revokes tokens), else E_ENDPOINT_BUSY."""
         loop = asyncio.get_running_loop()
-        digest = hashlib.sha256(token.encode()).digest()
         try:
             async with asyncio.timeout_at(min(deadline, loop.time() + TOKEN_CHECK_S)):
-                check = await self._verifier.verify_user_token(token)
+                return await self._verifier.verify_user_token(token)
         except (TimeoutError, StoreError) as err:
-            cached = self._verified.get(digest)
-            if cached is not None and loop.time() - cached[1] < TOKEN_CACHE_S:
-                log.warning("the database did not answer the token check (%s); the token passed %.0f s ago",
-                            err or "timeout", loop.time() - cached[1])
-                return TokenCheck(TokenStatus.VALID, cached[0])
-            log.warning("the database did not answer the token check (%s): %s", err or "timeout", BUSY)
+            why = str(err) or "timed out"
+            recent = self._verifier.recent_verdict(token)
+            if recent is not None:
+                log.warning("the database did not answer the token check (%s); using the token's last check: %s",
+                            why, recent.status.value)
+                return recent
+            log.warning("the database did not answer the token check (%s): %s", why, BUSY)
             raise DirectiveError(BUSY, "the hub's database did not answer in time to check the token; "
                                        "try again") from err
-        if check.status is TokenStatus.VALID:
-            self._verified[digest] = (check.user, loop.time())
-            self._verified.move_to_end(digest)
-            while len(self._verified) > TOKEN_CACHE_MAX:
-                self._verified.popitem(last=False)
-        else:
-            self._verified.pop(digest, None)
-        return check
 
     def _parse(self, message: Any, deadline: float) -> Directive:
         if not isinstance(message, dict):
@@ -238,18 +228,26 @@ class VendorEndpoint:
         if not self._reporting_enabled:
             raise DirectiveError("E_INTERNAL_ERROR", "state reporting is not configured on this hub: set "
                                  "platform.base_url, auth_url, client_id and client_secret")
+        # A resend of an AcceptGrant whose exchange began (the same userId and code) gets that outcome, however
+        # little time is left; a new one needs time for the exchange, or the code stays unspent for a resend.
+        loop = asyncio.get_running_loop()
+        if directive.deadline - loop.time() < ACCEPT_GRANT_MIN_S and not self._tokens.exchange_known(user_id, code):
+            raise DirectiveError(BUSY, "too little of the reply time was left to exchange the code (it is unspent); "
+                                       "send AcceptGrant again")
         try:
             # The grant and the new user's AddOrUpdateReport of every device are stored in one transaction, the
             # report ahead of the user's kept events, so the platform knows the endpoints before any event.
-            await self._tokens.accept_grant(user_id, code, driver_user=directive.user,
-                                            timeout_s=ACCEPT_GRANT_EXCHANGE_TIMEOUT_S,
-                                            commit=self._reporter.commit_grant)
+            # The exchange and that commit go on when the reply is due; the outcome waits for a resend.
+            async with asyncio.timeout_at(directive.deadline):
+                await self._tokens.accept_grant(user_id, code, driver_user=directive.user,
+                                                commit=self._reporter.commit_grant)
+        except TimeoutError as err:
+            raise DirectiveError(BUSY, "the platform's token endpoint has not answered yet; hubd keeps its answer "
+                                       "(and the grant, if the code is good): send AcceptGrant again") from err
         except CloudAuthError as err:
-            log.warning("AcceptGrant for user %s: code exchange refused (error=%s)", user_id, err.error)
             raise DirectiveError("E_INTERNAL_ERROR",
                                  f"the token endpoint refused the code (error={err.error or 'unknown'})") from err
         except CloudUnavailable as err:
-            log.warning("AcceptGrant for user %s: token endpoint unreachable: %s", user_id, err)
             raise DirectiveError("E_SERVER_UNREACHABLE", "the platform's token endpoint could not be reached") from err
         return messages.accept_grant_response(self._brand, directive.message_id)
 

@@ -1,18 +1,23 @@
-"""Test helper: a real mosquitto broker on a free loopback port, in a temporary directory.
+"""Test helpers: a real mosquitto broker on a free loopback port, in a temporary directory; and
+`MisbehavingBroker`, a few lines of MQTT 3.1.1 that refuse or ignore what mosquitto never would.
 
-Used by tests only; needs the Debian `mosquitto` package (`/usr/sbin/mosquitto`).
+Used by tests only; mosquitto needs the Debian `mosquitto` package (`/usr/sbin/mosquitto`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
@@ -244,3 +249,118 @@ def publish(port: int, topic: str, payload: bytes | str, *, retain: bool = False
     finally:
         client.disconnect()
         client.loop_stop()
+
+
+class MisbehavingBroker:
+    """An MQTT 3.1.1 server on a free 127.0.0.1 port, run on the test's event loop, that accepts every
+    CONNECT and answers PINGREQ, but answers SUBSCRIBE and QoS 1 PUBLISH as told:
+
+    subscribe: "grant" (SUBACK granting QoS 1), "refuse" (SUBACK 0x80 for every topic, as a broker's
+    ACL would) or "ignore" (no SUBACK ever); publish: "ack" (PUBACK) or "ignore" (no PUBACK ever).
+    `retained` messages (QoS 0) follow a granting SUBACK in the same write: one TLS record with `tls`.
+    Counts connections and how each ended: with a DISCONNECT packet, or by the client closing the socket.
+    """
+
+    def __init__(self, *, subscribe: Literal["grant", "refuse", "ignore"] = "grant",
+                 publish: Literal["ack", "ignore"] = "ack", retained: Sequence[tuple[str, bytes]] = (),
+                 tls: TlsFiles | None = None) -> None:
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.subscribe = subscribe
+        self.publish = publish
+        self.retained = b"".join(publish_packet(topic, payload, retain=True) for topic, payload in retained)
+        self._ssl: ssl.SSLContext | None = None
+        if tls is not None:
+            self._ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            self._ssl.load_cert_chain(tls.cert_file, tls.key_file)
+        self.connections = 0
+        self.subscribes = 0
+        self.disconnects = 0  # connections that ended with a DISCONNECT packet
+        self.aborts = 0  # connections the client closed without one
+        self._changed = asyncio.Event()
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self.host, 0, ssl=self._ssl)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for writer in list(self._writers):
+                writer.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    async def wait_for(self, predicate: Callable[[MisbehavingBroker], bool], timeout_s: float = 30.0) -> None:
+        """Return once predicate(self) holds; TimeoutError after timeout_s (a failure bound, not a measure)."""
+        async with asyncio.timeout(timeout_s):
+            while not predicate(self):
+                self._changed.clear()
+                await self._changed.wait()
+
+    def _note(self) -> None:
+        self._changed.set()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        self.connections += 1
+        self._note()
+        try:
+            while True:
+                kind, flags, body = await _read_packet(reader)
+                if kind == 1:  # CONNECT
+                    writer.write(b"\x20\x02\x00\x00")
+                elif kind == 3 and (flags >> 1) & 3 == 1 and self.publish == "ack":  # QoS 1 PUBLISH
+                    topic_len = int.from_bytes(body[:2], "big")
+                    writer.write(b"\x40\x02" + body[2 + topic_len : 4 + topic_len])
+                elif kind == 8:  # SUBSCRIBE: packet id, then (topic, QoS) pairs
+                    self.subscribes += 1
+                    self._note()
+                    count, i = 0, 2
+                    while i < len(body):
+                        i += 2 + int.from_bytes(body[i : i + 2], "big") + 1
+                        count += 1
+                    granted = {"grant": b"\x01", "refuse": b"\x80"}.get(self.subscribe)
+                    if granted is not None:
+                        writer.write(bytes([0x90, 2 + count]) + body[:2] + granted * count +
+                                     (self.retained if self.subscribe == "grant" else b""))
+                elif kind == 12:  # PINGREQ
+                    writer.write(b"\xd0\x00")
+                elif kind == 14:  # DISCONNECT
+                    self.disconnects += 1
+                    return
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
+            self.aborts += 1
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+            self._note()
+
+
+def publish_packet(topic: str, payload: bytes, *, retain: bool = False) -> bytes:
+    """An MQTT 3.1.1 QoS 0 PUBLISH packet."""
+    name = topic.encode()
+    body = len(name).to_bytes(2, "big") + name + payload
+    length, remaining = bytearray(), len(body)
+    while True:
+        byte, remaining = remaining % 128, remaining // 128
+        length.append(byte | (0x80 if remaining else 0))
+        if not remaining:
+            break
+    return bytes([0x31 if retain else 0x30]) + bytes(length) + body
+
+
+async def _read_packet(reader: asyncio.StreamReader) -> tuple[int, int, bytes]:
+    """(packet type, flags, body) of the next MQTT packet."""
+    header = (await reader.readexactly(1))[0]
+    length, multiplier = 0, 1
+    while True:
+        byte = (await reader.readexactly(1))[0]
+        length += (byte & 0x7F) * multiplier
+        multiplier *= 128
+        if not byte & 0x80:
+            break
+    return header >> 4, header & 0x0F, await reader.readexactly(length)

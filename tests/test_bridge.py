@@ -1,4 +1,5 @@
-"""MqttBridge against a real mosquitto: when the backoff starts afresh, and the hint about a duplicate client id."""
+"""MqttBridge against a real mosquitto (when the backoff starts afresh, the hint about a duplicate client
+id), and against a broker that refuses or ignores the subscription or the `online` publish."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import pytest
-from mosquitto import Mosquitto
+from mosquitto import MisbehavingBroker, Mosquitto
 
 from hubd.events import DeviceMessage
 from hubd.lifecycle import Backoff, Health
 from hubd.metrics import Metrics
+from hubd.mqtt import bridge as bridge_module
 from hubd.mqtt.bridge import STABLE_AFTER_S, MqttBridge
 from hubd.mqtt.client import MqttClient
 
@@ -63,6 +65,7 @@ class Running:
     backoff: RecordingBackoff
     health: Health
     clock: FakeClock
+    task: asyncio.Task[None]
 
 
 @pytest.fixture
@@ -75,11 +78,12 @@ async def start_bridge() -> AsyncIterator[Callable[..., Awaitable[Running]]]:
         bridge = MqttBridge(client, base_topic="hubd", sink=Sink(), health=health, metrics=Metrics(),
                             backoff=backoff, clock=clock)
         bridges.append(bridge)
-        tasks.append(asyncio.create_task(bridge.run()))
+        task = asyncio.create_task(bridge.run())
+        tasks.append(task)
         if wait_connected:
             async with asyncio.timeout(FAILURE_BOUND_S):
                 await health.wait_ready()
-        return Running(bridge, backoff, health, clock)
+        return Running(bridge, backoff, health, clock, task)
 
     yield start
     for task in tasks:
@@ -140,3 +144,38 @@ async def test_refused_credentials_are_retried_with_the_backoff(
     assert not running.health.ready
     assert "check mqtt.username, mqtt.password" in caplog.text
     assert "wrong" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("subscribe", "publish", "why"),
+    [
+        ("refuse", "ack", "refused the subscription"),  # SUBACK 0x80, as a broker's ACL answers
+        ("ignore", "ack", "no SUBACK"),
+        ("grant", "ignore", "no PUBACK"),  # the retained `online` is never confirmed
+    ],
+)
+async def test_a_failed_announce_is_retried_not_fatal(
+    subscribe: str, publish: str, why: str, start_bridge: Callable[..., Awaitable[Running]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The session fails with the connection still up: it must be aborted (the broker then publishes the
+    will) so that the next attempt can connect, instead of the run() loop dying on a leftover connection."""
+    monkeypatch.setattr(bridge_module, "ANNOUNCE_TIMEOUT_S", 0.2)
+    broker = MisbehavingBroker(subscribe=subscribe, publish=publish)  # type: ignore[arg-type]
+    await broker.start()
+    try:
+        client = MqttClient(host=broker.host, port=broker.port, client_id="hub")
+        running = await start_bridge(client, wait_connected=False)
+        retried = asyncio.ensure_future(broker.wait_for(lambda b: b.connections >= 3, FAILURE_BOUND_S))
+        done, _ = await asyncio.wait([retried, running.task], return_when=asyncio.FIRST_COMPLETED)
+        assert running.task not in done, running.task.exception()
+        retried.result()
+        assert running.backoff.sleeps >= 2 and running.backoff.resets == 0
+        assert not running.health.ready
+        assert any(item.startswith("mqtt: ") and why in item for item in running.health.not_ready()), \
+            running.health.not_ready()
+        # Closed without DISCONNECT, so that a real broker publishes hubd's will (`offline`).
+        await broker.wait_for(lambda b: b.aborts >= 2, FAILURE_BOUND_S)
+        assert broker.disconnects == 0
+    finally:
+        await broker.stop()

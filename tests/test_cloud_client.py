@@ -1,17 +1,28 @@
-"""PlatformClient against the platform simulator over loopback, and the message builders' token splice."""
+"""PlatformClient against the platform simulator (or a proxy's error pages) over loopback, its name lookups, and
+the message builders' token splice."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
+import threading
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
+from test_outbox_units import FakeClock, FakeTokens, eventually
 
 from hubd.cloud import messages
 from hubd.cloud.client import PlatformClient
 from hubd.config import HubdConfig
 from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
+from hubd.metrics import Metrics
+from hubd.outbox import OutboxSender
+from hubd.reporter import PendingEvent, insert_events_blocking
+from hubd.store.db import Database
 from simulators.platform import PlatformSimulator
 
 # Every character RFC 6749 2.3.1 makes a client encode before Basic auth, and one Basic itself cannot carry.
@@ -130,3 +141,105 @@ def test_with_token_json_replaces_an_authorization_already_there(layout: str) ->
     parsed = json.loads(spliced, object_pairs_hook=_no_duplicate_keys)
     assert parsed["header"]["authorization"] == {"type": "BearerToken", "token": "new-token"}
     assert "old-token" not in spliced
+
+
+@pytest.fixture
+async def proxy_errors() -> AsyncIterator[str]:
+    """A server that answers like a proxy in front of the platform: error pages in a legacy charset."""
+
+    async def gateway(request: web.Request) -> web.Response:
+        # GBK, no charset in Content-Type: not valid UTF-8
+        return web.Response(status=502, body="网关错误".encode("gbk"), headers={"Content-Type": "text/html"})
+
+    async def token(request: web.Request) -> web.Response:
+        return web.Response(status=400, body=b'{"error":"invalid_grant","error_description":"caf\xe9"}',
+                            headers={"Content-Type": "application/json"})
+
+    app = web.Application()
+    app.router.add_post("/async/events", gateway)
+    app.router.add_post("/report/failed", gateway)
+    app.router.add_post("/oauth/token", token)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+async def test_a_body_that_is_not_utf8_is_an_answer_not_a_crash(proxy_errors: str, tmp_path: Path) -> None:
+    config = HubdConfig.model_validate({"platform": {
+        "base_url": proxy_errors, "auth_url": proxy_errors, "client_id": "c", "client_secret": "s"}}).platform
+    client = PlatformClient(config)
+    await client.start()
+    try:
+        with pytest.raises(CloudUnavailable, match="event API answered 502"):
+            await client.post_event(press("t"))
+        with pytest.raises(CloudUnavailable, match="failure report answered 502"):
+            await client.report_failure("alice")
+        with pytest.raises(CloudAuthError) as refused:
+            await client.exchange_code("code")
+        assert refused.value.error == "invalid_grant" and "caf\ufffd" in str(refused.value)
+        # Behind the outbox: the press is retried later; the sender keeps running.
+        db = Database(tmp_path / "hubd.db", synchronous="normal")
+        await db.start()
+        wakeup, metrics = asyncio.Event(), Metrics()
+        sender = OutboxSender(db, client, FakeTokens(tokens={"alice": "alice:1"}), clock=FakeClock(),
+                              metrics=metrics, wakeup=wakeup)
+        await sender.start()
+        task = asyncio.create_task(sender.run())
+        try:
+            await db.call(lambda c: insert_events_blocking(c, [bell()], ["alice"], 0.0))
+            wakeup.set()
+            failures = metrics.counter("hubd_event_send_failures_total", "", "reason")
+            await eventually(lambda: failures.get("unavailable") == 1 or task.done(), "the send retried")
+            assert not task.done() and sender.depth("alice") == 1
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            await db.stop()
+    finally:
+        await client.stop()
+
+
+def bell() -> PendingEvent:
+    return PendingEvent("DoorbellPress", ("bell",),
+                        messages.doorbell_press("Service", "", "bell", "2024-01-01T00:00:00.000Z"))
+
+
+def test_a_slow_dns_lookup_does_not_hold_up_the_end_of_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    """asyncio.run() waits for the default executor's threads at exit: no lookup may run there."""
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
+    real_getaddrinfo = socket.getaddrinfo
+
+    def slow_getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if host != "platform.example":
+            return real_getaddrinfo(host, *args, **kwargs)
+        started.set()
+        release.wait(30)  # a DNS server that does not answer (bounded, so a failing test ends)
+        finished.set()
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(socket, "getaddrinfo", slow_getaddrinfo)
+    config = HubdConfig.model_validate({"platform": {
+        "base_url": "http://platform.example:9", "auth_url": "http://platform.example:9", "client_id": "c",
+        "client_secret": "s"}}).platform
+
+    async def send_and_give_up() -> None:
+        client = PlatformClient(config)
+        await client.start()
+        sending = asyncio.create_task(client.post_event(press("t")))
+        while not started.is_set():  # the lookup is under way
+            await asyncio.sleep(0.01)
+        sending.cancel()  # hubd stops (SIGTERM)
+        await asyncio.gather(sending, return_exceptions=True)
+        await client.stop()
+
+    try:
+        asyncio.run(send_and_give_up())
+        assert not finished.is_set(), "asyncio.run waited for the DNS lookup"
+    finally:
+        release.set()

@@ -108,6 +108,56 @@ def test_secrets_never_appear_in_problems(tmp_path: Path) -> None:
     assert not any("secret-value" in line for line in found), found
 
 
+def test_merge_keys_are_applied_and_written_keys_win() -> None:
+    config = parse_config(
+        "mqtt:\n  <<: {host: 10.0.0.1, port: 1999}\n  port: 1884\n"
+        "driver:\n  accounts:\n    - &account {username: anna, password: same-pw}\n"
+        "    - <<: *account\n      username: ben\n",
+        {},
+    )
+    assert (config.mqtt.host, config.mqtt.port) == ("10.0.0.1", 1884)
+    assert [a.username for a in config.driver.accounts] == ["anna", "ben"]
+    assert config.driver.accounts[1].password.get_secret_value() == "same-pw"
+    # From a list of mappings the first one wins (YAML merge keys); written twice is still a duplicate.
+    assert parse_config("mqtt:\n  <<: [{host: a}, {host: b, port: 7}]\n", {}).mqtt.host == "a"
+    assert problems("mqtt:\n  <<: {host: a}\n  host: b\n  host: c\n") == [
+        "mqtt.host: duplicate key: already given on line 3; keep one (line 4)"
+    ]
+
+
+def test_a_merge_of_something_else_than_a_mapping_is_reported() -> None:
+    assert problems("mqtt:\n  <<: hello\n  port: 1884\n") == [
+        "mqtt: cannot merge this: `<<:` takes a mapping or a list of mappings, e.g. `<<: *anchor` (line 2)"
+    ]
+
+
+def test_values_yaml_cannot_build_are_reported_without_the_value() -> None:
+    found = problems("mqtt:\n  port: !!int abc\n  password: !!int hunter2\n  host: 2001-13-45\n")
+    assert found == [
+        "mqtt.port: cannot read this value (it is tagged !!int but is not an integer; fix the value or remove the"
+        " tag) (line 2)",
+        "mqtt.password: cannot read this value (it is tagged !!int but is not an integer; fix the value or remove"
+        " the tag) (line 3)",
+        "mqtt.host: cannot read this value (it looks like a date but is not a valid one; put it in quotes if it is"
+        " text) (line 4)",
+    ]
+
+
+def test_home_assistant_and_unknown_tags_are_explained() -> None:
+    found = problems(
+        "mqtt:\n  password: !secret mqtt_password\n  host: !env_var MQTT_HOST\n"
+        "platform: !include platform.yaml\nlog:\n  level: !!python/name:os.system info\n"
+    )
+    assert found == [
+        "mqtt.password: !secret is Home Assistant syntax (hubd has no secrets.yaml); use"
+        " `password_file: /path/to/file` or `${ENV_VAR}` (line 2)",
+        "mqtt.host: !env_var is Home Assistant syntax; write `${ENV_VAR}` instead (line 3)",
+        "platform: !include is Home Assistant syntax; hubd reads one file: write the values here (line 4)",
+        "log.level: unknown YAML tag !!python/name:os.system; remove it (hubd reads plain YAML values, with"
+        " `${ENV_VAR}`) (line 6)",
+    ]
+
+
 # -- config.example.yaml --------------------------------------------------------------------------------------
 
 

@@ -11,23 +11,27 @@ import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from test_driver_support import RunningDriver, browser_session, command, running_driver, user_auth
+from test_driver_support import RunningDriver, browser_session, command, log_in, running_driver, user_auth
 
 from hubd.cloud.client import PlatformClient
 from hubd.cloud.tokens import TokenManager
 from hubd.config import HubdConfig
 from hubd.directives import Directives
+from hubd.driver.store import revoke_user_blocking
+from hubd.driver.verdicts import VERDICT_TTL_S
 from hubd.errors import MqttUnavailable, MqttUnconfirmed
 from hubd.events import DeviceMessage, MessageKind
 from hubd.lifecycle import Health
 from hubd.registry import DeviceRegistry
 from hubd.reporter import PendingEvent, Reporter
+from hubd.store.db import Database
 from hubd.store.grants import Grant, GrantRepo
 from hubd.store.replies import DirectiveReplyRepo
 from hubd.vendor import VendorEndpoint
@@ -249,6 +253,27 @@ async def hub(tmp_path: Path) -> AsyncIterator[Hub]:
             await bus.close()
 
 
+@asynccontextmanager
+async def stalled_database(hub: Hub) -> AsyncIterator[None]:
+    """Another process holds the write lock, and hubd's one database thread is stuck in a write behind it."""
+    holder = sqlite3.connect(hub.driver.db.path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    inside = threading.Event()
+
+    def stuck_write(conn: sqlite3.Connection) -> None:
+        inside.set()
+        conn.execute("UPDATE devices SET online = online WHERE id = 'lamp-1'")
+
+    stuck = asyncio.ensure_future(hub.driver.db.call(stuck_write))
+    try:
+        assert await asyncio.to_thread(inside.wait, WAIT_S)
+        yield
+    finally:
+        holder.rollback()
+        holder.close()
+        await stuck
+
+
 async def test_expired_and_unknown_tokens_are_refused_on_every_directive(hub: Hub) -> None:
     assert (await hub.send(discover_message(hub.token))).name == "DiscoveryResponse"
     assert (await hub.send(report_state_message(hub.token, "lamp-1"))).name == "Response"
@@ -429,22 +454,28 @@ async def test_a_resend_after_a_restart_is_answered_from_the_database(hub: Hub) 
     assert [p["id"] for p in hub.bus.published] == ["adj-1", "adj-2"]
 
 
+async def test_a_resend_after_a_restart_whose_claim_stalled_does_not_run_again(hub: Hub) -> None:
+    first = await hub.control("lamp-1", "Brightness.Adjust", {"delta": 10}, message_id="adj-9")
+    assert first.states["Brightness"] == 90
+    await hub.directives.stop()
+    _, restarted = hub.another_hub()
+    assert (await hub.send(discover_message(hub.token), vendor=restarted)).name == "DiscoveryResponse"
+
+    # The database stalls: the resend's claim waits behind the lock, hubd gives up on it (busy), and it lands
+    # later, meeting the row from before the restart.
+    async with stalled_database(hub):
+        busy = await hub.control("lamp-1", "Brightness.Adjust", {"delta": 10}, message_id="adj-9", vendor=restarted)
+        assert busy.error == "E_ENDPOINT_BUSY"
+    again = await hub.control("lamp-1", "Brightness.Adjust", {"delta": 10}, message_id="adj-9", vendor=restarted)
+    assert [p["id"] for p in hub.bus.published] == ["adj-9"]  # the device was told once
+    assert again.body == first.body
+
+
 async def test_a_stalled_database_still_gets_an_answer_in_time(hub: Hub) -> None:
     assert (await hub.send(discover_message(hub.token))).name == "DiscoveryResponse"  # the token passed once
     fresh_token = (await user_auth(hub.session, hub.driver.url))["userToken"]  # valid, never presented yet
 
-    # Another process holds the write lock, and hubd's one database thread is stuck in a write behind it.
-    holder = sqlite3.connect(hub.driver.db.path, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    inside = threading.Event()
-
-    def stuck_write(conn: sqlite3.Connection) -> None:
-        inside.set()
-        conn.execute("UPDATE devices SET online = online WHERE id = 'lamp-1'")
-
-    stuck = asyncio.ensure_future(hub.driver.db.call(stuck_write))
-    try:
-        assert await asyncio.to_thread(inside.wait, WAIT_S)
+    async with stalled_database(hub):
         # Each reply is on time: the right answer where memory suffices, else E_ENDPOINT_BUSY.
         assert (await hub.send(discover_message(hub.token))).name == "DiscoveryResponse"
         assert (await hub.send(report_state_message(hub.token, "lamp-1"))).states["Brightness"] == 80
@@ -452,14 +483,51 @@ async def test_a_stalled_database_still_gets_an_answer_in_time(hub: Hub) -> None
         busy = await hub.control("lamp-1", "Brightness.Set", {"value": 60}, message_id="stalled-1")
         assert busy.error == "E_ENDPOINT_BUSY"
         assert not hub.bus.published  # nothing may be sent before it is on record
-    finally:
-        holder.rollback()
-        holder.close()
-    await stuck
     # Nothing ran, so the platform's retry runs, once.
     assert (await hub.control("lamp-1", "Brightness.Set", {"value": 60}, message_id="stalled-1")).states[
         "Brightness"] == 60
     assert len(hub.bus.published) == 1
+
+
+async def test_an_expired_token_is_refused_while_the_database_stalls(hub: Hub,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="hubd.vendor")
+    hub.driver.clock.advance(3600 - 5)  # driver.token_ttl_s is 3600: 5 s of the token's life left
+    assert (await hub.send(discover_message(hub.token))).name == "DiscoveryResponse"  # checked in the database
+    hub.driver.clock.advance(10)  # expired, though checked only 10 s ago
+    async with stalled_database(hub):
+        assert (await hub.send(discover_message(hub.token))).error == "E_AUTHORIZATION_EXPIRED"
+        assert (await hub.control("lamp-1", "Switch.On", token=hub.token)).error == "E_AUTHORIZATION_EXPIRED"
+    assert not hub.bus.published
+    assert any("did not answer the token check (timed out)" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_token_the_driver_revoked_is_refused_while_the_database_stalls(hub: Hub) -> None:
+    _, added = await log_in(hub.session, hub.driver.url)
+    first = await command(hub.session, hub.driver.url, "OAuthGetToken", {"code": added["code"]})
+    token = first["data"]["userToken"]
+    assert (await hub.send(discover_message(token))).name == "DiscoveryResponse"
+    # The same code again: RFC 6749 says revoke what it was exchanged for, and the driver does.
+    replayed = await command(hub.session, hub.driver.url, "OAuthGetToken", {"code": added["code"]})
+    assert replayed["status"] != 0
+    async with stalled_database(hub):
+        assert (await hub.send(discover_message(token))).error == "E_ENDPOINT_BUSY"
+        assert (await hub.control("lamp-1", "Switch.On", token=token)).error == "E_ENDPOINT_BUSY"
+        assert (await hub.send(discover_message(hub.token))).error == "E_ENDPOINT_BUSY"  # every verdict forgotten
+    assert not hub.bus.published
+    assert (await hub.send(discover_message(token))).error == "E_INVALID_AUTHORIZATION"
+
+
+async def test_a_token_revoked_by_another_process_is_refused_after_a_few_seconds_while_the_database_stalls(
+        hub: Hub) -> None:
+    assert (await hub.send(discover_message(hub.token))).name == "DiscoveryResponse"
+    revoked = await asyncio.to_thread(Database(hub.driver.db.path).call_blocking, revoke_user_blocking, "alice",
+                                      hub.driver.clock.time(), "revoked with `hubd tokens revoke`")
+    assert revoked == 1
+    hub.driver.clock.advance(VERDICT_TTL_S)  # README: seen within 15 s, even while the database stalls
+    async with stalled_database(hub):
+        assert (await hub.send(discover_message(hub.token))).error == "E_ENDPOINT_BUSY"
+    assert (await hub.send(discover_message(hub.token))).error == "E_INVALID_AUTHORIZATION"
 
 
 async def test_bad_device_limits_are_ignored_with_one_warning(hub: Hub, caplog: pytest.LogCaptureFixture) -> None:

@@ -31,11 +31,13 @@ pytestmark = [
 
 @asynccontextmanager
 async def callback_site(
-    other_pages: dict[str, str] | None = None,
+    other_pages: dict[str, str] | None = None, host: str = "127.0.0.1",
 ) -> AsyncIterator[tuple[str, list[dict[str, list[str]]]]]:
     """A stand-in for the platform's callback page on loopback; records the queries it got.
 
-    `other_pages` maps a path on the same server to HTML it serves (filled in by the test).
+    `other_pages` maps a path on the same server to HTML it serves (filled in by the test); a page
+    `REDIRECT url` answers 302 to url. On `host` 127.0.0.2 it is another *site* than the hub on 127.0.0.1
+    (for an IP address the site is the address), so SameSite applies as it does on the internet.
     """
     seen: list[dict[str, list[str]]] = []
 
@@ -44,7 +46,10 @@ async def callback_site(
         return web.Response(text="<!doctype html><title>Linked</title><h1>Linked</h1>", content_type="text/html")
 
     async def other(request: web.Request) -> web.Response:
-        return web.Response(text=(other_pages or {})[request.path], content_type="text/html")
+        page = (other_pages or {})[request.path]
+        if page.startswith("REDIRECT "):
+            raise web.HTTPFound(page.removeprefix("REDIRECT "))
+        return web.Response(text=page, content_type="text/html")
 
     app = web.Application()
     app.router.add_get("/platform/callback", landed)
@@ -52,9 +57,9 @@ async def callback_site(
     runner = web.AppRunner(app)
     await runner.setup()
     port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    await web.TCPSite(runner, host, port).start()
     try:
-        yield f"http://127.0.0.1:{port}/platform/callback", seen
+        yield f"http://{host}:{port}/platform/callback", seen
     finally:
         await runner.cleanup()
 
@@ -120,6 +125,90 @@ async def test_browser_refuses_a_form_posted_from_another_site(tmp_path: Path) -
                 await page.goto(reply["data"])  # sets the login cookie in this browser
                 csrf = await page.input_value("input[name=csrf]")
                 # another origin (same site: 127.0.0.1 on another port, so SameSite lets the cookie go along)
+                pages["/other/evil"] = (
+                    f'<form method="post" action="{escape(reply["data"])}">'
+                    f'<input type="hidden" name="csrf" value="{escape(csrf)}">'
+                    f'<input type="hidden" name="callbackURL" value="{escape(base)}">'
+                    '<input type="hidden" name="username" value="alice">'
+                    f'<input type="hidden" name="password" value="{escape(ALICE_PASSWORD)}">'
+                    '<button type="submit">win a prize</button></form>')
+                await page.goto(base.replace("/platform/callback", "/other/evil"))
+                await page.click("button[type=submit]")
+                await page.wait_for_load_state()
+                assert page.url.startswith(driver.url)
+                assert "was sent from another site" in await page.inner_text(".error")
+            finally:
+                await browser.close()
+        assert seen == []
+
+
+async def test_login_pages_opened_from_another_site_all_work(tmp_path: Path) -> None:
+    """The platform's page links (or redirects) to the login page; a page opened earlier in another tab
+    still signs in after a second one was opened that way (the browser's cookie is kept, not replaced)."""
+    from playwright.async_api import Page, async_playwright
+
+    pages: dict[str, str] = {}
+    async with running_driver(tmp_path) as driver, callback_site(pages, host="127.0.0.2") as (base, seen), \
+            aiohttp.ClientSession() as session:
+        callback = f"{base}?s=1"
+        authorize = (await command(session, driver.url, "OAuth", {"callbackURL": callback}))["data"]
+        other_site = base.replace("/platform/callback", "/other")
+        pages["/other/link"] = f'<a id="go" href="{escape(authorize)}">Link your hub</a>'
+        pages["/other/redirect"] = f"REDIRECT {authorize}"
+
+        async def from_link(page: Page) -> None:
+            await page.goto(f"{other_site}/link")
+            await page.click("#go")
+            await page.wait_for_load_state()
+
+        async def sign_in(page: Page) -> str:
+            await page.fill("#username", "alice")
+            await page.fill("#password", ALICE_PASSWORD)
+            await page.click("button[type=submit]")
+            await page.wait_for_load_state()
+            return page.url if page.url.startswith(base) else f"refused: {await page.inner_text('main')}"
+
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+            try:
+                context = await browser.new_context(java_script_enabled=False, is_mobile=True)
+                page = await context.new_page()
+                await from_link(page)
+                assert (await sign_in(page)).startswith(callback)
+
+                context = await browser.new_context(java_script_enabled=False, is_mobile=True)
+                page = await context.new_page()
+                await page.goto(f"{other_site}/redirect")
+                assert (await sign_in(page)).startswith(callback)
+
+                context = await browser.new_context(java_script_enabled=False, is_mobile=True)
+                first_tab = await context.new_page()
+                await first_tab.goto(authorize)
+                second_tab = await context.new_page()
+                await from_link(second_tab)
+                assert (await sign_in(first_tab)).startswith(callback)
+                assert (await sign_in(second_tab)).startswith(callback)
+            finally:
+                await browser.close()
+        assert len(seen) == 4 and all(q["code"] for q in seen)
+
+
+async def test_browser_refuses_a_form_posted_from_another_site_it_was_sent_to(tmp_path: Path) -> None:
+    """A page on another site posts the login form with a token the attacker got: refused, and the Lax
+    cookie did not even come along."""
+    from playwright.async_api import async_playwright
+
+    pages: dict[str, str] = {}
+    async with running_driver(tmp_path) as driver, callback_site(pages, host="127.0.0.2") as (base, seen), \
+            aiohttp.ClientSession() as session:
+        reply = await command(session, driver.url, "OAuth", {"callbackURL": base})
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+            try:
+                context = await browser.new_context(java_script_enabled=False)
+                page = await context.new_page()
+                await page.goto(reply["data"])  # the victim's browser has the login cookie
+                csrf = await page.input_value("input[name=csrf]")
                 pages["/other/evil"] = (
                     f'<form method="post" action="{escape(reply["data"])}">'
                     f'<input type="hidden" name="csrf" value="{escape(csrf)}">'

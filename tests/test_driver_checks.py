@@ -253,7 +253,7 @@ async def test_a_differently_encoded_callback_path_is_the_callback(
 
 
 @pytest.mark.parametrize("where", ["other-path", "other-origin"])
-async def test_a_redirect_away_from_the_driver_is_not_followed(
+async def test_a_redirect_to_the_platform_or_with_a_code_elsewhere_is_not_followed(
     capsys: pytest.CaptureFixture[str], where: str
 ) -> None:
     site, hits = recording_site()
@@ -264,8 +264,11 @@ async def test_a_redirect_away_from_the_driver_is_not_followed(
             code = await run_checks(url, callback_url=callback, username="u", password="p")
     lines = capsys.readouterr().out.splitlines()
     assert code == 1
-    assert lines[1] == (f"FAIL 2 authorize: the login redirected to {target}, "
-                        f"expected path /cb on {site_url}; a redirect that leaves the driver is not followed"), lines
+    why = ("a redirect to the callback's origin that is not the callback is not followed" if where == "other-path"
+           else "a redirect that carries a code or token away from the driver is not followed")
+    carries = "" if where == "other-path" else " with code"
+    assert lines[1] == (f"FAIL 2 authorize: the login redirected to {target}{carries}, "
+                        f"expected path /cb on {site_url}; {why}"), lines
     assert hits == []
 
 
@@ -286,3 +289,103 @@ async def test_a_malformed_location_fails_check_2(capsys: pytest.CaptureFixture[
     lines = capsys.readouterr().out.splitlines()
     assert code == 1
     assert lines[1].startswith("FAIL 2 authorize: the driver sent a malformed URL"), lines
+
+
+# -- single sign-on: the login page on another origin; the password goes only where the form came from ----
+
+Hits = list[tuple[str, str, dict[str, str]]]  # (method, path, form fields) of each request
+
+
+def sso_site(*, form_action: str | None = None) -> tuple[web.Application, Hits]:
+    """A single sign-on host: GET /login?back=URL serves the form, POST /login sends the browser back with a
+    ticket; any other request is only recorded. `form_action`: where its form is sent."""
+    hits: Hits = []
+
+    async def login_page(request: web.Request) -> web.Response:
+        hits.append(("GET", request.path, {}))
+        action = form_action or f"/login?back={quote(request.query['back'], safe='')}"
+        return web.Response(text=f'<form method="post" action="{action}"><input name="user">'
+                                 '<input type="password" name="pw"></form>', content_type="text/html")
+
+    async def log_in(request: web.Request) -> web.Response:
+        form = {k: str(v) for k, v in (await request.post()).items()}
+        hits.append(("POST", request.path, form))
+        if (form.get("user"), form.get("pw")) != ("u", "p"):
+            return web.Response(text="wrong password", content_type="text/html")
+        return web.Response(status=302, headers={"Location": f"{request.query['back']}?ticket=t-1"})
+
+    async def anything(request: web.Request) -> web.Response:
+        hits.append((request.method, request.path, {k: str(v) for k, v in (await request.post()).items()}))
+        return web.Response(text="elsewhere")
+
+    app = web.Application()
+    app.router.add_get("/login", login_page)
+    app.router.add_post("/login", log_in)
+    app.router.add_route("*", "/{tail:.*}", anything)
+    return app, hits
+
+
+def sso_driver(sso_url: str, *, form_action: str | None = None) -> web.Application:
+    """An OAuth 2.0 driver that signs its users in at `sso_url` and takes them back with a ticket; with
+    `form_action`, it serves the login form itself, sent to that URL."""
+    state: dict[str, str] = {}
+
+    async def command(request: web.Request) -> web.Response:
+        body = await request.json()
+        if body["command"] == "OAuth":
+            callback = body["params"]["callbackURL"]
+            return web.json_response({"status": 0, "data": f"http://{request.host}/oauth/authorize?callbackURL="
+                                                            f"{quote(callback, safe='')}"})
+        return web.json_response({"status": 0, "data": {"userId": "u", "userToken": f"t-{body['command']}",
+                                                        "expiresIn": 60, "refreshToken": "r"}})
+
+    async def page(request: web.Request) -> web.Response:
+        state["callback"] = request.query["callbackURL"]
+        if form_action is not None:
+            return web.Response(text=f'<form method="post" action="{form_action}"><input name="user">'
+                                     '<input type="password" name="pw"></form>', content_type="text/html")
+        back = quote(f"http://{request.host}/oauth/return", safe="")
+        return web.Response(status=302, headers={"Location": f"{sso_url}/login?back={back}"})
+
+    async def back(request: web.Request) -> web.Response:
+        assert request.query["ticket"] == "t-1"
+        return web.Response(status=302, headers={"Location": state["callback"] + "&code=via-sso"})
+
+    app = web.Application()
+    app.router.add_post("/driver/command", command)
+    app.router.add_get("/oauth/authorize", page)
+    app.router.add_get("/oauth/return", back)
+    return app
+
+
+async def test_a_login_on_a_single_sign_on_host_is_followed(capsys: pytest.CaptureFixture[str]) -> None:
+    site, callback_hits = recording_site()
+    sso, sso_hits = sso_site()
+    async with serving(site) as site_url, serving(sso) as sso_url, serving(sso_driver(sso_url)) as url:
+        code = await run_checks(url, callback_url=f"{site_url}/cb?u=1", username="u", password="p")
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0, lines
+    assert lines[1].startswith("PASS 2 authorize: HTTP 302 to the callback"), lines
+    assert [(method, path) for method, path, _ in sso_hits] == [("GET", "/login"), ("POST", "/login")]
+    assert sso_hits[1][2] == {"user": "u", "pw": "p"}  # the origin that served the form got the password
+    assert callback_hits == []
+
+
+@pytest.mark.parametrize("served_by", ["driver", "sso"])
+async def test_a_login_form_sent_to_another_origin_fails_and_gets_no_password(
+    capsys: pytest.CaptureFixture[str], served_by: str
+) -> None:
+    collector, collected = sso_site()
+    async with serving(collector) as collector_url:
+        action = f"{collector_url}/collect"
+        sso, sso_hits = sso_site(form_action=None if served_by == "driver" else action)
+        async with serving(sso) as sso_url, \
+                serving(sso_driver(sso_url, form_action=action if served_by == "driver" else None)) as url:
+            code = await run_checks(url, callback_url=CALLBACK, username="u", password="p")
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 1
+    page_origin = url if served_by == "driver" else sso_url
+    assert lines[1] == (f"FAIL 2 authorize: the login form on {page_origin} is sent to {action}, another origin; "
+                        "check-driver sends the username and password only to the origin that served the form"), lines
+    assert collected == []
+    assert [(method, path) for method, path, _ in sso_hits] == ([] if served_by == "driver" else [("GET", "/login")])

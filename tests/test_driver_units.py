@@ -1,15 +1,17 @@
-"""Pure parts of the driver: password hashes, sealing, callback URLs, login windows."""
+"""Pure parts of the driver: password hashes, sealing, callback URLs, login windows, token verdicts."""
 
 from __future__ import annotations
 
 import io
 
 import pytest
+from test_driver_support import FakeClock
 
 from hubd.driver import passwords
 from hubd.driver.limits import LoginLimiter, SlidingWindow
 from hubd.driver.passwords import PasswordHashInvalid, check_hash, hash_password, is_hash, verify_password
 from hubd.driver.seal import SealBroken, seal, unseal
+from hubd.driver.store import TokenCheck, TokenStatus
 from hubd.driver.urls import (
     CallbackInvalid,
     HostRule,
@@ -19,6 +21,7 @@ from hubd.driver.urls import (
     get_ci,
     parse_callback_hosts,
 )
+from hubd.driver.verdicts import VerdictCache
 from hubd.errors import HubdError
 
 
@@ -252,3 +255,44 @@ def test_a_right_password_takes_its_attempt_back_from_the_address() -> None:
     assert limiter.begin("a", "1.2.3.4", 10) == 0
     assert limiter.begin("b", "1.2.3.4", 11) == 0
     assert limiter.begin("c", "1.2.3.4", 12) == 98
+
+
+def test_a_verdict_lasts_its_ttl_and_never_past_the_tokens_expiry() -> None:
+    clock = FakeClock()
+    cache = VerdictCache(clock, ttl_s=15)
+    cache.record("tok", TokenCheck(TokenStatus.VALID, "alice", clock.now + 10), cache.generation)
+    assert cache.recent("tok") == TokenCheck(TokenStatus.VALID, "alice", clock.now + 10)
+    assert cache.recent("other") is None
+    clock.advance(10)  # checked 10 s ago, and the token expired just now
+    assert cache.recent("tok") == TokenCheck(TokenStatus.EXPIRED, "alice", clock.now)
+
+    cache.record("long", TokenCheck(TokenStatus.VALID, "bob", clock.now + 3600), cache.generation)
+    clock.advance(14.9)
+    assert cache.recent("long") is not None
+    clock.advance(0.1)
+    assert cache.recent("long") is None
+
+
+def test_a_revocation_forgets_every_verdict_and_checks_under_way() -> None:
+    clock = FakeClock()
+    cache = VerdictCache(clock)
+    valid = TokenCheck(TokenStatus.VALID, "alice", clock.now + 3600)
+    cache.record("tok", valid, cache.generation)
+    before = cache.generation  # a check begins
+    cache.invalidate()  # the driver revokes tokens meanwhile
+    assert cache.recent("tok") is None
+    cache.record("tok", valid, before)  # what the check found before the revocation is not kept
+    assert cache.recent("tok") is None
+    cache.record("tok", valid, cache.generation)
+    assert cache.recent("tok") == valid
+    cache.record("tok", TokenCheck(TokenStatus.UNKNOWN, None), cache.generation)
+    assert cache.recent("tok") is None
+
+
+def test_verdicts_are_bounded_and_keyed_by_hash() -> None:
+    clock = FakeClock()
+    cache = VerdictCache(clock, max_entries=2)
+    for token in ("a", "b", "c"):
+        cache.record(token, TokenCheck(TokenStatus.VALID, "alice", clock.now + 60), cache.generation)
+    assert [cache.recent(t) is not None for t in ("a", "b", "c")] == [False, True, True]
+    assert all(isinstance(k, bytes) and len(k) == 32 for k in cache._verdicts)  # SHA-256, never the token

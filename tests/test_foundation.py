@@ -17,7 +17,7 @@ from pathlib import Path
 import paho.mqtt.client as paho
 import pytest
 from hubd_proc import REPO, HubdProcess, free_port
-from mosquitto import Mosquitto, publish
+from mosquitto import MisbehavingBroker, Mosquitto, publish
 from paho.mqtt.enums import CallbackAPIVersion
 
 from hubd.mqtt.client import MqttClient
@@ -89,6 +89,40 @@ def test_config_env_and_secret_files(tmp_path: Path) -> None:
     assert "s3cr3t" not in result.stderr + result.stdout
 
 
+def test_check_config_explains_yaml_it_cannot_read_without_a_traceback(tmp_path: Path) -> None:
+    """Home Assistant's `!secret`, a value its tag does not fit, merge keys: problems, exit 2, no value shown."""
+    config = tmp_path / "c.yaml"
+    config.write_text("mqtt:\n  <<: {host: 10.0.0.1}\n  port: !!int s3cr3t\n  password: !secret mqtt_pw\n")
+    result = run_cli("check-config", "-c", str(config))
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and "s3cr3t" not in result.stderr
+    assert result.stderr.splitlines() == [
+        "mqtt.port: cannot read this value (it is tagged !!int but is not an integer; fix the value or remove the"
+        " tag) (line 3)",
+        "mqtt.password: !secret is Home Assistant syntax (hubd has no secrets.yaml); use"
+        " `password_file: /path/to/file` or `${ENV_VAR}` (line 4)",
+    ]
+
+
+def test_run_exits_2_on_a_config_error_even_one_found_at_start(tmp_path: Path) -> None:
+    """Exit 2 is what the unit's RestartPreventExitStatus=2 keeps from being restarted in a loop."""
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("mqtt:\n  port: !secret p\n")
+    result = run_cli("run", "-c", str(bad_yaml))
+    assert result.returncode == 2 and "mqtt.port: !secret" in result.stderr, result.stderr
+    # Valid for check-config; only the driver, when it starts, sees an account listed twice.
+    hub = HubdProcess(tmp_path / "hub", mqtt_port=free_port(), overrides={"driver": {"accounts": [
+        {"username": "anna", "password": "pw-1"}, {"username": "anna", "password": "pw-2"}]}})
+    hub.start()
+    try:
+        assert run_cli("check-config", "-c", str(hub.config_path)).returncode == 0
+        assert hub.wait(30) == 2, hub.log()
+        assert "driver.accounts[1].username: 'anna' is listed twice" in hub.log()
+        assert "Traceback" not in hub.log() and "pw-1" not in hub.log()
+    finally:
+        hub.kill()
+
+
 def test_secrets_are_never_printed(tmp_path: Path) -> None:
     from hubd.config import load_config
 
@@ -143,6 +177,35 @@ async def test_not_ready_while_broker_is_down(tmp_path: Path, mosquitto: Mosquit
     finally:
         hub.stop()
 
+
+@pytest.mark.parametrize(("subscribe", "attempts"), [("refuse", 3), ("ignore", 2)])
+async def test_a_broker_that_refuses_or_ignores_the_subscription_is_retried(
+    tmp_path: Path, subscribe: str, attempts: int
+) -> None:
+    """SUBACK 0x80 (a broker's ACL) or no SUBACK at all (within 10 s): hubd stays up, not ready, and retries."""
+    broker = MisbehavingBroker(subscribe=subscribe)  # type: ignore[arg-type]
+    await broker.start()
+    hub = HubdProcess(tmp_path / "hub", mqtt_port=broker.port)
+    hub.start()
+    assert hub.proc is not None
+    exited = asyncio.ensure_future(asyncio.to_thread(hub.proc.wait))
+    try:
+        # Each attempt after the backoff; "ignore" waits 10 s for the SUBACK each time.
+        retried = asyncio.ensure_future(broker.wait_for(lambda b: b.connections >= attempts, timeout_s=60))
+        await asyncio.wait([retried, exited], return_when=asyncio.FIRST_COMPLETED)
+        assert not exited.done(), hub.log()
+        retried.result()
+        status, body = await hub.get("/healthz")
+        assert status == 503 and any(item.startswith("mqtt: ") for item in body["not_ready"]), body
+        # Each failed session was aborted, not ended with DISCONNECT: a real broker publishes the will.
+        await broker.wait_for(lambda b: b.aborts >= attempts - 1)
+        assert broker.disconnects == 0
+        assert hub.stop() == 0, hub.log()
+        assert "Traceback" not in hub.log()
+    finally:
+        hub.kill()
+        await broker.stop()
+        await exited
 
 
 class NotifyListener:
@@ -307,6 +370,7 @@ def test_systemd_unit_verifies(tmp_path: Path) -> None:
         "ProtectHome=yes",
         "RestrictAddressFamilies=",
         "LoadCredential=",
+        "RestartPreventExitStatus=2",
     ):
         assert required in unit, required
     assert "Documentation=file:" not in unit  # nothing installs a local copy of the docs
@@ -374,9 +438,11 @@ async def test_ready_is_sent_only_once_the_broker_is_up(tmp_path: Path, mosquitt
             await next_message()
         status, body = await hub.get("/healthz")
         assert status == 503 and any(item.startswith("mqtt:") for item in body["not_ready"]), body
-        # Everything hubd sent so far is queued on our socket already: READY=1 must not be among it.
+        # Everything hubd sent so far is queued on our socket already: READY=1 must not be among it, but
+        # EXTEND_TIMEOUT_USEC must, or systemd's TimeoutStartSec would end the wait for the broker.
         notify.drain()
         assert "READY=1" not in received, received
+        assert "EXTEND_TIMEOUT_USEC=30000000" in received, received
         mosquitto.start()
         while "READY=1" not in received:
             await next_message(40)

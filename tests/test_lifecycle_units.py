@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import socket
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -13,6 +15,7 @@ from aiohttp import web
 from hubd_proc import free_port
 
 from hubd import lifecycle
+from hubd.errors import ConfigError
 from hubd.lifecycle import Backoff, Health, Supervisor
 from hubd.metrics import Metrics
 from hubd.systemd import Notifier
@@ -44,6 +47,14 @@ class Part:
 
     async def stop(self) -> None:
         self._journal.append(f"stop {self.name}")
+
+
+class BadConfig(Part):
+    """A component that finds a problem in its part of the config only when it starts."""
+
+    async def start(self) -> None:
+        self._journal.append(f"start {self.name}")
+        raise ConfigError(["driver.accounts[1].username: 'anna' is listed twice"])
 
 
 class SlowToCancel(Part):
@@ -116,6 +127,61 @@ async def test_stop_budget_covers_run_loops_slow_to_cancel(monkeypatch: pytest.M
     finally:
         stuck.release.set()
         await asyncio.sleep(0)
+
+
+async def test_a_config_error_found_at_start_exits_2_and_names_the_key(caplog: pytest.LogCaptureFixture) -> None:
+    """Exit 2 like check-config: the unit's RestartPreventExitStatus=2 does not restart it in a loop."""
+    journal: list[str] = []
+    parts = [Part("store", journal), BadConfig("driver", journal), Part("http", journal)]
+    assert await supervise(parts, stop_when_running=False) == lifecycle.EXIT_CONFIG_ERROR == 2
+    assert journal == ["start store", "start driver", "stop store"]
+    assert "driver.accounts[1].username: 'anna' is listed twice" in caplog.text
+    assert "Traceback" not in caplog.text
+
+
+class NotifySocket:
+    """The service manager's end of NOTIFY_SOCKET (a real datagram socket)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._sock.bind(str(path))
+        self._sock.setblocking(False)
+
+    async def next_message(self) -> str:
+        async with asyncio.timeout(FAILURE_BOUND_S):
+            return (await asyncio.get_running_loop().sock_recv(self._sock, 4096)).decode()
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+async def test_the_start_timeout_is_extended_until_ready_then_ready_is_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """systemd's watchdog starts only with READY=1: until then, a live loop extends TimeoutStartSec."""
+    monkeypatch.setattr(lifecycle, "START_EXTEND_S", 0.3)
+    notify = NotifySocket(tmp_path / "notify.sock")
+    health = Health()
+    health.require("mqtt", "broker down")
+    supervisor = Supervisor([Part("mqtt", [])], health, Notifier({"NOTIFY_SOCKET": str(notify.path)}))
+    task = asyncio.create_task(supervisor.run())
+    try:
+        extends = 0
+        while extends < 3:  # sent again and again while not ready
+            message = await notify.next_message()
+            assert message == "EXTEND_TIMEOUT_USEC=300000", message
+            extends += 1
+        health.set("mqtt", True, "connected")
+        while (message := await notify.next_message()) != "READY=1":
+            assert message == "EXTEND_TIMEOUT_USEC=300000", message
+        supervisor.request_stop()
+        assert await notify.next_message() == "STOPPING=1"  # and no EXTEND after READY=1
+        async with asyncio.timeout(FAILURE_BOUND_S):
+            assert await task == 0
+    finally:
+        task.cancel()
+        notify.close()
 
 
 def test_backoff_grows_to_the_cap_with_equal_jitter(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
+import os
+import resource
 import socket
+import struct
 import subprocess
+import termios
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from mosquitto import Mosquitto, TlsFiles, free_port
+from mosquitto import MisbehavingBroker, Mosquitto, TlsFiles, free_port, publish_packet
 
 from hubd.errors import ConfigError, MqttRejected, MqttUnavailable
 from hubd.mqtt import client as client_module
@@ -267,12 +273,69 @@ async def test_no_connack_is_unavailable_after_the_timeout() -> None:
         assert not client.connected
 
 
-async def test_connect_while_connected_is_a_programming_error(clients: Callable[..., MqttClient]) -> None:
-    client = clients("hub")
+async def test_connect_while_connected_aborts_the_old_connection(
+    clients: Callable[..., MqttClient], prefix: str
+) -> None:
+    """A leftover connection (a caller that did not abort a failed session) is dropped without DISCONNECT:
+    the broker publishes its will, and the new connection works."""
+    watcher = clients("watcher", clean_session=True)
+    await watcher.connect()
+    await watcher.subscribe([(f"{prefix}/status", 1)])
+    client = clients("hub", will=Will(f"{prefix}/status", b"offline", retain=False))
     await client.connect()
-    with pytest.raises(RuntimeError):
-        await client.connect()
+    await client.connect()
     assert client.connected
+    assert [m.payload for m in await receive(watcher, 1)] == [b"offline"]
+    await client.publish(f"{prefix}/status", b"online")
+    assert [m.payload for m in await receive(watcher, 1)] == [b"online"]
+
+
+async def test_abort_publishes_the_will_and_allows_a_new_connect(
+    clients: Callable[..., MqttClient], prefix: str
+) -> None:
+    watcher = clients("watcher", clean_session=True)
+    await watcher.connect()
+    await watcher.subscribe([(f"{prefix}/status", 1)])
+    client = clients("hub", will=Will(f"{prefix}/status", b"offline", retain=False))
+    await client.connect()
+    client.abort("test")
+    client.abort("twice is fine")
+    assert not client.connected
+    with pytest.raises(MqttUnavailable):
+        await client.next_batch()
+    assert [m.payload for m in await receive(watcher, 1)] == [b"offline"]
+    await client.connect()
+    assert client.connected
+
+
+async def test_a_connect_cancelled_as_its_thread_finishes_closes_the_socket() -> None:
+    """The connect thread's result and the cancellation land in one loop iteration: on_late never runs,
+    and open() must close the socket the thread opened itself."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = MqttClient(host="127.0.0.1", port=server.getsockname()[1], client_id="hub")
+        before = set(threading.enumerate())
+        task = asyncio.create_task(client.connect(timeout_s=30))
+        await asyncio.sleep(0)  # connect() runs up to awaiting its thread, which has started (maybe ended)
+        # Block the loop until the thread is done (a TCP connect to a listening socket): its result is then
+        # queued on the loop, and the cancel below comes right after it, before connect() resumes.
+        for thread in set(threading.enumerate()) - before:
+            if thread.name == "hubd-mqtt-connect":
+                thread.join(10)
+                assert not thread.is_alive()
+        assert not task.done()
+        asyncio.get_running_loop().call_soon(task.cancel)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not client.connected
+        server.settimeout(10)
+        peer, _ = server.accept()
+        with peer:
+            peer.settimeout(10)
+            try:
+                while peer.recv(4096):  # paho's CONNECT, if it went out, then the end of the stream
+                    pass
+            except TimeoutError:
+                pytest.fail("the socket of the cancelled connect was left open")
 
 
 async def test_keepalive_detects_a_hung_broker(
@@ -419,3 +482,85 @@ async def test_tls_untrusted_certificate_is_unavailable(tls_mosquitto: tuple[Mos
 def test_unreadable_ca_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"mqtt\.ca_file"):
         MqttClient(host="localhost", port=8883, client_id="hub", tls=True, ca_file=str(tmp_path / "missing.pem"))
+
+
+
+def unread_bytes(sock: socket.socket) -> int:
+    """Bytes waiting in a socket's receive buffer (Linux FIONREAD)."""
+    return int(struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0])
+
+
+async def test_one_readable_callback_takes_in_a_bounded_number_of_messages(
+    clients: Callable[..., MqttClient], prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One paho loop_read() reads a packet per publish in flight: the cap must count messages, not calls."""
+    count, in_flight, cap = 1000, 100, 20
+    pub = await publisher(clients)
+    await asyncio.gather(*(pub.publish(f"{prefix}/r/{i}", b"x", retain=True) for i in range(count)))
+    monkeypatch.setattr(client_module, "READ_BURST_PACKETS", cap)
+    client = clients("hub", clean_session=True, max_inflight_publishes=in_flight)
+    await client.connect()
+    conn = client._conn
+    assert conn is not None
+    # From here on nothing yields to the loop: only the one callback called below reads the socket.
+    conn.paho.subscribe([(f"{prefix}/r/#", 0)])  # answered by a SUBACK and the `count` retained messages
+    for _ in range(in_flight):
+        conn.paho.publish(f"{prefix}/out", b"x", qos=1)  # their PUBACKs come after the retained messages
+    while conn.paho.want_write():
+        conn.paho.loop_write()
+    sock = conn.paho.socket()
+    expected = 5 + sum(len(publish_packet(f"{prefix}/r/{i}", b"x", retain=True)) for i in range(count))
+    deadline = time.monotonic() + RECEIVE_TIMEOUT_S
+    while unread_bytes(sock) < expected:
+        assert time.monotonic() < deadline, f"only {unread_bytes(sock)} of {expected} bytes arrived"
+        time.sleep(0.01)
+    conn._on_readable()
+    taken = await client.next_batch(count)  # returns at once: what that one callback took in
+    assert cap <= len(taken) <= cap + in_flight, len(taken)
+    # The rest comes with the loop's next callbacks.
+    assert len(taken) + len(await receive(client, count - len(taken))) == count
+
+
+async def test_a_capped_tls_read_goes_on_with_what_ssl_already_decrypted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Many packets in one TLS record: once capped, the decrypted rest is not signalled by the fd again."""
+    monkeypatch.setattr(client_module, "READ_BURST_PACKETS", 1)
+    tls = TlsFiles.make(tmp_path / "tls")
+    count = 200
+    broker = MisbehavingBroker(tls=tls, retained=[(f"t/{i}", str(i).encode()) for i in range(count)])
+    await broker.start()
+    hub = MqttClient(host="localhost", port=broker.port, client_id="hub", tls=True, ca_file=str(tls.ca_file))
+    try:
+        await hub.connect()
+        await hub.subscribe([("t/#", 0)])  # SUBACK and `count` messages in one write: one TLS record
+        got = await receive(hub, count)
+        assert sorted(int(m.payload) for m in got) == list(range(count))
+    finally:
+        await hub.disconnect()
+        await broker.stop()
+
+
+async def test_a_socket_numbered_above_1024_works(
+    clients: Callable[..., MqttClient], prefix: str
+) -> None:
+    """select() cannot watch fds >= 1024 (ValueError); a hub with many open files must still read."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2048:
+        pytest.skip(f"the hard limit on open files ({hard}) leaves no fd above 1024")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2048), hard))
+    fillers: list[int] = []
+    try:
+        while not fillers or fillers[-1] < 1100:
+            fillers.append(os.open(os.devnull, os.O_RDONLY))
+        client = clients("hub")
+        await client.connect()
+        conn = client._conn
+        assert conn is not None and conn.paho.socket().fileno() >= 1024
+        await client.subscribe([(f"{prefix}/#", 1)])
+        await client.publish(f"{prefix}/x", b"hello")
+        assert [m.payload for m in await receive(client, 1)] == [b"hello"]
+    finally:
+        for fd in fillers:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -91,6 +91,9 @@ class FakeTokens:
     inactive: set[str] = field(default_factory=set)
     invalidated: list[tuple[str, str]] = field(default_factory=list)
     revocations: list[str] = field(default_factory=list)
+    activation_count: int = 0
+    activated_at: dict[str, int] = field(default_factory=dict)
+    current: dict[str, str] = field(default_factory=dict)  # the grant's token, also while "refreshing"
 
     def is_active(self, user_id: str) -> bool:
         return user_id in self.tokens and user_id not in self.inactive
@@ -101,11 +104,30 @@ class FakeTokens:
     def invalidate(self, user_id: str, token: str) -> None:
         self.invalidated.append((user_id, token))
         if self.tokens.get(user_id) == token:
+            self.current[user_id] = token
             self.tokens[user_id] = None  # "refreshing": the test hands out the next token
 
-    async def revoked(self, user_id: str, reason: str) -> None:
+    async def revoked(self, user_id: str, token: str, reason: str) -> bool:
+        if not self.is_active(user_id):
+            return True
+        if (self.tokens.get(user_id) or self.current.get(user_id)) != token:
+            return False
         self.revocations.append(user_id)
         self.inactive.add(user_id)
+        return True
+
+    def activations(self) -> int:
+        return self.activation_count
+
+    def activated(self, user_id: str) -> int:
+        return self.activated_at.get(user_id, 0)
+
+    def activate(self, user_id: str, token: str) -> None:
+        """What the token manager does once a new grant is committed (its wakeup is the caller's)."""
+        self.tokens[user_id] = token
+        self.inactive.discard(user_id)
+        self.activation_count += 1
+        self.activated_at[user_id] = self.activation_count
 
 
 @dataclass
@@ -404,3 +426,161 @@ async def test_a_user_who_must_bind_again_keeps_only_the_newest_events(rig: Rig,
     rig.tokens.inactive.discard("alice")  # an active user's backlog is never pruned
     await rig.queue("alice", *[change("fan", str(i)) for i in range(20)])
     await eventually(lambda: len(rig.api.accepted) == 30, "all 30 delivered")
+
+
+async def test_a_new_grants_report_goes_first_even_if_a_dispatch_was_already_due(rig: Rig) -> None:
+    """The sender must not dispatch for a user whose activation it has not seen after a load of new rows."""
+    gate = asyncio.Event()
+
+    async def hold(post: Posted) -> None:
+        await gate.wait()
+
+    rig.api.behaviour["bob"] = hold
+    rig.tokens.tokens.update({"alice": "alice:1", "bob": "bob:1"})
+    rig.tokens.inactive.add("alice")  # a dead grant: events are kept
+    await rig.queue("bob", press("door"))
+    await eventually(lambda: len(rig.api.posted) == 1, "bob's press in flight")
+    await rig.queue("alice", press("bell"), change("lamp", "On"))
+    await eventually(lambda: rig.sender.depth("alice") == 2, "alice's kept events indexed")
+    # Reporter.commit_grant: the new grant's report is committed; the wakeup comes with the activation.
+    welcome = discovery_events("Service", [endpoint("bell"), endpoint("lamp")], barrier=True)
+    await rig.db.call(_insert, welcome, "alice")
+    gate.set()  # bob's delivery ends: the sender has a dispatch round due (its kick) before the wakeup is seen
+    while not rig.api.of("bob"):
+        await asyncio.sleep(0)
+    rig.tokens.activate("alice", "alice:2")
+    rig.wakeup.set()
+    await eventually(lambda: len(rig.api.of("alice")) == 3, "alice's three messages")
+    assert [p.name for p in rig.api.of("alice")] == ["AddOrUpdateReport", "DoorbellPress", "ChangeReport"]
+
+
+async def test_pruning_keeps_delete_reports_and_leaves_no_dead_rows_in_memory(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(outbox, "KEPT_WHILE_UNBOUND", 100)
+    monkeypatch.setattr(outbox, "PRUNE_SLACK", 50)
+    rig.tokens.tokens["alice"] = "alice:1"
+    rig.tokens.inactive.add("alice")
+    gone = PendingEvent("DeleteReport", ("old",), messages.delete_report("Service", "", ["old"]))
+    await rig.queue("alice", gone)
+    expected = 1
+    for batch in range(30):
+        await rig.queue("alice", *[change("lamp", f"{batch}.{i}") for i in range(60)])
+        expected += 60
+        if expected - outbox.KEPT_WHILE_UNBOUND >= outbox.PRUNE_SLACK:
+            expected = outbox.KEPT_WHILE_UNBOUND
+        await eventually(lambda: rig.sender.depth("alice") == expected, f"{expected} events kept")  # noqa: B023
+    names = [r["name"] for r in await rig.rows()]
+    assert names[0] == "DeleteReport" and len(names) == expected
+    # The index holds nothing for the dropped rows: the lane heads promoted while pruning were let go.
+    queue = rig.sender._queues["alice"]
+    assert len(queue.ready) + len(queue.waiting) <= len(queue.lanes) + 1
+    rig.tokens.activate("alice", "alice:2")
+    rig.wakeup.set()
+    await eventually(lambda: len(rig.api.of("alice")) == len(names), "the kept events delivered")
+    assert rig.api.of("alice")[0].name == "DeleteReport"
+
+
+async def test_an_unexpected_error_in_one_delivery_is_logged_and_retried(
+        rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
+    surprises = [UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")]
+
+    async def surprising(post: Posted) -> None:
+        if post.endpoints == ("bell",) and surprises:
+            raise surprises.pop()
+
+    rig.api.behaviour["alice"] = surprising
+    rig.tokens.tokens["alice"] = "alice:1"
+    await rig.queue("alice", press("bell"), press("door"))
+    await eventually(lambda: len(rig.api.of("alice", "door")) == 1, "the other device's press")
+    failures = rig.metrics.counter("hubd_event_send_failures_total", "", "reason")
+    await eventually(lambda: failures.get("error") == 1, "the error counted")
+    assert any(r.exc_info and r.levelname == "ERROR" for r in caplog.records)
+    await rig.later(120)  # the retry falls due
+    await eventually(lambda: len(rig.api.of("alice", "bell")) == 1, "the press, retried")
+    first, again = [p for p in rig.api.posted if p.endpoints == ("bell",)]
+    assert first.message_id == again.message_id
+
+
+async def test_the_pieces_of_a_split_report_go_before_a_later_grants_report(rig: Rig) -> None:
+    gate = asyncio.Event()
+
+    async def refuse_the_old_batch(post: Posted) -> None:
+        if post.name == "AddOrUpdateReport" and len(post.endpoints) == 2 and post.token == "alice:1":
+            await gate.wait()
+            raise CloudRejected(400, '{"error": "payload.endpoints[1]: bad"}')
+
+    rig.api.behaviour["alice"] = refuse_the_old_batch
+    rig.tokens.tokens["alice"] = "alice:1"
+    old = {**endpoint("lamp"), "displayName": "Old"}
+    await rig.queue("alice", *discovery_events("Service", [old, endpoint("fan")], barrier=True))
+    await eventually(lambda: len(rig.api.posted) == 1, "the first grant's report in flight")
+    rig.tokens.activate("alice", "alice:2")  # the user binds again: a newer report of every device
+    new = {**endpoint("lamp"), "displayName": "New"}
+    await rig.queue("alice", *discovery_events("Service", [new, endpoint("fan")], barrier=True))
+    await eventually(lambda: rig.sender.depth("alice") == 2, "the new report indexed")
+    gate.set()
+    await eventually(lambda: len(rig.api.accepted) == 3, "two pieces and the new report")
+    sent = [(p.endpoints, p.body["payload"]["endpoints"][0]["displayName"]) for p in rig.api.accepted]
+    assert sent == [(("lamp",), "Old"), (("fan",), "Lamp"), (("lamp", "fan"), "New")]
+
+
+async def test_a_dispatch_round_is_capped_and_the_body_query_stays_small(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = outbox._bodies_blocking
+    rounds: list[int] = []
+
+    def counted(conn: sqlite3.Connection, ids: list[int]) -> dict[int, tuple[str, str]]:
+        rounds.append(len(ids))
+        return real(conn, ids)
+
+    monkeypatch.setattr(outbox, "_bodies_blocking", counted)
+    gate = asyncio.Event()
+
+    async def slow(post: Posted) -> None:
+        await gate.wait()
+
+    users = [f"u{i:04}" for i in range(1100)]  # each with nothing in flight, so each is owed a send at once
+    for user in users:
+        rig.tokens.tokens[user] = f"{user}:1"
+        rig.api.behaviour[user] = slow
+
+    def insert_all(conn: sqlite3.Connection) -> int:
+        with conn:
+            conn.execute("BEGIN IMMEDIATE")
+            for user in users:
+                insert_events_blocking(conn, [press("bell")], [user], NOW)
+        return conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)  # as SQLite before 3.32
+
+    limit = await rig.db.call(insert_all)
+    try:
+        rig.wakeup.set()
+        await eventually(lambda: len(rig.api.posted) == len(users), "a press of every user in flight")
+        assert max(rounds) <= outbox.MAX_SENDS_PER_ROUND and len(rounds) >= 2
+        assert len(await rig.db.call(real, list(range(1, 2500)))) == len(users)  # one call, several statements
+        gate.set()
+        await eventually(lambda: len(rig.api.accepted) == len(users), "every press delivered")
+    finally:
+        await rig.db.call(lambda c: c.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, limit))
+
+
+async def test_a_refresh_that_hands_back_the_same_token_does_not_loop(rig: Rig) -> None:
+    async def refused(post: Posted) -> None:
+        raise CloudAuthError("401", fatal=False)
+
+    rig.api.behaviour["alice"] = refused
+    rig.tokens.tokens["alice"] = "alice:1"
+    await rig.queue("alice", press("bell"))
+    await eventually(lambda: ("alice", "alice:1") in rig.tokens.invalidated, "a refresh asked for")
+    rig.refreshed("alice", "alice:1")  # the token endpoint answers with the same, still valid, token
+
+    async def retry_noted() -> bool:
+        return [r["attempts"] for r in await rig.rows()] == [1]
+
+    await eventually(retry_noted, "the second refusal backing off")
+    assert len(rig.api.posted) == 2  # sent, refused, refreshed, resent once, refused: now it waits
+    assert rig.tokens.invalidated == [("alice", "alice:1")] * 2  # and another refresh is asked for
+    rig.api.behaviour.clear()
+    rig.refreshed("alice", "alice:1")
+    await rig.later(120)
+    await eventually(lambda: len(rig.api.accepted) == 1, "the press once the platform takes the token")
+    assert rig.tokens.revocations == []

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from hubd.cloud import messages
 from hubd.cloud.client import TokenSet
 from hubd.cloud.tokens import TokenManager
 from hubd.errors import CloudAuthError, CloudUnavailable
 from hubd.metrics import Metrics
+from hubd.outbox import OutboxSender
+from hubd.reporter import PendingEvent, insert_events_blocking
 from hubd.store.db import Database
 from hubd.store.grants import GrantRepo, remove_grant_blocking
 
@@ -42,11 +47,15 @@ class FakeEndpoint:
     running: int = 0
     most_at_once: int = 0
     gate: asyncio.Event | None = None
-    refuse: CloudAuthError | CloudUnavailable | None = None
+    refuse: Exception | None = None
     reports: list[str] = field(default_factory=list)
+    report_gate: asyncio.Event | None = None
+    report_errors: list[Exception] = field(default_factory=list)
+    same_token: bool = False  # a refresh hands back the access token it was given (some servers do)
 
     def _tokens(self) -> TokenSet:
-        self.issued += 1
+        if not self.same_token or not self.issued:
+            self.issued += 1
         return TokenSet(f"at-{self.issued}", f"rt-{self.issued}", self.lifetime_s)
 
     async def exchange_code(self, code: str, *, timeout_s: float | None = None) -> TokenSet:
@@ -66,6 +75,10 @@ class FakeEndpoint:
             self.running -= 1
 
     async def report_failure(self, user_id: str) -> None:
+        if self.report_gate is not None:
+            await self.report_gate.wait()
+        if self.report_errors:
+            raise self.report_errors.pop(0)
         self.reports.append(user_id)
 
 
@@ -76,6 +89,8 @@ class Rig:
     clock: FakeClock
     wakeup: asyncio.Event
     db: Database
+    task: asyncio.Task[None]
+    others: list[asyncio.Task[None]]  # more tasks on this rig (an outbox sender), cancelled first
 
     async def at(self, offset_s: float) -> None:
         """Move the fake clock to T0 + offset and let the scheduler look (as its periodic re-check would)."""
@@ -94,7 +109,7 @@ async def eventually(check: Callable[[], bool], what: str, timeout_s: float = 10
 
 @pytest.fixture
 async def make_rig(tmp_path: Path) -> AsyncIterator[Callable[..., object]]:
-    started: list[tuple[asyncio.Task[None], Database]] = []
+    started: list[Rig] = []
 
     async def make(lifetime_s: float = 3600.0) -> Rig:
         db = Database(tmp_path / f"hubd{len(started)}.db", synchronous="normal")
@@ -105,15 +120,18 @@ async def make_rig(tmp_path: Path) -> AsyncIterator[Callable[..., object]]:
         manager = TokenManager(GrantRepo(db), endpoint, clock=clock, failure_report=True, metrics=Metrics(),
                                outbox_wakeup=wakeup)
         await manager.start()
-        started.append((asyncio.create_task(manager.run()), db))
+        task = asyncio.create_task(manager.run())
+        rig = Rig(manager, endpoint, clock, wakeup, db, task, [])
+        started.append(rig)
         await manager.accept_grant("alice", "code", driver_user="anna", timeout_s=1.0)
-        return Rig(manager, endpoint, clock, wakeup, db)
+        return rig
 
     yield make
-    for task, db in started:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await db.stop()
+    for rig in started:
+        for task in [*rig.others, rig.task]:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        await rig.db.stop()
 
 
 @pytest.mark.parametrize(("lifetime", "due"), [
@@ -179,7 +197,7 @@ async def test_a_dead_refresh_ends_the_grant_with_one_failure_report(make_rig: C
     rig.manager.invalidate("alice", "at-1")
     await eventually(lambda: rig.endpoint.reports == ["alice"], "the failure report")
     assert not rig.manager.is_active("alice") and rig.manager.token_now("alice") is None
-    await rig.manager.revoked("alice", "403 again")  # later news of the same dead grant
+    assert await rig.manager.revoked("alice", "at-1", "403 again")  # later news of the same dead grant
     await rig.at(7200)
     assert rig.endpoint.reports == ["alice"]
     assert [g.status for g in await GrantRepo(rig.db).all()] == ["needs_rebind"]
@@ -191,3 +209,100 @@ async def test_a_removed_grant_is_forgotten_at_its_next_refresh(make_rig: Callab
     await rig.at(2880)
     await eventually(lambda: not rig.manager.grants(), "the grant forgotten")
     assert rig.manager.token_now("alice") is None
+
+
+@dataclass
+class EventApi:
+    """The event API in front of a real OutboxSender: `answer(token)` raises for a refused token."""
+
+    answer: Callable[[str], Awaitable[None]]
+    tokens: list[str] = field(default_factory=list)
+
+    async def post_event(self, body: dict[str, Any] | str) -> None:
+        message = json.loads(body) if isinstance(body, str) else body
+        token = message["header"]["authorization"]["token"]
+        self.tokens.append(token)
+        await self.answer(token)
+
+
+async def run_sender(rig: Rig, api: EventApi) -> OutboxSender:
+    """A real OutboxSender on the rig's database and token manager, with one press queued for alice."""
+    sender = OutboxSender(rig.db, api, rig.manager, clock=rig.clock, metrics=Metrics(), wakeup=rig.wakeup)
+    await sender.start()
+    await rig.db.call(lambda c: insert_events_blocking(c, [press()], ["alice"], T0))
+    rig.others.append(asyncio.create_task(sender.run()))
+    rig.wakeup.set()
+    return sender
+
+
+def press() -> PendingEvent:
+    return PendingEvent("DoorbellPress", ("bell",),
+                        messages.doorbell_press("Service", "", "bell", "2024-01-01T00:00:00.000Z"))
+
+
+async def test_a_late_403_for_a_replaced_token_leaves_the_new_grant_alone(make_rig: Callable[..., object]) -> None:
+    rig: Rig = await make_rig()  # alice's grant: at-1
+
+    async def answer(token: str) -> None:
+        if token == "at-1":
+            raise CloudAuthError("403", fatal=True)  # refused: refreshed to at-2, resent
+        if token == "at-2":
+            # While this send is in flight the user binds again (at-3); then the answer for at-2 comes: 403.
+            await rig.manager.accept_grant("alice", "code-2", driver_user="anna", timeout_s=1.0)
+            raise CloudAuthError("403", fatal=True)
+
+    api = EventApi(answer)
+    await run_sender(rig, api)
+    await eventually(lambda: api.tokens[-1:] == ["at-3"], "the press resent with the new grant's token")
+    assert api.tokens == ["at-1", "at-2", "at-3"]
+    assert rig.manager.is_active("alice") and rig.manager.token_now("alice") == "at-3"
+    assert [g.status for g in await GrantRepo(rig.db).all()] == ["active"] and rig.endpoint.reports == []
+
+
+async def test_a_refresh_that_hands_back_the_same_token_ends_the_grant_after_one_retry(
+        make_rig: Callable[..., object]) -> None:
+    rig: Rig = await make_rig()
+    rig.endpoint.same_token = True
+
+    async def forbidden(token: str) -> None:
+        raise CloudAuthError("403", fatal=True)
+
+    api = EventApi(forbidden)
+    sender = await run_sender(rig, api)
+    await eventually(lambda: rig.endpoint.reports == ["alice"], "the grant ended and reported")
+    assert api.tokens == ["at-1", "at-1"] and len(rig.endpoint.refreshed_at) == 1
+    assert not rig.manager.is_active("alice") and sender.depth("alice") == 1  # the press is kept
+
+
+async def test_an_unexpected_error_in_a_refresh_is_retried_and_stops_nothing(
+        make_rig: Callable[..., object], caplog: pytest.LogCaptureFixture) -> None:
+    rig: Rig = await make_rig()
+    rig.endpoint.refuse = UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+    rig.manager.invalidate("alice", "at-1")
+    await eventually(lambda: len(rig.endpoint.refreshed_at) == 1, "the refresh tried")
+    await rig.at(0)
+    assert not rig.task.done()
+    assert any(r.levelname == "ERROR" and r.exc_info for r in caplog.records)
+    rig.endpoint.refuse = None
+    await rig.at(120)  # the backoff is over
+    await eventually(lambda: rig.manager.token_now("alice") == "at-2", "the refreshed token")
+    assert not rig.task.done()
+
+
+async def test_the_failure_report_of_an_old_grant_never_marks_a_new_one(make_rig: Callable[..., object]) -> None:
+    rig: Rig = await make_rig()
+    rig.endpoint.report_gate = asyncio.Event()
+    rig.endpoint.report_errors.append(RuntimeError("a surprise"))  # the first try fails unexpectedly
+    rig.endpoint.refuse = CloudAuthError("invalid_grant", fatal=True, error="invalid_grant")
+    rig.manager.invalidate("alice", "at-1")
+    await eventually(lambda: not rig.manager.is_active("alice"), "the grant ended")
+    rig.endpoint.refuse = None
+    await rig.manager.accept_grant("alice", "code-2", driver_user="anna", timeout_s=1.0)  # bound again meanwhile
+    rig.endpoint.report_gate.set()
+    await eventually(lambda: rig.endpoint.reports == ["alice"], "the old grant's report, on its second try")
+    await eventually(lambda: not rig.endpoint.report_errors and rig.manager._reports.empty(), "the report done")
+    await rig.at(1)
+    assert not rig.task.done()
+    [grant] = await GrantRepo(rig.db).all()
+    assert grant.active and not grant.failure_reported
+    assert [g.failure_reported for g in rig.manager.grants()] == [False]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -12,11 +13,13 @@ from hubd.cloud import messages
 from hubd.cloud.client import failure_sign
 from hubd.cloud.tokens import refresh_at
 from hubd.errors import DeviceMessageInvalid
-from hubd.events import BARRIER_LANE
+from hubd.events import BARRIER_LANE, DeviceMessage
+from hubd.metrics import Metrics
 from hubd.mqtt import codec
 from hubd.mqtt.codec import StateSample
-from hubd.registry import DeviceAnnounced, DeviceRemoved, DoorbellPressed, StatesChanged
-from hubd.reporter import DISCOVERY_BATCH, decide, discovery_events
+from hubd.registry import DeviceAnnounced, DeviceRegistry, DeviceRemoved, DoorbellPressed, StatesChanged
+from hubd.reporter import DISCOVERY_BATCH, Reporter, decide, discovery_events
+from hubd.store.db import Database
 from hubd.store.grants import Grant
 from simulators.platform_validate import validate_event
 
@@ -123,6 +126,28 @@ def test_config_validation_names_the_field() -> None:
     ("台灯", "台灯"),
     ("Ｌａｍｐ２", "Ｌａｍｐ Two"),
     ("Desk Lamp", "Desk Lamp"),
+    # PROTOCOL.md 8's room names pass unchanged; numbers in a Chinese name are Chinese and join it.
+    ("客厅", "客厅"), ("卧室", "卧室"), ("厨房", "厨房"), ("阳台", "阳台"), ("办公室", "办公室"),
+    ("二〇二四", "二〇二四"),
+    ("卧室2", "卧室二"),
+    ("2号灯", "二号灯"),
+    ("１２楼", "十二楼"),
+    ("1.5楼", "一点五楼"),
+    ("第3排", "第三排"),
+    ("3rd 卧室", "第三 卧室"),
+    ("客厅101", "客厅一百零一"),
+    ("灯007", "灯零零七"),
+    ("ランプ2", "ランプ二"),
+    # Letter-form numerals are numbers: Ⅰ号灯 and Ⅱ号灯 stay two names.
+    ("Ⅰ号灯", "一号灯"),
+    ("Ⅱ号灯", "二号灯"),
+    ("Lamp Ⅻ", "Lamp Twelve"),
+    ("Lamp ①", "Lamp One"),
+    ("Lamp ½", "Lamp One Half"),
+    # A mark whose letter was dropped goes with it; marks on kept letters stay.
+    ("❤️ Lamp", "Lamp"),
+    ("1️⃣ Lamp", "One Lamp"),
+    ("Cafe\u0301 2", "Cafe\u0301 Two"),
 ])
 def test_spoken_names(name: str, spoken: str) -> None:
     assert conformance.spoken(name) == spoken
@@ -216,3 +241,23 @@ def test_discovery_events_for_a_new_grant_are_barriers() -> None:
     assert [e.lanes[0] for e in events] == [BARRIER_LANE, BARRIER_LANE]
     assert events[1].lanes == (BARRIER_LANE, f"d{DISCOVERY_BATCH}")
     assert all(e.lanes[0] != BARRIER_LANE for e in discovery_events("Service", endpoints))
+
+
+async def test_a_state_may_name_its_interface_with_the_brand_prefix_as_a_config_may(tmp_path: Path) -> None:
+    db = Database(tmp_path / "hubd.db", synchronous="normal")
+    await db.start()
+    try:
+        metrics = Metrics()
+        registry = DeviceRegistry(db, Reporter(db, namespace="Brand", metrics=metrics), metrics, brand="Brand")
+        await registry.start()
+        config = {"displayName": "Lamp", "displayType": "light",
+                  "capabilities": [{"interface": "Brand.Switch", "supportedOperations": ["On", "Off"]}]}
+        await registry.handle([
+            DeviceMessage("config", "lamp", json.dumps(config).encode(), "b/device/lamp/config", 0.0),
+            DeviceMessage("state", "lamp", b'{"Brand.Switch": "on"}', "b/device/lamp/state", 0.0),
+            DeviceMessage("state", "lamp", b'{"Service.switch": "off"}', "b/device/lamp/state", 0.0)])
+        assert metrics.counter("hubd_device_messages_invalid_total", "", "kind").get("state") == 0
+        device = registry.get("lamp")
+        assert device is not None and device.states["Switch"].value == "Off"
+    finally:
+        await db.stop()

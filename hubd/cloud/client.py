@@ -3,7 +3,10 @@
 The only module that talks to {base_url} and {auth_url}. It translates HTTP outcomes into
 hubd.errors: CloudUnavailable (retry later), CloudRejected (do not retry), CloudAuthError (token).
 Only the platform's own verdicts on a message are final (400 malformed, 422 unprocessable, PROTOCOL.md
-4.1); any other status (404, 408, 413, ... from a proxy, or a wrong base_url) is retried.
+4.1); any other status (404, 408, 413, ... from a proxy, or a wrong base_url) is retried. A body that is
+not valid in its charset (a proxy's error page) is decoded with replacement characters, never an error.
+Host names are looked up in a daemon thread per lookup (`hubd.threads`), not the default executor, which
+`asyncio.run` waits for at exit: a slow DNS server never holds up a stop.
 """
 
 from __future__ import annotations
@@ -14,14 +17,17 @@ import hashlib
 import hmac
 import json
 import logging
+import socket
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote_plus
 
 import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
 
 from hubd.config import PlatformConfig
 from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
+from hubd.threads import in_daemon_thread
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +47,40 @@ class TokenSet:
 
     def __repr__(self) -> str:
         return f"TokenSet(expires_in={self.expires_in})"
+
+
+class DaemonThreadResolver(AbstractResolver):
+    """aiohttp's name lookups, each `getaddrinfo` in a daemon thread: a cancelled request leaves it behind.
+
+    aiohttp's default (ThreadedResolver) uses the loop's default executor, and `asyncio.run` joins that
+    executor's threads at exit without a time limit. The connector caches answers (10 s) and reuses
+    connections, so lookups are rare.
+    """
+
+    async def resolve(self, host: str, port: int = 0,
+                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+        """The addresses of `host` (aiohttp's ResolveResult); socket.gaierror if there are none."""
+        return await in_daemon_thread(lambda: _lookup_blocking(host, port, family), name="hubd-dns")
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+def _lookup_blocking(host: str, port: int, family: socket.AddressFamily) -> list[ResolveResult]:
+    infos = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM, 0, socket.AI_ADDRCONFIG)
+    out: list[ResolveResult] = []
+    for found_family, _, proto, _, address in infos:
+        if isinstance(address[0], int):
+            continue  # not an IP address (AF_INET and AF_INET6 only are asked for)
+        address_host, address_port = str(address[0]), int(address[1])
+        if found_family == socket.AF_INET6 and len(address) >= 4 and address[3]:
+            # A link-local address needs its scope ("fe80::1%eth0").
+            address_host, service = socket.getnameinfo((address_host, address_port, 0, int(address[3])),
+                                                       socket.NI_NUMERICHOST | socket.NI_NUMERICSERV)
+            address_port = int(service)
+        out.append(ResolveResult(hostname=host, host=address_host, port=address_port, family=found_family,
+                                 proto=proto, flags=socket.AI_NUMERICHOST | socket.AI_NUMERICSERV))
+    return out
 
 
 def failure_sign(user_id: str, client_id: str, client_secret: str) -> str:
@@ -63,8 +103,8 @@ class PlatformClient:
         timeout = aiohttp.ClientTimeout(total=self._config.request_timeout_s)
         # No pool limit: the outbox bounds the sends in flight per user and in all (a pool limit would
         # queue one user's requests behind another's, out of the outbox's sight).
-        self._session = aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0),
-                                              raise_for_status=False)
+        connector = aiohttp.TCPConnector(limit=0, resolver=DaemonThreadResolver())
+        self._session = aiohttp.ClientSession(timeout=timeout, connector=connector, raise_for_status=False)
 
     async def run(self) -> None:
         """Nothing to loop over."""
@@ -168,7 +208,8 @@ class PlatformClient:
             else:
                 kwargs["data"] = form
             async with self._session.post(url, **kwargs) as response:
-                return response.status, await response.text()
+                # errors="replace": a proxy's error page in another charset is news for the log, not a crash.
+                return response.status, await response.text(errors="replace")
         except (aiohttp.ClientError, TimeoutError, OSError) as err:
             raise CloudUnavailable(f"{url}: {type(err).__name__}: {err}") from err
 

@@ -1,21 +1,26 @@
 """TokenManager: each bound user's platform tokens, refreshed before they expire (SPEC.md 4.3, 5.3).
 
-Owns the grant lifecycle: AcceptGrant's code exchange, background refresh (one at a time per user,
-persisted before use), the 401 path (`invalidate`: refresh in the background, the sender waits for
-`token_now`), and the end of a grant (needs_rebind + the signed failure report, sent once).
-Nobody waits for a refresh while holding a send slot. Tokens are never logged.
+Owns the grant lifecycle: AcceptGrant's code exchange (in a task of its own `run()`, so a reply deadline
+never throws away tokens the platform issued; its outcome remembered per (user, code) for a resend),
+background refresh (one at a time per user, persisted before use), the 401 path (`invalidate`: refresh in
+the background, the sender waits for `token_now`), and the end of a grant (needs_rebind + the signed
+failure report, sent once). Nobody waits for a refresh while holding a send slot. Tokens are never logged.
+An unexpected error in one refresh or failure report is logged with its traceback and retried later; it
+never stops the manager.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import logging
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from hubd.cloud.client import TokenSet
-from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
+from hubd.errors import CloudAuthError, CloudError, CloudRejected, CloudUnavailable
 from hubd.lifecycle import Backoff, Clock
 from hubd.metrics import Metrics
 from hubd.store.grants import Grant, GrantRepo
@@ -28,6 +33,9 @@ MAX_REFRESH_INTERVAL_S = 12 * 3600.0
 MIN_REFRESH_INTERVAL_S = 1.0
 RESCHEDULE_CHECK_S = 30.0  # re-check at least this often, so a clock jump or a suspend is noticed
 FAILURE_REPORT_TRIES = 3
+# A resent AcceptGrant (the same userId and code) within this time gets the first one's outcome.
+CODE_MEMORY_S = 600.0
+CODE_MEMORY_MAX = 1_000
 
 
 def refresh_at(grant: Grant) -> float:
@@ -64,6 +72,13 @@ class TokenEndpoint(Protocol):
 
 
 GrantCommit = Callable[[Grant], Awaitable[None]]
+# An AcceptGrant for `run()` to exchange: its outcome, user, code, driver user, timeout, commit.
+_Exchange = tuple[asyncio.Future[None], str, str, str | None, float | None, GrantCommit]
+
+
+def _code_key(user_id: str, code: str) -> bytes:
+    """What the outcome of a code's exchange is remembered by (not the code itself)."""
+    return hashlib.sha256(f"{user_id}\0{code}".encode()).digest()
 
 
 class TokenManager:
@@ -85,6 +100,11 @@ class TokenManager:
         self._backoffs: defaultdict[str, Backoff] = defaultdict(lambda: Backoff(initial_s=2.0, cap_s=60.0))
         self._changed = asyncio.Event()
         self._reports: asyncio.Queue[str] = asyncio.Queue()
+        self._exchanges: asyncio.Queue[_Exchange] = asyncio.Queue()
+        # _code_key -> (the exchange's outcome, monotonic time it began), oldest first
+        self._codes: OrderedDict[bytes, tuple[asyncio.Future[None], float]] = OrderedDict()
+        self._activations = 0
+        self._activated: dict[str, int] = {}
         self._refreshes = metrics.counter("hubd_token_refreshes_total", "token refreshes, by outcome", "outcome")
         self._failures = metrics.counter("hubd_failure_reports_total", "failure reports sent, by outcome", "outcome")
         metrics.gauge("hubd_grants_active", "users whose grant is active",
@@ -98,35 +118,63 @@ class TokenManager:
                 self._reports.put_nowait(grant.user_id)
 
     async def run(self) -> None:
-        """Refresh tokens when due; send failure reports."""
+        """Refresh tokens when due; send failure reports; exchange AcceptGrant codes."""
         async with asyncio.TaskGroup() as group:
             group.create_task(self._schedule(), name="tokens.refresh")
             group.create_task(self._send_failure_reports(), name="tokens.failure-report")
+            while True:
+                exchange = await self._exchanges.get()
+                group.create_task(self._exchange(*exchange), name="tokens.accept-grant")
 
     async def stop(self) -> None:
-        """Nothing to release."""
+        """Nothing to release (exchanges under way ended with `run()`)."""
 
     def is_active(self, user_id: str) -> bool:
         """True when events for this user can be sent."""
         grant = self._grants.get(user_id)
         return grant is not None and grant.active
 
+    def activations(self) -> int:
+        """How many times a grant became active (any user) since start."""
+        return self._activations
+
+    def activated(self, user_id: str) -> int:
+        """`activations()` as it was when this user's grant last became active; 0: not since start."""
+        return self._activated.get(user_id, 0)
+
     def grants(self) -> list[Grant]:
         """Every grant (for the status page)."""
         return list(self._grants.values())
 
-    async def accept_grant(self, user_id: str, code: str, *, driver_user: str | None, timeout_s: float,
+    def exchange_known(self, user_id: str, code: str) -> bool:
+        """True when `accept_grant` began exchanging this code within CODE_MEMORY_S (its outcome is kept)."""
+        self._forget_codes()
+        return _code_key(user_id, code) in self._codes
+
+    async def accept_grant(self, user_id: str, code: str, *, driver_user: str | None, timeout_s: float | None = None,
                            commit: GrantCommit | None = None) -> None:
         """Exchange an AcceptGrant code and store the tokens, replacing any earlier grant of the user.
+
+        The exchange (bounded by `timeout_s`, default the client's request timeout) and the storing run in a
+        task of `run()` to the end even if the caller stops waiting (a reply deadline): the platform spends
+        the code when it answers, so its tokens are never thrown away. The same user and code again within
+        CODE_MEMORY_S (a resent AcceptGrant) waits for that outcome instead of spending the code twice;
+        CloudUnavailable is not remembered (the code may be unspent: the next call tries again).
 
         `commit` stores the grant (default: the grant table alone); the vendor endpoint passes the reporter's,
         which queues the user's AddOrUpdateReport in the same transaction. Only then is the grant active
         here, and only then may the outbox send for the user.
         """
-        tokens = await self._client.exchange_code(code, timeout_s=timeout_s)
-        # The code is spent: storing the grant finishes even if the caller stops waiting (a reply deadline),
-        # so the database and this manager never disagree about it.
-        await asyncio.shield(self._activate(user_id, driver_user, tokens, commit or self._repo.replace))
+        self._forget_codes()
+        key = _code_key(user_id, code)
+        known = self._codes.get(key)
+        if known is None:
+            outcome: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            outcome.add_done_callback(functools.partial(self._exchanged, key, user_id))
+            self._codes[key] = known = (outcome, self._clock.monotonic())
+            self._exchanges.put_nowait((outcome, user_id, code, driver_user, timeout_s,
+                                        commit or self._repo.replace))
+        await asyncio.shield(known[0])
 
     def token_now(self, user_id: str) -> str | None:
         """The user's access token if events may be sent with it now, else None (a refresh is under way).
@@ -198,12 +246,55 @@ class TokenManager:
             self._changed.set()
             self._outbox_wakeup.set()  # events waiting for this token may go now
 
-    async def revoked(self, user_id: str, reason: str) -> None:
-        """The platform refuses this user's tokens even after a refresh: end the grant."""
+    async def revoked(self, user_id: str, token: str, reason: str) -> bool:
+        """The event API refused `token` even after a refresh: end the grant, if `token` is still its token.
+
+        False (nothing ended) when `token` was replaced meanwhile, by a refresh or a new grant: a late
+        refusal of an old token says nothing about the current one. True when the grant is over.
+        """
         async with self._locks[user_id]:
             grant = self._grants.get(user_id)
-            if grant is not None and grant.active:
-                await self._end(grant, reason)
+            if grant is None or not grant.active:
+                return True
+            if grant.access_token != token:
+                return False
+            await self._end(grant, reason)
+            return True
+
+    async def _exchange(self, outcome: asyncio.Future[None], user_id: str, code: str, driver_user: str | None,
+                        timeout_s: float | None, commit: GrantCommit) -> None:
+        try:
+            tokens = await self._client.exchange_code(code, timeout_s=timeout_s)
+            await self._activate(user_id, driver_user, tokens, commit)
+        except Exception as err:  # the outcome of this AcceptGrant: whoever waits for it gets it
+            if not outcome.done():
+                outcome.set_exception(err)
+        else:
+            if not outcome.done():
+                outcome.set_result(None)
+        finally:
+            if not outcome.done():
+                outcome.cancel()  # hubd is stopping
+
+    def _exchanged(self, key: bytes, user_id: str, outcome: asyncio.Future[None]) -> None:
+        """An exchange ended: log a failure (its caller may have stopped waiting); forget what may be retried."""
+        error = None if outcome.cancelled() else outcome.exception()
+        current = self._codes.get(key)
+        if (outcome.cancelled() or isinstance(error, CloudUnavailable)) and current is not None \
+                and current[0] is outcome:
+            del self._codes[key]
+        if isinstance(error, CloudError):
+            log.warning("AcceptGrant for user %s: %s", user_id, error)
+        elif error is not None:
+            log.error("AcceptGrant for user %s failed", user_id, exc_info=error)
+
+    def _forget_codes(self) -> None:
+        cutoff = self._clock.monotonic() - CODE_MEMORY_S
+        while self._codes:
+            key, (outcome, began) = next(iter(self._codes.items()))
+            if not outcome.done() or (began > cutoff and len(self._codes) <= CODE_MEMORY_MAX):
+                return
+            del self._codes[key]
 
     async def _activate(self, user_id: str, driver_user: str | None, tokens: TokenSet, commit: GrantCommit) -> None:
         async with self._locks[user_id]:
@@ -213,6 +304,10 @@ class TokenManager:
             await commit(grant)
             self._grants[user_id] = grant
             self._stale.discard(user_id)
+            # The sender reads `activations()` before each load of new rows: once it has loaded after this,
+            # it has the rows `commit` wrote (the new grant's AddOrUpdateReport, which must go first).
+            self._activations += 1
+            self._activated[user_id] = self._activations
         self._retry_at.pop(user_id, None)
         self._backoffs.pop(user_id, None)
         log.info("user %s bound (token valid for %d s)", user_id, tokens.expires_in)
@@ -270,6 +365,11 @@ class TokenManager:
                 self._retry_at[user_id] = self._clock.time() + self._backoffs[user_id].next_delay()
         except CloudUnavailable:
             self._retry_at[user_id] = self._clock.time() + self._backoffs[user_id].next_delay()
+        except Exception:  # per user (STYLE 2.6): a surprise in one refresh never stops the others
+            self._refreshes.inc(label="error")
+            delay = self._backoffs[user_id].next_delay()
+            self._retry_at[user_id] = self._clock.time() + delay
+            log.error("refresh for user %s failed unexpectedly, retrying in %.0f s", user_id, delay, exc_info=True)
         finally:
             refreshing.discard(user_id)
             self._changed.set()
@@ -286,6 +386,12 @@ class TokenManager:
                     await self._client.report_failure(user_id)
                 except CloudUnavailable as err:
                     log.warning("failure report for user %s failed (try %d): %s", user_id, attempt, err)
+                    if attempt < FAILURE_REPORT_TRIES:
+                        await backoff.sleep()
+                    continue
+                except Exception:  # per report (STYLE 2.6): counted as a failed try, never the manager's end
+                    log.error("failure report for user %s failed unexpectedly (try %d)", user_id, attempt,
+                              exc_info=True)
                     if attempt < FAILURE_REPORT_TRIES:
                         await backoff.sleep()
                     continue

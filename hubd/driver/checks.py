@@ -2,7 +2,9 @@
 
 Owns the HTTP client side of the driver flow: 1 OAuth gives the exact authorize URL; 2 the page is
 filled and submitted like a browser (cookies kept) and the redirect to the callback is read without
-following it; redirects are followed only within the driver's origin; 3 OAuthGetToken; 4
+following it. Other redirects are followed, with GET, also to another origin (a single sign-on host),
+but not to the callback's origin nor with a code or token away from the driver; the username and
+password go only to the origin that served the form (a form sent elsewhere fails); 3 OAuthGetToken; 4
 OAuthRefresh. Prints one PASS/FAIL line per check. Imports hubd.driver.urls only; secrets in
 printed responses are shortened.
 """
@@ -19,10 +21,19 @@ from urllib.parse import quote, unquote, urljoin, urlsplit
 
 import aiohttp
 
-from hubd.driver.urls import AUTHORIZE_PATH, CALLBACK_PARAM, authorize_url, normal_path, origin_key, query_pairs
+from hubd.driver.urls import (
+    AUTHORIZE_PATH,
+    CALLBACK_PARAM,
+    authorize_url,
+    normal_path,
+    origin,
+    origin_key,
+    query_pairs,
+)
 
 TIMEOUT_S = 15.0
-MAX_HOPS = 5
+MAX_HOPS = 10
+_SECRET_PARAMS = frozenset({"code", "userToken", "refreshToken"})
 SHOWN_CHARS = 300
 _REDACTED_NAMES = "code|userToken|refreshToken|password|csrf"
 _JSON_SECRET = re.compile(r'("(?:' + _REDACTED_NAMES + r')"\s*:\s*")([^"]{4})[^"]*(")')
@@ -146,11 +157,8 @@ class DriverChecker:
                     redirect = self._verify_redirect(target)
                     return redirect, (f"HTTP {status} to the callback with its path, query and fragment kept, "
                                       f"adding {', '.join(sorted(redirect.added))} (mode {redirect.mode})")
-                if origin_key(target) != driver_origin:
-                    want = urlsplit(self._callback)
-                    raise CheckFailed(f"the login redirected to {_show(target)}, expected path {want.path or '/'} on "
-                                      f"{want.scheme}://{want.netloc}; a redirect that leaves the driver is not "
-                                      "followed")
+                self._check_hop(target, driver_origin)
+                # Followed with GET and no body, whatever the status: the form's fields go nowhere else.
                 url, method, data = target, "GET", None
                 continue
             if method == "POST":
@@ -164,12 +172,35 @@ class DriverChecker:
             password_field = form.password_field()
             if password_field is not None and (self._username is None or self._password is None):
                 raise CheckFailed("the page asks for a username and password; pass --username and --password")
+            action = urljoin(url, form.action or "")
+            if origin_key(action) != origin_key(url):
+                raise CheckFailed(f"the login form on {origin(urlsplit(url))} is sent to {_short(action)}, another "
+                                  "origin; check-driver sends the username and password only to the origin that "
+                                  "served the form")
             filled = form.fill(self._username or "", self._password or "")
-            url, method, data = urljoin(url, form.action or ""), form.method, filled
+            url, method, data = action, form.method, filled
             if method == "GET":
                 url = f"{url.split('?', 1)[0]}?{_query(filled)}"
                 data = None
         raise CheckFailed(f"no redirect to the callback after {MAX_HOPS} requests; last was {method} {_short(url)}")
+
+    def _check_hop(self, target: str, driver_origin: tuple[str, str, int] | None) -> None:
+        """A redirect that is not the callback is followed, also to another origin (a single sign-on host),
+        unless it goes to the callback's origin (the platform) or carries a code or token away from the driver."""
+        want = urlsplit(self._callback)
+        expected = f"expected path {want.path or '/'} on {want.scheme}://{want.netloc}"
+        target_origin = origin_key(target)
+        if target_origin is None:
+            raise CheckFailed(f"the login redirected to {_show(target)}, which is not an http(s) URL; {expected}")
+        if target_origin == origin_key(self._callback) and target_origin != driver_origin:
+            raise CheckFailed(f"the login redirected to {_show(target)}, {expected}; a redirect to the callback's "
+                              "origin that is not the callback is not followed")
+        parts = urlsplit(target)
+        carried = sorted({name for name, _ in query_pairs(parts.query) + query_pairs(parts.fragment)
+                          if name in _SECRET_PARAMS})
+        if carried and target_origin != driver_origin:
+            raise CheckFailed(f"the login redirected to {_show(target)} with {', '.join(carried)}, {expected}; a "
+                              "redirect that carries a code or token away from the driver is not followed")
 
     def _leads_to_callback(self, target: str) -> bool:
         # The same path may be written with different escapes (%7E or ~, %2f or %2F): RFC 3986 6.2.2.

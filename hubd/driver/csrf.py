@@ -1,9 +1,12 @@
 """CSRF protection of the login form: a cookie per browser, a form token bound to it, an Origin check.
 
-The page sets a random HttpOnly, SameSite=Strict cookie, the browser's id; the form carries
+The page gives the browser a random HttpOnly, SameSite=Lax cookie, its id, and keeps the id a browser
+already has, so a login page opened earlier (in another tab) stays good; the form carries
 `issued.HMAC(key, issued, callbackURL, browser id)`, good for CSRF_TTL_S in that browser only
-(double submit: another site can neither read the cookie nor make the token). A POST whose Origin
-(or, without one, Referer) is another site's is refused too. Imports aiohttp, hubd.errors and
+(double submit: another site can neither read the cookie nor make the token). Lax, not Strict: the
+page is opened from the platform's site, and a Strict cookie would not come along on that navigation,
+so each opening would replace it. Lax still keeps it off another site's POST, and a POST whose Origin
+(or, without one, Referer) is another site's is refused as well. Imports aiohttp, hubd.errors and
 hubd.driver.urls; the key comes from the caller (DriverService keeps it in the database).
 """
 
@@ -49,12 +52,12 @@ class CsrfGuard:
         return sent if len(sent) == 43 and set(sent) <= _ID_CHARS else None
 
     def browser_id(self, request: web.Request) -> str:
-        """The browser's id from its cookie, or a new random one."""
+        """The browser's id from its cookie (kept, so its other open forms stay good), or a new random one."""
         return self.sent_id(request) or secrets.token_urlsafe(_ID_BYTES)
 
     def set_cookie(self, response: web.StreamResponse, browser: str) -> None:
         """Give the browser its id (a session cookie: the token it backs lives 10 minutes anyway)."""
-        response.set_cookie(COOKIE_NAME, browser, path=self._cookie_path, httponly=True, samesite="Strict",
+        response.set_cookie(COOKIE_NAME, browser, path=self._cookie_path, httponly=True, samesite="Lax",
                             secure=self._secure or None)
 
     def token(self, callback: str, browser: str, now: float) -> str:

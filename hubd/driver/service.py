@@ -1,9 +1,10 @@
 """DriverService: hubd as the brand's driver (SPEC.md 4.5, PROTOCOL.md 10), an OAuth provider.
 
 Owns `POST /driver/command` (OAuth, OAuthGetToken, OAuthRefresh and its alias refreshToken), the
-login page `GET/POST /oauth/authorize`, login limits, CSRF protection, and `verify_user_token`,
-which the vendor endpoint uses for the token in AcceptGrant and directives. Imports config, errors,
-lifecycle, metrics, store and the hubd.driver modules; never logs a token, code or password.
+login page `GET/POST /oauth/authorize`, login limits, CSRF protection, and `verify_user_token` (with
+`recent_verdict`, its fallback while the database stalls, emptied whenever this driver revokes or rotates
+tokens), which the vendor endpoint uses for the token in AcceptGrant and directives. Imports config,
+errors, lifecycle, metrics, store and the hubd.driver modules; never logs a token, code or password.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from hubd.driver.urls import (
     origin,
     parse_callback_hosts,
 )
+from hubd.driver.verdicts import VerdictCache
 from hubd.errors import ConfigError, DriverError, StoreError
 from hubd.jsonkind import json_kind
 from hubd.lifecycle import Clock, SystemClock
@@ -70,6 +72,7 @@ class DriverService:
         self._repo = DriverRepo(db, Lifetimes(user_s=config.token_ttl_s, refresh_s=config.refresh_ttl_s),
                                 frozenset(self._accounts))
         self._limiter = LoginLimiter()
+        self._verdicts = VerdictCache(self._clock)
         self._dummy_hash = ""
         self._commands: dict[str, _Command] = {
             "OAuth": self._oauth, "OAuthGetToken": self._get_token,
@@ -130,7 +133,15 @@ class DriverService:
         """Whether a user token from a platform message is VALID, EXPIRED or UNKNOWN (revoked counts as unknown)."""
         if not token:
             return TokenCheck(TokenStatus.UNKNOWN, None)
-        return await self._repo.check_user_token(token, self._clock.time())
+        generation = self._verdicts.generation
+        check = await self._repo.check_user_token(token, self._clock.time())
+        self._verdicts.record(token, check, generation)
+        return check
+
+    def recent_verdict(self, token: str) -> TokenCheck | None:
+        """For while the database stalls: VALID (or EXPIRED once its expiry passed) if verify_user_token found the
+        token VALID within the last VERDICT_TTL_S and this driver revoked or rotated no token since; else None."""
+        return self._verdicts.recent(token) if token else None
 
     async def handle_command(self, body: object) -> dict[str, Any]:
         """One parsed `/driver/command` body in, the reply envelope out (CONTRACT.md 5)."""
@@ -202,6 +213,7 @@ class DriverService:
         try:
             pair = await self._repo.exchange_code(code, callback, self._clock.time())
         except CodeReused as err:
+            self._verdicts.invalidate()
             log.warning("driver: an authorization code was used twice; revoked grant %d (the tokens issued for it)",
                         err.grant_id)
             raise
@@ -223,8 +235,10 @@ class DriverService:
         try:
             pair = await self._repo.refresh(token, user_id, self._clock.time())
         except RefreshReused as err:
+            self._verdicts.invalidate()
             log.warning("driver: a rotated-out refresh token was used again; revoked grant %d", err.grant_id)
             raise
+        self._verdicts.invalidate()  # the rotated-out userToken now dies sooner
         return pair.user_auth()
 
     # -- the login page -------------------------------------------------------------------------

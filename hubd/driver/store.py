@@ -47,10 +47,12 @@ class TokenStatus(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class TokenCheck:
-    """The result of verifying a user token; `user` is the hubd account unless UNKNOWN."""
+    """The result of verifying a user token; `user` is the hubd account and `expires_at` the token's expiry
+    (epoch seconds) unless UNKNOWN."""
 
     status: TokenStatus
     user: str | None
+    expires_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,9 +321,10 @@ def _check_blocking(conn: sqlite3.Connection, token: str, now: float, known: fro
         " JOIN driver_grants g ON g.id = t.grant_id WHERE t.user_hash = ?", (digest(token),)).fetchone()
     if row is None or row["revoked_at"] is not None or row["username"] not in known:
         return TokenCheck(TokenStatus.UNKNOWN, None)
-    if now >= row["user_expires_at"]:
-        return TokenCheck(TokenStatus.EXPIRED, row["username"])
-    return TokenCheck(TokenStatus.VALID, row["username"])
+    expires_at = float(row["user_expires_at"])
+    if now >= expires_at:
+        return TokenCheck(TokenStatus.EXPIRED, row["username"], expires_at)
+    return TokenCheck(TokenStatus.VALID, row["username"], expires_at)
 
 
 def _new_grant(conn: sqlite3.Connection, username: str, now: float) -> int:

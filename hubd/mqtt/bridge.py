@@ -27,6 +27,9 @@ BATCH_MAX = 500
 PUBLISH_WAIT_S = 5.0
 # A connection that lasted this long was a real one: the next loss starts the backoff afresh.
 STABLE_AFTER_S = 10.0
+# How long the SUBACK of our subscriptions and the PUBACK of `online` may take before the session is
+# given up (and retried with the backoff).
+ANNOUNCE_TIMEOUT_S = 10.0
 
 
 class MessageSink(Protocol):
@@ -131,6 +134,17 @@ class MqttBridge:
         forgets it), so waiting for the SUBACK before pumping would stall every reconnect.
         """
         session_present = await self._client.connect()
+        try:
+            await self._serve(session_present)
+        except Exception as err:
+            # Whatever ended the session (a refused SUBSCRIBE, no SUBACK or PUBACK in time, a lost
+            # connection), the connection may still be open: abort it, without DISCONNECT, so the
+            # broker publishes the will (`offline`) and the next connect() starts afresh.
+            self._client.abort(f"session ended: {err}")
+            raise
+
+    async def _serve(self, session_present: bool) -> None:
+        """Pump and announce until the connection fails; raises the first MqttUnavailable."""
         failure: MqttUnavailable | None = None
         try:
             async with asyncio.TaskGroup() as group:
@@ -143,8 +157,9 @@ class MqttBridge:
 
     async def _announce(self, session_present: bool) -> None:
         # Subscribed again on every connection: a broker that lost its state knows nothing of us.
-        await self._client.subscribe(topics.subscriptions(self._base))
-        await self._client.publish(topics.status_topic(self._base), b"online", qos=1, retain=True)
+        await self._client.subscribe(topics.subscriptions(self._base), timeout_s=ANNOUNCE_TIMEOUT_S)
+        await self._client.publish(topics.status_topic(self._base), b"online", qos=1, retain=True,
+                                   timeout_s=ANNOUNCE_TIMEOUT_S)
         self._connects.inc()
         self._up_since = self._clock.monotonic()
         self._connected.set()

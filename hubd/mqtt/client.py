@@ -2,9 +2,10 @@
 
 Owns paho: this is the only module in hubd that imports it, and no paho type leaves it. It imports
 nothing of hubd but hubd.errors and hubd.threads, and holds no reconnect logic: the caller loops
-connect -> subscribe -> next_batch until MqttUnavailable, backs off, and calls connect() again on the
-SAME MqttClient. Each connect() builds a fresh paho client, so nothing of a dead connection (queued
-publishes, message ids, pending acks) leaks into the next one.
+connect -> subscribe -> next_batch until MqttUnavailable, abort()s what is left of that connection,
+backs off, and calls connect() again on the SAME MqttClient. Each connect() builds a fresh paho
+client, so nothing of a dead connection (queued publishes, message ids, pending acks) leaks into the
+next one.
 
 The pattern is aiomqtt 2.5.1's / paho's examples/loop_asyncio.py, without paho's network thread:
 socket readiness goes through loop.add_reader/add_writer, a timer calls loop_misc() every second for
@@ -40,12 +41,11 @@ INBOX_MAX_MESSAGES = 10_000
 
 # CONNACK refusals that retrying cannot fix (paho maps 3.1.1 return codes 2, 4 and 5 to these).
 _CONNACK_REJECTED = {0x85, 0x86, 0x87}
+# Messages one readable callback takes in before letting the loop's other work run. One paho loop_read()
+# may read up to one packet per publish in flight (max_inflight_publishes), so a callback can exceed it
+# by that much.
 READ_BURST_PACKETS = 1000
-
-
-def _readable_now(fd: int) -> bool:
-    """True when the socket has bytes waiting (a zero-timeout poll)."""
-    return bool(select.select([fd], [], [], 0)[0])
+_READ_BURST_CALLS = 4 * READ_BURST_PACKETS
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,10 +131,15 @@ class MqttClient:
         """Connect (MQTT 3.1.1); returns session_present.
 
         Raises MqttRejected (bad credentials, not authorised, client id refused, with the reason) or
-        MqttUnavailable (refused, timeout, DNS, TLS, no CONNACK).
+        MqttUnavailable (refused, timeout, DNS, TLS, no CONNACK). A connection still open from an
+        earlier connect() is aborted first (with a warning): callers should abort() or disconnect().
         """
-        if self._conn is not None and self._conn.lost is None:
-            raise RuntimeError("MqttClient.connect() while connected: call disconnect() first")
+        leftover = self._conn
+        if leftover is not None and leftover.lost is None:
+            # The caller did not end its last connection (a failure it did not expect): drop that one
+            # without DISCONNECT, so the broker publishes the will, and start afresh.
+            log.warning("MQTT connect() while the previous connection is still open: aborting that one")
+            leftover.abort("replaced by a new connection")
         self._conn_count += 1
         conn = _Connection(self._conn_count, self._new_paho(timeout_s), self._inbox)
         self._conn = conn
@@ -253,6 +258,18 @@ class MqttClient:
         conn.abort("disconnected")
         log.info("disconnected from MQTT broker %s:%d", self._host, self._port)
 
+    def abort(self, reason: str) -> None:
+        """Close the connection without DISCONNECT, so the broker publishes the will. Idempotent.
+
+        For a session that failed half-way (a refused subscription, no SUBACK or PUBACK in time): the
+        next connect() starts clean, and the broker says `offline` for us.
+        """
+        conn = self._conn
+        if conn is None or conn.lost is not None:
+            return
+        conn.abort(reason)
+        log.info("closed the connection to MQTT broker %s:%d: %s", self._host, self._port, reason)
+
     def _require_connection(self) -> _Connection:
         conn = self._conn
         if conn is None or not conn.established:
@@ -367,6 +384,9 @@ class _Connection:
         self._loop_thread = threading.get_ident()
         self._sock: Any = None
         self._fd: int | None = None
+        # Asks "more bytes waiting?" between two packets (poll, not select: select fails for fd >= 1024).
+        self._poller = select.poll()
+        self._read_again: asyncio.Handle | None = None
         self._misc: asyncio.TimerHandle | None = None
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
@@ -394,6 +414,12 @@ class _Connection:
             rc = await blocking
         except OSError as err:  # DNS, refused, unreachable, timeout, TLS (ssl.SSLError is an OSError)
             raise MqttUnavailable(f"cannot reach MQTT broker {host}:{port}: {err}") from err
+        except asyncio.CancelledError:
+            # The thread's result and the cancellation (connect()'s timeout, a stop) landed in the same
+            # loop iteration: the future holds a result, so on_late never runs. Close what it opened.
+            if blocking.done() and not blocking.cancelled() and blocking.exception() is None:
+                self._close_abandoned(blocking.result())
+            raise
         if rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
             raise MqttUnavailable(f"cannot send CONNECT to {host}:{port}: {paho.error_string(rc)}")
         self._watch()
@@ -427,6 +453,7 @@ class _Connection:
         raw = self._sock
         with contextlib.suppress(OSError, AttributeError):
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._poller.register(self._fd, select.POLLIN)
         self.loop.add_reader(self._fd, self._on_readable)
         if self.paho.want_write():  # the CONNECT packet queued in the executor thread
             self.loop.add_writer(self._fd, self._on_writable)
@@ -436,7 +463,11 @@ class _Connection:
         if self._fd is not None:
             self.loop.remove_reader(self._fd)
             self.loop.remove_writer(self._fd)
+            self._poller.unregister(self._fd)
             self._fd = None
+        if self._read_again is not None:
+            self._read_again.cancel()
+            self._read_again = None
         if self._misc is not None:
             self._misc.cancel()
             self._misc = None
@@ -467,17 +498,32 @@ class _Connection:
     # (a malformed packet) ends the connection too, rather than leaving a reader that fails forever.
 
     def _on_readable(self) -> None:
+        if self._read_again is not None:  # this call reads what that one would have
+            self._read_again.cancel()
+            self._read_again = None
+        first = self._next_seq
         try:
-            # paho reads one packet per loop_read. Reading on while the socket has more hands a burst (the
-            # retained configs after a SUBACK, a backlog) to the bridge as one batch, and costs one loop
-            # iteration per burst instead of one per message. Bounded, so the loop's other work goes on.
-            for _ in range(READ_BURST_PACKETS):
+            # Reading on while the socket has more hands a burst (the retained configs after a SUBACK, a
+            # backlog) to the bridge as one batch, and costs one loop iteration per burst instead of one per
+            # message. Bounded by the messages taken in (and, against a flood of other packets, by calls),
+            # so the loop's other work goes on.
+            for _ in range(_READ_BURST_CALLS):
                 self.paho.loop_read()
-                # An SSL socket may hold decrypted bytes that the fd no longer signals (paho's loop checks too).
-                if self._fd is None or not (self._ssl_pending() or _readable_now(self._fd)):
+                if self._fd is None or not self._more_to_read():
+                    return
+                if self._next_seq - first >= READ_BURST_PACKETS:
                     break
         except Exception as err:
             self.abort(f"MQTT protocol error: {err!r}")
+            return
+        # Capped with more to read: a plain socket's fd signals again, bytes an SSL socket already
+        # decrypted do not.
+        if self._ssl_pending():
+            self._read_again = self.loop.call_soon(self._on_readable)
+
+    def _more_to_read(self) -> bool:
+        # An SSL socket may hold decrypted bytes that the fd no longer signals (paho's loop checks too).
+        return self._ssl_pending() or bool(self._poller.poll(0))
 
     def _ssl_pending(self) -> bool:
         return isinstance(self._sock, ssl.SSLSocket) and self._sock.pending() > 0

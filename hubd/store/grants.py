@@ -80,9 +80,9 @@ class GrantRepo:
             "UPDATE grants SET status='needs_rebind', last_error=? WHERE user_id=?", (reason[:500], user_id)))
 
     async def mark_failure_reported(self, user_id: str) -> None:
-        """The failure report went out; do not send it again for this grant."""
+        """The failure report went out; do not send it again for this grant (a new grant is left alone)."""
         await self._db.call(lambda c: c.execute(
-            "UPDATE grants SET failure_reported=1 WHERE user_id=?", (user_id,)))
+            "UPDATE grants SET failure_reported=1 WHERE user_id=? AND status='needs_rebind'", (user_id,)))
 
     async def note_error(self, user_id: str, error: str) -> None:
         """Remember the last transient error (shown on the status page)."""

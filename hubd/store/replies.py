@@ -2,7 +2,8 @@
 `directive_replies`), so a resend after a restart gets it again instead of running twice (PROTOCOL.md 5.4).
 
 A row is claimed before the `set` is published; a try that never published is released by its attempt id,
-so a late release cannot remove the row of a later try.
+so a late release cannot remove the row of a later try. A claim overwrites a row only when the caller names
+its attempt as one of its own that never published; any other row (say, from before a restart) is the answer.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ class ReplyKey:
 
 @dataclass(frozen=True, slots=True)
 class StoredReply:
-    """A remembered reply; `done` is False while it holds the target states written before the publish."""
+    """A remembered reply; `done` is False while it holds the target states written before the publish;
+    `attempt` is the try that wrote it."""
 
     reply: dict[str, Any]
     done: bool
+    attempt: str
 
 
 class DirectiveReplyRepo:
@@ -39,21 +42,18 @@ class DirectiveReplyRepo:
         self._db = db
 
     async def claim(self, key: ReplyKey, attempt: str, reply: dict[str, Any], now: float, *,
-                    replace: bool = False) -> StoredReply | None:
+                    replaceable: frozenset[str] = frozenset()) -> StoredReply | None:
         """Write `reply` (unfinished) for `key` and return None; or return the row already there.
 
-        With `replace`, an existing row is overwritten: its try is known never to have published.
+        A row written by one of the `replaceable` attempts (tries of this process that never published) is
+        overwritten instead; a row of any other attempt is returned, never touched.
         """
         return await self._db.call(_claim_blocking, key, attempt, json.dumps(reply, separators=(",", ":")), now,
-                                    replace)
+                                    replaceable)
 
     async def find(self, key: ReplyKey) -> StoredReply | None:
         """The remembered reply, if any."""
-        def q(c: sqlite3.Connection) -> StoredReply | None:
-            row = c.execute("SELECT reply, done FROM directive_replies WHERE user_id = ? AND message_id = ? AND "
-                            "fingerprint = ?", (key.user_id, key.message_id, key.fingerprint)).fetchone()
-            return None if row is None else StoredReply(json.loads(row[0]), bool(row[1]))
-        return await self._db.call(q)
+        return await self._db.call(_find_blocking, key)
 
     async def finish(self, key: ReplyKey, attempt: str, reply: dict[str, Any]) -> None:
         """Replace the claimed row's reply with the one that went out."""
@@ -74,20 +74,27 @@ class DirectiveReplyRepo:
             "DELETE FROM directive_replies WHERE created_at < ?", (before,)).rowcount)
 
 
+def _find_blocking(conn: sqlite3.Connection, key: ReplyKey) -> StoredReply | None:
+    row = conn.execute("SELECT reply, done, attempt FROM directive_replies WHERE user_id = ? AND message_id = ? AND "
+                       "fingerprint = ?", (key.user_id, key.message_id, key.fingerprint)).fetchone()
+    return None if row is None else StoredReply(json.loads(row[0]), bool(row[1]), str(row[2]))
+
+
 def _claim_blocking(conn: sqlite3.Connection, key: ReplyKey, attempt: str, reply: str, now: float,
-                    replace: bool) -> StoredReply | None:
-    args = (key.user_id, key.message_id, key.fingerprint, attempt, reply, now)
-    if not replace:
-        # One statement, so it is atomic without a transaction: either this try wrote the row or one had.
+                    replaceable: frozenset[str]) -> StoredReply | None:
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
         inserted = conn.execute(
             "INSERT INTO directive_replies (user_id, message_id, fingerprint, attempt, reply, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING attempt", args).fetchall()
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING attempt",
+            (key.user_id, key.message_id, key.fingerprint, attempt, reply, now)).fetchall()
         if inserted:
             return None
-        found = conn.execute("SELECT reply, done FROM directive_replies WHERE user_id = ? AND message_id = ? AND "
-                             "fingerprint = ?", (key.user_id, key.message_id, key.fingerprint)).fetchone()
-        if found is not None:
-            return StoredReply(json.loads(found[0]), bool(found[1]))
-    conn.execute("INSERT OR REPLACE INTO directive_replies (user_id, message_id, fingerprint, attempt, reply, "
-                 "created_at) VALUES (?, ?, ?, ?, ?, ?)", args)
-    return None
+        found = _find_blocking(conn, key)
+        assert found is not None  # the INSERT just met it, in this transaction
+        if found.attempt not in replaceable:
+            return found
+        conn.execute("UPDATE directive_replies SET attempt = ?, reply = ?, done = 0, created_at = ? WHERE "
+                     "user_id = ? AND message_id = ? AND fingerprint = ? AND attempt = ?",
+                     (attempt, reply, now, key.user_id, key.message_id, key.fingerprint, found.attempt))
+        return None
