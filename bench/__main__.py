@@ -218,13 +218,8 @@ def _run_contender(rig: Rig, name: str, only: set[str], results: dict[str, Any])
         if hub is not None and "backlog" in only:
             _step(results, "backlog.hubd", lambda: scenarios.backlog(rig, who, hub))
         if hub is not None and "webhook" in only:
-            why = scenarios.webhook_missing()
-            if why:
-                results["skipped"]["webhook"] = why
-                print(f"[bench] skipping the webhook scenario: {why}", flush=True)
-            else:
-                unloaded = results.get(f"latency.hubd.{rig.params.flood_event_rate:g}", {}).get("p99_ms", float("nan"))
-                _step(results, "webhook.hubd", lambda: scenarios.webhook(rig, who, hub, unloaded))
+            unloaded = results.get(f"latency.hubd.{rig.params.flood_event_rate:g}", {}).get("p99_ms", float("nan"))
+            _step(results, "webhook.hubd", lambda: scenarios.webhook(rig, who, hub, unloaded))
         results[f"{name}.rss_after_mib"] = who.stats().rss_mib
     finally:
         who.proc.stop()

@@ -53,8 +53,8 @@ class Publisher:
         self._slots.acquire()
         self._client.publish(topic, payload, qos=1, retain=retain)
 
-    def configs(self, base: str, indexes: Iterable[int], config: dict[str, object] | None = None) -> None:
-        payload = json.dumps(config or SENSOR_CONFIG).encode()
+    def configs(self, base: str, indexes: Iterable[int]) -> None:
+        payload = json.dumps(SENSOR_CONFIG).encode()
         for i in indexes:
             self.publish(f"{base}/device/{device_id(i)}/config", payload, retain=True)
 

@@ -77,10 +77,6 @@ class Child:
         assert self.proc is not None, f"{self.name} was not started"
         return self.proc.pid
 
-    @property
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
     def stats(self) -> ProcStats:
         return proc_stats(self.pid)
 
@@ -139,8 +135,6 @@ class Broker:
 
     def __init__(self, workdir: Path, *, max_inflight: int) -> None:
         self.port = free_port()
-        self.max_inflight = max_inflight
-        self.workdir = workdir
         binary = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
         if not Path(binary).exists():
             raise RuntimeError("mosquitto is not installed (apt-get install mosquitto)")

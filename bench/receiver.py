@@ -31,14 +31,11 @@ DRAIN_INTERVAL_S = 0.02
 
 @dataclass
 class UserReceipts:
-    """What one user's events came to: counts per name, known endpoints, and (seq, receipt time) pairs."""
+    """What one user's events came to: known endpoints, and (seq, receipt time) pairs."""
 
-    counts: dict[str, int] = field(default_factory=dict)
     endpoints: set[str] = field(default_factory=set)
     seqs: array = field(default_factory=lambda: array("d"))  # type: ignore[type-arg]
     times: array = field(default_factory=lambda: array("d"))  # type: ignore[type-arg]
-    first_at: float = 0.0
-    last_at: float = 0.0
 
 
 class Receiver:
@@ -61,10 +58,6 @@ class Receiver:
 
     def _note(self, record: EventRecord) -> None:
         user = self.users.setdefault(record.user_id, UserReceipts())
-        user.counts[record.name] = user.counts.get(record.name, 0) + 1
-        if user.first_at == 0.0:
-            user.first_at = record.received_at
-        user.last_at = record.received_at
         if record.name == "AddOrUpdateReport":
             user.endpoints.update(record.endpoint_ids)
         elif record.name == "ChangeReport":
@@ -94,9 +87,7 @@ class Receiver:
     async def _stats(self, request: web.Request) -> web.Response:
         self.drain()
         users: dict[str, Any] = {
-            uid: {"counts": u.counts, "endpoints": len(u.endpoints), "received": len(u.seqs),
-                  "firstAt": u.first_at, "lastAt": u.last_at}
-            for uid, u in self.users.items()
+            uid: {"endpoints": len(u.endpoints), "received": len(u.seqs)} for uid, u in self.users.items()
         }
         rejected: dict[str, int] = {}
         for rejection in self.sim.rejections:
@@ -110,7 +101,7 @@ class Receiver:
         self.drain()
         user = self.users.pop(str((await request.json())["userId"]), None) or UserReceipts()
         self.sim.rejections.clear()
-        return web.json_response({"seqs": user.seqs.tolist(), "times": user.times.tolist(), "counts": user.counts})
+        return web.json_response({"seqs": user.seqs.tolist(), "times": user.times.tolist()})
 
 
 async def main(port: int, control_port: int) -> None:

@@ -92,11 +92,10 @@ class Receiver:
         return dict(self._control("GET", "/bench/stats"))
 
     def user(self, user_id: str) -> dict[str, Any]:
-        return dict(self.stats()["users"].get(user_id) or {"counts": {}, "endpoints": 0, "received": 0,
-                                                           "firstAt": 0.0, "lastAt": 0.0})
+        return dict(self.stats()["users"].get(user_id) or {"endpoints": 0, "received": 0})
 
     def take(self, user_id: str) -> dict[str, Any]:
-        """The user's (seq, receipt time) pairs and counts so far; the receiver forgets them."""
+        """The user's (seq, receipt time) pairs so far; the receiver forgets them."""
         return dict(self._control("POST", "/bench/take", {"userId": user_id}))
 
     def rejected(self) -> dict[str, Any]:
@@ -115,15 +114,21 @@ class Receiver:
             if received != progress[0]:
                 progress[0], progress[1] = received, now
             elif now - progress[1] > stall_s:
-                raise TimeoutError(f"{received} of {count} ChangeReports for {user_id}, none new for {stall_s:.0f} s"
-                                   f" (rejections: {self.rejected()})")
+                raise TimeoutError(f"{received} of {count} ChangeReports for {user_id}, none new for {stall_s:.0f} s")
             return False
 
-        wait_until(done, timeout_s, f"{count} ChangeReports for {user_id} (rejections: {self.rejected()})", 0.1)
+        self._wait(done, timeout_s, f"{count} ChangeReports for {user_id}", 0.1)
 
     def wait_endpoints(self, user_id: str, count: int, timeout_s: float) -> None:
-        wait_until(lambda: self.user(user_id)["endpoints"] >= count, timeout_s,
-                   f"{count} endpoints for {user_id} (rejections: {self.rejected()})", 0.05)
+        self._wait(lambda: self.user(user_id)["endpoints"] >= count, timeout_s, f"{count} endpoints for {user_id}",
+                   0.05)
+
+    def _wait(self, check: Any, timeout_s: float, what: str, interval_s: float) -> None:
+        """wait_until, naming the rejections as they are when it gives up (not as they were before)."""
+        try:
+            wait_until(check, timeout_s, what, interval_s)
+        except TimeoutError as err:
+            raise TimeoutError(f"{err} (rejections: {self.rejected()})") from None
 
 
 class Hubd:
@@ -134,7 +139,6 @@ class Hubd:
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.http_port = free_port()
-        self.base_topic = base_topic
         config: dict[str, Any] = {
             "storage": {"path": str(workdir / "hubd.db"), "synchronous": synchronous},
             "mqtt": {"host": "127.0.0.1", "port": mqtt_port, "client_id": f"bench-{base_topic}"[:23],
@@ -204,15 +208,10 @@ class Forwarder:
 
     def start(self) -> None:
         self.child.start()
-        wait_until(lambda: self._alive() and "forwarder ready" in self.child.log_tail(), 15,
-                   "the forwarder")
+        _wait_logged(self.child, "forwarder ready", 15, "the forwarder")
 
     def stop(self) -> None:
         self.child.stop()
-
-    def _alive(self) -> bool:
-        self.child.check_alive()
-        return True
 
 
 def node_red_missing() -> str | None:
@@ -256,15 +255,20 @@ class NodeRed:
 
     def start(self) -> None:
         self.child.start()
-        wait_until(lambda: self._alive() and "Started flows" in self.child.log_tail(200), 60,
-                   "Node-RED to start its flows", 0.1)
+        _wait_logged(self.child, "Started flows", 60, "Node-RED to start its flows", lines=200, interval_s=0.1)
 
     def stop(self) -> None:
         self.child.stop()
 
-    def _alive(self) -> bool:
-        self.child.check_alive()
-        return True
+
+def _wait_logged(child: Child, text: str, timeout_s: float, what: str, *, lines: int = 40,
+                 interval_s: float = 0.05) -> None:
+    """Wait until `text` is in the end of the child's log; raise at once if the child exits."""
+    def logged() -> bool:
+        child.check_alive()
+        return text in child.log_tail(lines)
+
+    wait_until(logged, timeout_s, what, interval_s)
 
 
 def _python() -> str:

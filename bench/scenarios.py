@@ -100,12 +100,12 @@ class RssSampler:
 
 # --- contenders -------------------------------------------------------------------------------------------------
 
-def start_hubd(rig: Rig, *, zeroconf: bool = False, extra: dict[str, Any] | None = None) -> tuple[Contender, Hubd]:
+def start_hubd(rig: Rig) -> tuple[Contender, Hubd]:
     """hubd with a bound user and rig.params.devices sensors known to the platform."""
     # The webhook's per-token minute limit must let the timed calls through (the over-limit token uses it up).
     limits = {"webhook": {"per_minute": rig.params.webhook_calls + 50, "per_day": 1_000_000}}
     hub = Hubd(rig.workdir / "hubd", mqtt_port=rig.broker.port, receiver=rig.receiver, base_topic="hubd",
-               zeroconf=zeroconf, synchronous=rig.params.synchronous, extra={**limits, **(extra or {})})
+               synchronous=rig.params.synchronous, extra=limits)
     hub.start()
     hub.bind("hubd-user")
     rig.publisher.configs("hubd", range(rig.params.devices))
@@ -114,21 +114,22 @@ def start_hubd(rig: Rig, *, zeroconf: bool = False, extra: dict[str, Any] | None
 
 
 def start_forwarder(rig: Rig) -> Contender:
-    token = rig.receiver.token("fwd-user")
-    rig.publisher.configs("fwd", range(rig.params.devices))
-    fwd = Forwarder(rig.workdir, mqtt_port=rig.broker.port, receiver=rig.receiver, base="fwd", token=token)
-    fwd.start()
-    rig.receiver.wait_endpoints("fwd-user", rig.params.devices, 60)
-    return Contender("forwarder", "fwd-user", "fwd", fwd)
+    return _start_other(rig, "forwarder", "fwd", Forwarder, 60)
 
 
 def start_node_red(rig: Rig) -> Contender:
-    token = rig.receiver.token("nr-user")
-    rig.publisher.configs("nr", range(rig.params.devices))
-    red = NodeRed(rig.workdir, mqtt_port=rig.broker.port, receiver=rig.receiver, base="nr", token=token)
-    red.start()
-    rig.receiver.wait_endpoints("nr-user", rig.params.devices, 120)
-    return Contender("node-red", "nr-user", "nr", red)
+    return _start_other(rig, "node-red", "nr", NodeRed, 120)
+
+
+def _start_other(rig: Rig, name: str, base: str, kind: type[Forwarder] | type[NodeRed], timeout_s: float) -> Contender:
+    """A contender that is not hubd: the user's token comes from the receiver, not from a bind."""
+    user = f"{base}-user"
+    token = rig.receiver.token(user)
+    rig.publisher.configs(base, range(rig.params.devices))
+    proc = kind(rig.workdir, mqtt_port=rig.broker.port, receiver=rig.receiver, base=base, token=token)
+    proc.start()
+    rig.receiver.wait_endpoints(user, rig.params.devices, timeout_s)
+    return Contender(name, user, base, proc)
 
 
 # --- 1 and 2: throughput and latency ----------------------------------------------------------------------------
@@ -266,25 +267,10 @@ SPEAKER = {"displayName": "Kitchen Speaker", "displayType": "speaker", "recommen
 TRIGGER = {"type": "tts", "devices": {"isAll": True}, "data": {"text": "hi"}}
 
 
-def webhook_missing() -> str | None:
-    """Why the webhook scenario cannot run, or None."""
-    if not (REPO / "hubd" / "webhook" / "__init__.py").exists():
-        return "hubd/webhook is not there yet (the lead is implementing it)"
-    probe = subprocess.run([sys.executable, "-m", "hubd", "webhook", "--help"], capture_output=True, text=True,
-                           check=False, cwd=REPO)
-    if probe.returncode != 0:
-        return f"`hubd webhook` is not available yet: {(probe.stderr or probe.stdout).strip()[-200:]}"
-    return None
-
-
 def _create_webhook(hub: Hubd, name: str) -> dict[str, Any]:
-    """`hubd webhook create -c CONFIG --name NAME` (CONTRACT.md 1); falls back to `-c` before `create`."""
-    config = str(hub.config_path)
-    out = subprocess.run([sys.executable, "-m", "hubd", "webhook", "create", "-c", config, "--name", name],
-                         capture_output=True, text=True, check=False, cwd=hub.workdir)
-    if out.returncode == 2 and "unrecognized arguments" in out.stderr:
-        out = subprocess.run([sys.executable, "-m", "hubd", "webhook", "-c", config, "create", "--name", name],
-                             capture_output=True, text=True, check=False, cwd=hub.workdir)
+    """`hubd webhook create -c CONFIG --name NAME` (CONTRACT.md 1)."""
+    argv = [sys.executable, "-m", "hubd", "webhook", "create", "-c", str(hub.config_path), "--name", name]
+    out = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=hub.workdir)
     if out.returncode != 0:
         raise RuntimeError(f"hubd webhook create failed: {out.stderr.strip()[-500:]}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))

@@ -44,7 +44,7 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     metrics = Metrics()
     components: list[Component] = []
 
-    db = Database(config.storage.path, synchronous=config.storage.synchronous)
+    db = Database.of(config.storage)
     components.append(db)
 
     mqtt_username = config.mqtt.username
@@ -91,14 +91,12 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     components.append(bridge)
 
     vendor = VendorEndpoint(path=config.http.vendor_path, brand=config.platform.namespace, verifier=driver,
-                            tokens=tokens, registry=registry, reporter=reporter,
+                            tokens=tokens, reporter=reporter,
                             reporting_enabled=config.platform.reporting_enabled, metrics=metrics)
-    # --- directives (issue 6) ---
     directives = Directives(brand=config.platform.namespace, registry=registry, publisher=bridge, events=reporter,
                             grants=GrantRepo(db), replies=DirectiveReplyRepo(db), metrics=metrics)
     directives.register(vendor)
     components.append(directives)
-    # --- end directives (issue 6) ---
     webhook = WebhookService(db, registry, bridge, per_minute=config.webhook.per_minute,
                              per_day=config.webhook.per_day, metrics=metrics)
     components.append(webhook)

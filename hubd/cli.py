@@ -9,7 +9,7 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hubd import __version__
@@ -75,50 +75,40 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--password", default=None)
     p.set_defaults(handler=_check_driver)
 
-    p = sub.add_parser("tokens", help="list or revoke the user tokens hubd's driver issued")
-    config_arg(p)
-    tsub = p.add_subparsers(metavar="ACTION", required=True)
-    t = tsub.add_parser("list", help="list issued tokens (never the secrets)")
-    config_arg(t, action=True)
-    t.set_defaults(handler=_tokens_list)
-    t = tsub.add_parser("revoke", help="revoke every token of a user")
-    config_arg(t, action=True)
-    t.add_argument("user")
-    t.set_defaults(handler=_tokens_revoke)
+    def group(name: str, summary: str) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+        p = sub.add_parser(name, help=summary)
+        config_arg(p)
+        return p.add_subparsers(metavar="ACTION", required=True)
 
-    p = sub.add_parser("grants", help="list or remove the platform users hubd reports to (works with hubd running)")
-    config_arg(p)
-    gsub = p.add_subparsers(metavar="ACTION", required=True)
-    g = gsub.add_parser("list", help="list platform users: state, token times, undelivered events (never a token)")
-    config_arg(g, action=True)
-    g.set_defaults(handler=_grants_list)
-    g = gsub.add_parser("remove", help="forget a platform user: their grant and undelivered events")
-    config_arg(g, action=True)
-    g.add_argument("user", help="the platform userId")
-    g.set_defaults(handler=_grants_remove)
+    def action(actions: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str,
+               handler: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
+        a = actions.add_parser(name, help=summary)
+        config_arg(a, action=True)
+        a.set_defaults(handler=handler)
+        return a
 
-    p = sub.add_parser("webhook", help="create, list, revoke or rotate webhook tokens (works with hubd running)")
-    config_arg(p)
-    wsub = p.add_subparsers(metavar="ACTION", required=True)
-    w = wsub.add_parser("create", help="make a webhook; prints {id, name, token, url} once")
-    config_arg(w, action=True)
+    tokens = group("tokens", "list or revoke the user tokens hubd's driver issued")
+    action(tokens, "list", "list issued tokens (never the secrets)", _tokens_list)
+    action(tokens, "revoke", "revoke every token of a user", _tokens_revoke).add_argument("user")
+
+    grants = group("grants", "list or remove the platform users hubd reports to (works with hubd running)")
+    action(grants, "list", "list platform users: state, token times, undelivered events (never a token)",
+           _grants_list)
+    action(grants, "remove", "forget a platform user: their grant and undelivered events",
+           _grants_remove).add_argument("user", help="the platform userId")
+
+    webhook = group("webhook", "create, list, revoke or rotate webhook tokens (works with hubd running)")
+    w = action(webhook, "create", "make a webhook; prints {id, name, token, url} once", _webhook_create)
     w.add_argument("--name", default="webhook", help="a label for `webhook list` (default: webhook)")
     w.add_argument("--default-action", default=None, metavar="JSON",
                    help="a trigger body run when the webhook is called without one, e.g. "
                         "'{\"type\": \"tts\", \"devices\": {\"isAll\": true}, \"data\": {\"text\": \"Ding dong\"}}'")
-    w.set_defaults(handler=_webhook_create)
-    w = wsub.add_parser("list", help="list webhooks (never their tokens)")
-    config_arg(w, action=True)
-    w.add_argument("--json", action="store_true", help="one JSON object per line")
-    w.set_defaults(handler=_webhook_list)
-    w = wsub.add_parser("revoke", help="revoke a webhook: its URL answers 404 from now on")
-    config_arg(w, action=True)
-    w.add_argument("id", help="the webhook's id (or its name)")
-    w.set_defaults(handler=_webhook_revoke)
-    w = wsub.add_parser("rotate", help="give a webhook a new token; the old URL stops working at once")
-    config_arg(w, action=True)
-    w.add_argument("id", help="the webhook's id (or its name)")
-    w.set_defaults(handler=_webhook_rotate)
+    action(webhook, "list", "list webhooks (never their tokens)", _webhook_list).add_argument(
+        "--json", action="store_true", help="one JSON object per line")
+    action(webhook, "revoke", "revoke a webhook: its URL answers 404 from now on", _webhook_revoke).add_argument(
+        "id", help="the webhook's id (or its name)")
+    action(webhook, "rotate", "give a webhook a new token; the old URL stops working at once",
+           _webhook_rotate).add_argument("id", help="the webhook's id (or its name)")
 
     p = sub.add_parser("demo", help="run hub, embedded broker, platform simulator and devices in one process")
     p.add_argument("--state-dir", type=Path, default=None, help="where the demo keeps its database")
@@ -162,7 +152,7 @@ def _db_migrate(args: argparse.Namespace) -> int:
     config = _load(args)
     from hubd.store.db import Database
 
-    Database(config.storage.path, synchronous=config.storage.synchronous).call_blocking(lambda conn: None)
+    Database.of(config.storage).call_blocking(lambda conn: None)
     print(f"ok: {config.storage.path}")
     return 0
 

@@ -152,13 +152,15 @@ def _operation(interface: Interface, operation: str) -> str:
 
 
 def _enum_value(interface: Interface, value: StateValue) -> str:
-    allowed = ", ".join(sorted(interface.operations))
     if isinstance(value, str):
+        if value in interface.operations:
+            return value  # the usual case, on every state message: already the platform's spelling
+        wanted = value.strip().lower()
         for known in interface.operations:
-            if known.lower() == value.strip().lower():
+            if known.lower() == wanted:
                 return known
     raise DeviceMessageInvalid(f"{interface.name}: {_show(value)} is not a {interface.name} value; "
-                               f"use one of {allowed}")
+                               f"use one of {', '.join(sorted(interface.operations))}")
 
 
 def _number_value(interface: Interface, value: StateValue) -> int | float:
@@ -177,16 +179,19 @@ def _number_value(interface: Interface, value: StateValue) -> int | float:
 
 
 def _descriptor_value(interface: Interface, value: StateValue) -> dict[str, Any]:
-    keys = ", ".join(sorted(interface.descriptor_keys))
     if not isinstance(value, dict):
-        raise DeviceMessageInvalid(f"{interface.name}: must be an object with {keys}, got {_show(value)}")
+        raise DeviceMessageInvalid(f"{interface.name}: must be an object with {_keys(interface)}, got {_show(value)}")
     unknown = sorted(set(value) - interface.descriptor_keys)
     if unknown:
-        raise DeviceMessageInvalid(f"{interface.name}: unknown keys {unknown}; it takes {keys}")
+        raise DeviceMessageInvalid(f"{interface.name}: unknown keys {unknown}; it takes {_keys(interface)}")
     bad = sorted(k for k, v in value.items() if not isinstance(v, str))
     if bad:
         raise DeviceMessageInvalid(f"{interface.name}: {bad} must be strings")
     return value
+
+
+def _keys(interface: Interface) -> str:
+    return ", ".join(sorted(interface.descriptor_keys))
 
 
 def _example(interface: Interface) -> str:

@@ -106,7 +106,7 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
     })
     hub_url = f"http://127.0.0.1:{http_port}"
     # The automation's webhook: called without a body, it runs its default action.
-    token = Database(config.storage.path).call_blocking(_doorbell_webhook_blocking, time.time())
+    token = Database.of(config.storage).call_blocking(_doorbell_webhook_blocking, time.time())
     supervisor = build(config)
     print(f"hubd demo: hub {hub_url}, MQTT broker 127.0.0.1:{mqtt_port} (embedded), "
           f"platform simulator {sim.url}, state in {directory}", flush=True)
@@ -155,7 +155,7 @@ def _doorbell_webhook_blocking(conn: sqlite3.Connection, now: float) -> str:
     """
     action = parse(DOORBELL_ACTION)
     for hook in store.find_blocking(conn, DOORBELL_WEBHOOK):
-        if hook.revoked_at is None and hook.default_action == action.as_body():
+        if hook.default_action == action.as_body():  # find_blocking by name finds live webhooks only
             token = store.rotate_blocking(conn, hook.id, now)
             if token is not None:
                 return token

@@ -185,9 +185,8 @@ class Directives:
                 log.warning("control %s for %s: the broker has not acknowledged the set yet (%s); the device may "
                             "still obey: optimistic reply", directive.name, device.device_id, err)
             except MqttUnavailable as err:
-                attempt.fallback = None
+                attempt.fallback = None  # it never left hubd: the claimed row goes, a retry runs
                 self._forget_expected(key, directive.message_id)
-                self._resends.release(attempt)
                 log.warning("control %s for %s: publish failed: %s", directive.name, device.device_id, err)
                 raise DirectiveError("E_GATEWAY_UNREACHABLE", "the set message could not be handed to the MQTT "
                                                               "broker") from err

@@ -229,7 +229,6 @@ class Supervisor:
             deadline = time.monotonic() + STOP_BUDGET_S
             if stop.is_set():
                 log.info("stop requested")
-            stop_waiter.cancel()
             await self._cancel(tasks | {stop_waiter}, deadline)
         return code, deadline
 

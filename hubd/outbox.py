@@ -109,6 +109,7 @@ class _Row:
     state: int = _BLOCKED
     backoff: Backoff | None = None  # made at the first failed attempt: a backlog of 50,000 rows needs none
     refusals: int = 0  # 401/403 answers in a row
+    keep: bool = False  # pruning never drops it (a DeleteReport)
 
     @property
     def barrier(self) -> bool:
@@ -124,7 +125,6 @@ class _UserQueue:
     barriers: deque[_Row] = field(default_factory=deque)
     ready: list[tuple[int, _Row]] = field(default_factory=list)  # heap by id; stale entries skipped
     waiting: list[tuple[float, int, _Row]] = field(default_factory=list)  # heap by retry time
-    kept: set[int] = field(default_factory=set)  # rows pruning never drops (DeleteReports)
     in_flight: int = 0
 
     def add(self, row: _Row, now: float) -> None:
@@ -139,8 +139,6 @@ class _UserQueue:
     def remove(self, row: _Row, now: float) -> None:
         """Forget a row; the rows behind it in its lanes may go."""
         self.rows.pop(row.id, None)
-        if self.kept:
-            self.kept.discard(row.id)
         if row.barrier:
             _drop(self.barriers, row)
             return
@@ -465,10 +463,10 @@ class OutboxSender:
         return delay
 
     async def _retry(self, row: _Row, error: str, reason: str) -> Outcome:
-        self._back_off(row)
+        delay = self._back_off(row)
         self._failed.inc(label=reason)
         log.warning("delivery of outbox row %d for user %s failed (attempt %d), retrying in %.1f s: %s",
-                    row.id, row.user_id, row.attempts, row.next_attempt_at - self._clock.time(), error[:200])
+                    row.id, row.user_id, row.attempts, delay, error[:200])
         await self._db.call(_note_retry_blocking, row.id, row.attempts, row.next_attempt_at, error[:500])
         return "retry"
 
@@ -490,8 +488,7 @@ class OutboxSender:
             excess = len(queue.rows) - KEPT_WHILE_UNBOUND
             if excess < PRUNE_SLACK or self._tokens.is_active(user):
                 continue
-            kept = queue.kept
-            victims = [row for row in queue.rows.values() if row.state != _FLIGHT and row.id not in kept][:excess]
+            victims = [row for row in queue.rows.values() if row.state != _FLIGHT and not row.keep][:excess]
             if not victims:
                 continue
             await self._db.call(_delete_blocking, [row.id for row in victims])
@@ -529,9 +526,7 @@ class OutboxSender:
                 queue = self._queues.get(user_id)
                 if queue is None:
                     queue = self._queues[user_id] = _UserQueue()
-                queue.add(_Row(row_id, user_id, tuple(json.loads(lanes)), attempts, next_at), now)
-                if keep:
-                    queue.kept.add(row_id)
+                queue.add(_Row(row_id, user_id, tuple(json.loads(lanes)), attempts, next_at, keep=bool(keep)), now)
                 self._last_id = max(self._last_id, row_id)
             self._loaded_activations = max(self._loaded_activations, activations)
 

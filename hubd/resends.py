@@ -47,7 +47,7 @@ class ReplyStore(Protocol):
     """hubd.store.replies.DirectiveReplyRepo: first replies that survive a restart."""
 
     async def claim(self, key: ReplyKey, attempt: str, reply: dict[str, Any], now: float, *,
-                    replaceable: frozenset[str] = frozenset()) -> StoredReply | None:
+                    replaceable: frozenset[str]) -> StoredReply | None:
         """Write the reply for `key` (None), overwriting only a row of a `replaceable` attempt; or return the
         row already there."""
 
@@ -67,9 +67,11 @@ class ReplyStore(Protocol):
 @dataclass(slots=True)
 class Attempt:
     """One try at a directive: its key, its stored row's id, and the reply to give should it be cut off
-    once its `set` may have gone out (`fallback`, set by the handler just before it publishes).
+    once its `set` may have gone out (`fallback`, set by the handler just before it publishes, and back to
+    None if the `set` never left hubd).
 
-    `reserved` while it holds a place in the write queue for its finish or release (from its claim on).
+    `reserved` while it holds a place in the write queue for its finish or release (from its claim on); a
+    claimed try that ends neither finished nor with a `fallback` is released by once().
     """
 
     key: ReplyKey
@@ -141,9 +143,9 @@ class Resends:
                     outcome = attempt.fallback
                 raise
             finally:
-                if attempt.reserved:  # claimed, then neither finished nor released
+                if attempt.reserved:  # claimed, not finished
                     if attempt.fallback is None:
-                        self.release(attempt)  # its set never went out
+                        self._release(attempt)  # its set never went out
                     else:
                         self._unreserve(attempt)  # its set may have gone out: the claimed row is the answer
                 future.set_result(outcome)
@@ -159,7 +161,7 @@ class Resends:
         """Store `reply` for the attempt before its `set` goes out (None); or the reply of an earlier run.
 
         E_ENDPOINT_BUSY if the database does not answer by `deadline`, or too many writes wait for it: then
-        nothing may be sent.
+        nothing may be sent, and once() queues the removal of what the claim may still write.
         """
         if self._writes.qsize() + self._reserved >= WRITES_MAX:
             log.warning("directive %s: %d directive reply writes are waiting for the database; not sent: %s",
@@ -172,14 +174,10 @@ class Resends:
             async with asyncio.timeout_at(deadline):
                 stored = await self._store.claim(attempt.key, attempt.id, reply, time.time(),
                                                  replaceable=replaceable)
-        except asyncio.CancelledError:
-            self.release(attempt)
-            raise
         except (TimeoutError, StoreError) as err:
             # The claim may still land in the database after this: its release removes it, and until then the
             # next try may overwrite it (it is one of ours). Only if hubd dies before the release is written does
             # that row outlive it, and a resend after the restart gets its target states though nothing was sent.
-            self.release(attempt)
             log.warning("directive %s: the database did not record it in time (%s); not sent: %s",
                         attempt.key.message_id, str(err) or "timed out", BUSY)
             raise DirectiveError(BUSY, "the hub's database did not answer in time; nothing was sent, try "
@@ -205,7 +203,7 @@ class Resends:
         self._unreserve(attempt)
         self._writes.put_nowait(_Finish(attempt.key, attempt.id, reply))
 
-    def release(self, attempt: Attempt) -> None:
+    def _release(self, attempt: Attempt) -> None:
         """The attempt's `set` never went out: queue the removal of its row; until then the next try of the same
         directive overwrites that row."""
         self._unreserve(attempt)

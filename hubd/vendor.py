@@ -26,7 +26,6 @@ from hubd.cloud.tokens import TokenManager
 from hubd.driver.store import TokenCheck, TokenStatus
 from hubd.errors import CloudAuthError, CloudUnavailable, DirectiveError, StoreError
 from hubd.metrics import Metrics
-from hubd.registry import DeviceRegistry
 from hubd.reporter import Reporter
 
 log = logging.getLogger(__name__)
@@ -72,14 +71,13 @@ class VendorEndpoint:
     """Routes directives on namespace and name; answers AcceptGrant itself."""
 
     def __init__(self, *, path: str, brand: str, verifier: UserTokenVerifier, tokens: TokenManager,
-                 registry: DeviceRegistry, reporter: Reporter, reporting_enabled: bool, metrics: Metrics,
+                 reporter: Reporter, reporting_enabled: bool, metrics: Metrics,
                  reply_budget_s: float = REPLY_BUDGET_S) -> None:
         self._path = path
         self._budget_s = reply_budget_s
         self._brand = brand
         self._verifier = verifier
         self._tokens = tokens
-        self._registry = registry
         self._reporter = reporter
         self._reporting_enabled = reporting_enabled
         self._handlers: dict[tuple[str, str], DirectiveHandler] = {

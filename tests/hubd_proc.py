@@ -193,3 +193,32 @@ class HubdProcess:
     def log(self) -> str:
         """Everything the daemon printed."""
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class NotifyListener:
+    """The service manager's end of NOTIFY_SOCKET: a datagram socket that records what hubd sends."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.received: list[str] = []
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._sock.bind(str(path))
+        self._sock.setblocking(False)
+
+    async def next_message(self, timeout_s: float = 15.0) -> str:
+        """Wait for the next notification."""
+        data = await asyncio.wait_for(asyncio.get_running_loop().sock_recv(self._sock, 4096), timeout_s)
+        self.received.append(data.decode())
+        return self.received[-1]
+
+    def drain(self) -> None:
+        """Record everything already queued on the socket."""
+        while True:
+            try:
+                self.received.append(self._sock.recv(4096).decode())
+            except BlockingIOError:
+                return
+
+    def close(self) -> None:
+        """Close the socket."""
+        self._sock.close()

@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_driver_support import browser_session, running_driver, user_auth
+from unit_helpers import eventually
 
 from hubd.cloud.client import TokenSet
 from hubd.cloud.tokens import TokenManager
@@ -78,13 +79,6 @@ def reply_name(reply: dict[str, Any]) -> str:
     return str(reply["payload"]["name"]) if header_name == "ErrorResponse" else header_name
 
 
-async def eventually(check: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.005)
-
-
 @pytest.fixture
 async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     async with running_driver(tmp_path) as driver, browser_session() as session:
@@ -101,7 +95,7 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
         await registry.handle([DeviceMessage("config", "lamp-1", json.dumps(lamp).encode(),
                                              "hubd/device/lamp-1/config", time.time())])
         vendor = VendorEndpoint(path="/vendor", brand="Service", verifier=driver.service, tokens=tokens,
-                                registry=registry, reporter=reporter, reporting_enabled=True,
+                                reporter=reporter, reporting_enabled=True,
                                 metrics=driver.metrics, reply_budget_s=BUDGET_S)
         task = asyncio.create_task(tokens.run())
         try:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import pytest
 from mosquitto import MisbehavingBroker, Mosquitto
+from unit_helpers import FakeClock
 
 from hubd.events import DeviceMessage
 from hubd.lifecycle import Backoff, Health
@@ -38,17 +39,6 @@ class RecordingBackoff(Backoff):
         self.sleeps += 1
         self.slept.set()
         await super().sleep()
-
-
-@dataclass
-class FakeClock:
-    now: float = 1000.0
-
-    def time(self) -> float:
-        return self.now
-
-    def monotonic(self) -> float:
-        return self.now
 
 
 @dataclass

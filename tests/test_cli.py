@@ -71,7 +71,7 @@ def test_tokens_forms_of_the_readme(config_file: Path) -> None:
     assert hubd("tokens", "-c", cfg, "list").returncode == 0
 
 
-def test_config_after_the_action_wins(tmp_path: Path, config_file: Path) -> None:
+def test_config_after_the_action_wins(config_file: Path) -> None:
     args = _parser().parse_args(["tokens", "-c", "/nowhere.yaml", "list", "-c", str(config_file)])
     assert args.config == config_file
     args = _parser().parse_args(["webhook", "revoke", "7"])

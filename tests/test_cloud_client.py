@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 from aiohttp import web
-from test_outbox_units import FakeClock, FakeTokens, eventually
+from test_outbox_units import FakeTokens
+from unit_helpers import FakeClock, eventually
 
 from hubd.cloud import messages
 from hubd.cloud.client import PlatformClient

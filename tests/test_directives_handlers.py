@@ -208,7 +208,7 @@ class Hub:
                                 grants=self.grants, replies=DirectiveReplyRepo(self.driver.db), metrics=metrics,
                                 confirm_wait_s=WAIT_S)
         vendor = VendorEndpoint(path="/vendor", brand="Service", verifier=self.driver.service,
-                                tokens=self.tokens, registry=self.registry, reporter=self.reporter,
+                                tokens=self.tokens, reporter=self.reporter,
                                 reporting_enabled=False, metrics=metrics, reply_budget_s=BUDGET_S)
         directives.register(vendor)
         return directives, vendor
@@ -233,7 +233,7 @@ async def hub(tmp_path: Path) -> AsyncIterator[Hub]:
         tokens = TokenManager(GrantRepo(db), PlatformClient(platform), clock=driver.clock, failure_report=False,
                               metrics=metrics, outbox_wakeup=asyncio.Event())
         vendor = VendorEndpoint(path="/vendor", brand="Service", verifier=driver.service, tokens=tokens,
-                                registry=registry, reporter=reporter, reporting_enabled=False, metrics=metrics,
+                                reporter=reporter, reporting_enabled=False, metrics=metrics,
                                 reply_budget_s=BUDGET_S)
         directives.register(vendor)
         server = HttpServer(host="127.0.0.1", port=0, max_body_bytes=MAX_BODY_BYTES, health=Health(),
@@ -256,6 +256,9 @@ async def hub(tmp_path: Path) -> AsyncIterator[Hub]:
 @asynccontextmanager
 async def stalled_database(hub: Hub) -> AsyncIterator[None]:
     """Another process holds the write lock, and hubd's one database thread is stuck in a write behind it."""
+    # Writes hubd queued before (the reply writer's first prune) land first: one stuck behind the lock would
+    # hold up stuck_write below for the whole busy_timeout.
+    await hub.driver.db.call(lambda _conn: None)
     holder = sqlite3.connect(hub.driver.db.path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     inside = threading.Event()

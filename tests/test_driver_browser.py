@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 import aiohttp
@@ -15,6 +15,9 @@ import pytest
 from aiohttp import web
 from mosquitto import free_port
 from test_driver_support import ALICE_PASSWORD, command, running_driver
+
+if TYPE_CHECKING:
+    from playwright.async_api import Browser, Page
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
@@ -64,43 +67,50 @@ async def callback_site(
         await runner.cleanup()
 
 
-async def test_browser_links_an_account(tmp_path: Path) -> None:
+@asynccontextmanager
+async def chromium() -> AsyncIterator[Browser]:
+    """Headless Chromium from /usr/bin/chromium, closed after."""
     from playwright.async_api import async_playwright
 
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield browser
+        finally:
+            await browser.close()
+
+
+async def test_browser_links_an_account(tmp_path: Path) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     async with running_driver(tmp_path, hub_name="Living-room hub") as driver, callback_site() as (base, seen), \
             aiohttp.ClientSession() as session:
         callback = f"{base}?state=abc123&src=app#linked"
         reply = await command(session, driver.url, "OAuth", {"callbackURL": callback})
         assert reply["status"] == 0
-        async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-            try:
-                context = await browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2,
-                                                    is_mobile=True, has_touch=True, java_script_enabled=False)
-                page = await context.new_page()
-                response = await page.goto(reply["data"])
-                assert response is not None and response.status == 200
-                assert "Living-room hub" in await page.inner_text("h1")
-                assert "127.0.0.1" in await page.inner_text("main")
-                await page.screenshot(path=str(ARTIFACTS / "driver-login.png"), full_page=True)
+        async with chromium() as browser:
+            context = await browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2,
+                                                is_mobile=True, has_touch=True, java_script_enabled=False)
+            page = await context.new_page()
+            response = await page.goto(reply["data"])
+            assert response is not None and response.status == 200
+            assert "Living-room hub" in await page.inner_text("h1")
+            assert "127.0.0.1" in await page.inner_text("main")
+            await page.screenshot(path=str(ARTIFACTS / "driver-login.png"), full_page=True)
 
-                await page.fill("#username", "alice")
-                await page.fill("#password", "not the password")
-                await page.click("button[type=submit]")
-                await page.wait_for_load_state()
-                assert "Wrong username or password." in await page.inner_text(".error")
-                assert await page.input_value("#username") == "alice"
-                await page.screenshot(path=str(ARTIFACTS / "driver-login-error.png"), full_page=True)
-                assert seen == []
+            await page.fill("#username", "alice")
+            await page.fill("#password", "not the password")
+            await page.click("button[type=submit]")
+            await page.wait_for_load_state()
+            assert "Wrong username or password." in await page.inner_text(".error")
+            assert await page.input_value("#username") == "alice"
+            await page.screenshot(path=str(ARTIFACTS / "driver-login-error.png"), full_page=True)
+            assert seen == []
 
-                await page.fill("#password", ALICE_PASSWORD)
-                await page.click("button[type=submit]")
-                await page.wait_for_url(f"{base}**", timeout=10_000)
-                landed = urlsplit(page.url)
-                assert await page.inner_text("h1") == "Linked"
-            finally:
-                await browser.close()
+            await page.fill("#password", ALICE_PASSWORD)
+            await page.click("button[type=submit]")
+            await page.wait_for_url(f"{base}**", timeout=10_000)
+            landed = urlsplit(page.url)
+            assert await page.inner_text("h1") == "Linked"
         assert landed.fragment == "linked"
         query: dict[str, Any] = parse_qs(landed.query)
         assert query["state"] == ["abc123"] and query["src"] == ["app"]
@@ -109,44 +119,38 @@ async def test_browser_links_an_account(tmp_path: Path) -> None:
         assert token["status"] == 0 and token["data"]["userId"] == "alice"
 
 
-async def test_browser_refuses_a_form_posted_from_another_site(tmp_path: Path) -> None:
-    """Even with a valid token and the browser's own cookie, a form on another origin is refused."""
-    from playwright.async_api import async_playwright
-
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2"], ids=["same-site", "cross-site"])
+async def test_browser_refuses_a_form_posted_from_another_site(tmp_path: Path, host: str) -> None:
+    """Even with a valid token, a form on another origin is refused: on the same site (127.0.0.1 on another
+    port, so SameSite lets the browser's own cookie go along) and on another site (127.0.0.2, whose POST the
+    Lax cookie does not even come along with)."""
     pages: dict[str, str] = {}
-    async with running_driver(tmp_path) as driver, callback_site(pages) as (base, seen), \
+    async with running_driver(tmp_path) as driver, callback_site(pages, host=host) as (base, seen), \
             aiohttp.ClientSession() as session:
         reply = await command(session, driver.url, "OAuth", {"callbackURL": base})
-        async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-            try:
-                context = await browser.new_context(java_script_enabled=False)
-                page = await context.new_page()
-                await page.goto(reply["data"])  # sets the login cookie in this browser
-                csrf = await page.input_value("input[name=csrf]")
-                # another origin (same site: 127.0.0.1 on another port, so SameSite lets the cookie go along)
-                pages["/other/evil"] = (
-                    f'<form method="post" action="{escape(reply["data"])}">'
-                    f'<input type="hidden" name="csrf" value="{escape(csrf)}">'
-                    f'<input type="hidden" name="callbackURL" value="{escape(base)}">'
-                    '<input type="hidden" name="username" value="alice">'
-                    f'<input type="hidden" name="password" value="{escape(ALICE_PASSWORD)}">'
-                    '<button type="submit">win a prize</button></form>')
-                await page.goto(base.replace("/platform/callback", "/other/evil"))
-                await page.click("button[type=submit]")
-                await page.wait_for_load_state()
-                assert page.url.startswith(driver.url)
-                assert "was sent from another site" in await page.inner_text(".error")
-            finally:
-                await browser.close()
+        async with chromium() as browser:
+            context = await browser.new_context(java_script_enabled=False)
+            page = await context.new_page()
+            await page.goto(reply["data"])  # the victim's browser has the login cookie
+            csrf = await page.input_value("input[name=csrf]")
+            pages["/other/evil"] = (
+                f'<form method="post" action="{escape(reply["data"])}">'
+                f'<input type="hidden" name="csrf" value="{escape(csrf)}">'
+                f'<input type="hidden" name="callbackURL" value="{escape(base)}">'
+                '<input type="hidden" name="username" value="alice">'
+                f'<input type="hidden" name="password" value="{escape(ALICE_PASSWORD)}">'
+                '<button type="submit">win a prize</button></form>')
+            await page.goto(base.replace("/platform/callback", "/other/evil"))
+            await page.click("button[type=submit]")
+            await page.wait_for_load_state()
+            assert page.url.startswith(driver.url)
+            assert "was sent from another site" in await page.inner_text(".error")
         assert seen == []
 
 
 async def test_login_pages_opened_from_another_site_all_work(tmp_path: Path) -> None:
     """The platform's page links (or redirects) to the login page; a page opened earlier in another tab
     still signs in after a second one was opened that way (the browser's cookie is kept, not replaced)."""
-    from playwright.async_api import Page, async_playwright
-
     pages: dict[str, str] = {}
     async with running_driver(tmp_path) as driver, callback_site(pages, host="127.0.0.2") as (base, seen), \
             aiohttp.ClientSession() as session:
@@ -168,59 +172,22 @@ async def test_login_pages_opened_from_another_site_all_work(tmp_path: Path) -> 
             await page.wait_for_load_state()
             return page.url if page.url.startswith(base) else f"refused: {await page.inner_text('main')}"
 
-        async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-            try:
-                context = await browser.new_context(java_script_enabled=False, is_mobile=True)
-                page = await context.new_page()
-                await from_link(page)
-                assert (await sign_in(page)).startswith(callback)
+        async with chromium() as browser:
+            context = await browser.new_context(java_script_enabled=False, is_mobile=True)
+            page = await context.new_page()
+            await from_link(page)
+            assert (await sign_in(page)).startswith(callback)
 
-                context = await browser.new_context(java_script_enabled=False, is_mobile=True)
-                page = await context.new_page()
-                await page.goto(f"{other_site}/redirect")
-                assert (await sign_in(page)).startswith(callback)
+            context = await browser.new_context(java_script_enabled=False, is_mobile=True)
+            page = await context.new_page()
+            await page.goto(f"{other_site}/redirect")
+            assert (await sign_in(page)).startswith(callback)
 
-                context = await browser.new_context(java_script_enabled=False, is_mobile=True)
-                first_tab = await context.new_page()
-                await first_tab.goto(authorize)
-                second_tab = await context.new_page()
-                await from_link(second_tab)
-                assert (await sign_in(first_tab)).startswith(callback)
-                assert (await sign_in(second_tab)).startswith(callback)
-            finally:
-                await browser.close()
+            context = await browser.new_context(java_script_enabled=False, is_mobile=True)
+            first_tab = await context.new_page()
+            await first_tab.goto(authorize)
+            second_tab = await context.new_page()
+            await from_link(second_tab)
+            assert (await sign_in(first_tab)).startswith(callback)
+            assert (await sign_in(second_tab)).startswith(callback)
         assert len(seen) == 4 and all(q["code"] for q in seen)
-
-
-async def test_browser_refuses_a_form_posted_from_another_site_it_was_sent_to(tmp_path: Path) -> None:
-    """A page on another site posts the login form with a token the attacker got: refused, and the Lax
-    cookie did not even come along."""
-    from playwright.async_api import async_playwright
-
-    pages: dict[str, str] = {}
-    async with running_driver(tmp_path) as driver, callback_site(pages, host="127.0.0.2") as (base, seen), \
-            aiohttp.ClientSession() as session:
-        reply = await command(session, driver.url, "OAuth", {"callbackURL": base})
-        async with async_playwright() as pw:
-            browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-            try:
-                context = await browser.new_context(java_script_enabled=False)
-                page = await context.new_page()
-                await page.goto(reply["data"])  # the victim's browser has the login cookie
-                csrf = await page.input_value("input[name=csrf]")
-                pages["/other/evil"] = (
-                    f'<form method="post" action="{escape(reply["data"])}">'
-                    f'<input type="hidden" name="csrf" value="{escape(csrf)}">'
-                    f'<input type="hidden" name="callbackURL" value="{escape(base)}">'
-                    '<input type="hidden" name="username" value="alice">'
-                    f'<input type="hidden" name="password" value="{escape(ALICE_PASSWORD)}">'
-                    '<button type="submit">win a prize</button></form>')
-                await page.goto(base.replace("/platform/callback", "/other/evil"))
-                await page.click("button[type=submit]")
-                await page.wait_for_load_state()
-                assert page.url.startswith(driver.url)
-                assert "was sent from another site" in await page.inner_text(".error")
-            finally:
-                await browser.close()
-        assert seen == []

@@ -188,18 +188,20 @@ async def test_checks_against_someone_elses_driver(
 # -- where check 2 goes after the login: never away from the driver --------------------------------
 
 
+async def good_command(request: web.Request) -> web.Response:
+    """A correct OAuth 2.0 driver's /driver/command: the authorize URL on this host, then a UserAuth."""
+    body = await request.json()
+    if body["command"] == "OAuth":
+        callback = body["params"]["callbackURL"]
+        return web.json_response({"status": 0, "data": f"http://{request.host}/oauth/authorize?callbackURL="
+                                                        f"{quote(callback, safe='')}"})
+    return web.json_response({"status": 0, "data": {"userId": "u", "userToken": f"t-{body['command']}",
+                                                    "expiresIn": 60, "refreshToken": "r"}})
+
+
 def redirecting_driver(location: Callable[[str, str], str]) -> web.Application:
     """A correct OAuth 2.0 driver whose login redirects to `location(callback, own base URL)`."""
     state: dict[str, str] = {}
-
-    async def command(request: web.Request) -> web.Response:
-        body = await request.json()
-        if body["command"] == "OAuth":
-            callback = body["params"]["callbackURL"]
-            return web.json_response({"status": 0, "data": f"http://{request.host}/oauth/authorize?callbackURL="
-                                                            f"{quote(callback, safe='')}"})
-        return web.json_response({"status": 0, "data": {"userId": "u", "userToken": f"t-{body['command']}",
-                                                        "expiresIn": 60, "refreshToken": "r"}})
 
     async def page(request: web.Request) -> web.Response:
         state["callback"] = request.query["callbackURL"]
@@ -214,7 +216,7 @@ def redirecting_driver(location: Callable[[str, str], str]) -> web.Application:
         return web.Response(status=302, headers={"Location": state["callback"] + "&code=after-a-hop"})
 
     app = web.Application()
-    app.router.add_post("/driver/command", command)
+    app.router.add_post("/driver/command", good_command)
     app.router.add_get("/oauth/authorize", page)
     app.router.add_post("/oauth/authorize", login)
     app.router.add_get("/oauth/hop", hop)
@@ -330,15 +332,6 @@ def sso_driver(sso_url: str, *, form_action: str | None = None) -> web.Applicati
     `form_action`, it serves the login form itself, sent to that URL."""
     state: dict[str, str] = {}
 
-    async def command(request: web.Request) -> web.Response:
-        body = await request.json()
-        if body["command"] == "OAuth":
-            callback = body["params"]["callbackURL"]
-            return web.json_response({"status": 0, "data": f"http://{request.host}/oauth/authorize?callbackURL="
-                                                            f"{quote(callback, safe='')}"})
-        return web.json_response({"status": 0, "data": {"userId": "u", "userToken": f"t-{body['command']}",
-                                                        "expiresIn": 60, "refreshToken": "r"}})
-
     async def page(request: web.Request) -> web.Response:
         state["callback"] = request.query["callbackURL"]
         if form_action is not None:
@@ -352,7 +345,7 @@ def sso_driver(sso_url: str, *, form_action: str | None = None) -> web.Applicati
         return web.Response(status=302, headers={"Location": state["callback"] + "&code=via-sso"})
 
     app = web.Application()
-    app.router.add_post("/driver/command", command)
+    app.router.add_post("/driver/command", good_command)
     app.router.add_get("/oauth/authorize", page)
     app.router.add_get("/oauth/return", back)
     return app

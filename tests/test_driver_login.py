@@ -7,6 +7,7 @@ import logging
 from collections.abc import AsyncIterator
 from html import unescape
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import aiohttp
@@ -20,6 +21,7 @@ from test_driver_support import (
     browser_session,
     command,
     log_in,
+    make_config,
     open_page,
     running_driver,
 )
@@ -172,18 +174,24 @@ async def test_wrong_password_shows_the_page_again(driver: RunningDriver, sessio
         assert f'value="{username}"' in page and '<form method="post">' in page
 
 
-async def test_unknown_username_costs_one_scrypt_run(
-    driver: RunningDriver, session: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    hashed: list[str] = []
+def count_scrypt_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Patch the service's verify_password to record every scrypt run (the real check still runs)."""
+    runs: list[str] = []
     real = verify_password
 
     def counting(stored: str, candidate: str) -> bool:
         if stored.startswith("scrypt$"):
-            hashed.append(stored)
+            runs.append(candidate)
         return real(stored, candidate)
 
     monkeypatch.setattr("hubd.driver.service.verify_password", counting)
+    return runs
+
+
+async def test_unknown_username_costs_one_scrypt_run(
+    driver: RunningDriver, session: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hashed = count_scrypt_runs(monkeypatch)
     page_url, form = await open_page(session, driver.url)
     for username in ("nobody", "alice", "bob"):
         hashed.clear()
@@ -276,13 +284,9 @@ async def test_logins_are_counted(driver: RunningDriver, session: aiohttp.Client
     assert 'hubd_driver_logins_total{result="wrong_password"} 1' in text
 
 
-async def test_start_rejects_duplicate_accounts_and_broken_hashes(tmp_path: Path) -> None:
-    from test_driver_support import make_config
-
-    config = make_config(tmp_path, accounts=[
-        {"username": "a", "password": "x"}, {"username": "a", "password": "y"},
-        {"username": "c", "password": "scrypt$1$2$3$bad$hash"},
-    ])
+async def start_problems(tmp_path: Path, **driver: Any) -> list[str]:
+    """The problems DriverService.start refuses this driver config with."""
+    config = make_config(tmp_path, **driver)
     db = Database(config.storage.path)
     await db.start()
     try:
@@ -291,8 +295,16 @@ async def test_start_rejects_duplicate_accounts_and_broken_hashes(tmp_path: Path
             await service.start()
     finally:
         await db.stop()
-    assert caught.value.problems[0] == "driver.accounts[1].username: 'a' is listed twice"
-    assert caught.value.problems[1].startswith("driver.accounts[2].password: ")
+    return caught.value.problems
+
+
+async def test_start_rejects_duplicate_accounts_and_broken_hashes(tmp_path: Path) -> None:
+    problems = await start_problems(tmp_path, accounts=[
+        {"username": "a", "password": "x"}, {"username": "a", "password": "y"},
+        {"username": "c", "password": "scrypt$1$2$3$bad$hash"},
+    ])
+    assert problems[0] == "driver.accounts[1].username: 'a' is listed twice"
+    assert problems[1].startswith("driver.accounts[2].password: ")
 
 
 async def test_added_params_helper_sanity() -> None:
@@ -300,20 +312,6 @@ async def test_added_params_helper_sanity() -> None:
 
 
 # -- concurrent attempts: the limits hold when many POSTs arrive at once --------------------------
-
-
-def count_scrypt_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Patch the service's verify_password to record every scrypt run (the real check still runs)."""
-    runs: list[str] = []
-    real = verify_password
-
-    def counting(stored: str, candidate: str) -> bool:
-        if stored.startswith("scrypt$"):
-            runs.append(candidate)
-        return real(stored, candidate)
-
-    monkeypatch.setattr("hubd.driver.service.verify_password", counting)
-    return runs
 
 
 async def test_parallel_wrong_passwords_hit_the_account_limit(
@@ -446,18 +444,8 @@ async def test_page_refuses_a_malformed_callback(
 
 
 async def test_start_rejects_a_bad_callback_hosts_entry(tmp_path: Path) -> None:
-    from test_driver_support import make_config
-
-    config = make_config(tmp_path, callback_hosts=["platform.example", "https://platform.example/cb", "a b"])
-    db = Database(config.storage.path)
-    await db.start()
-    try:
-        service = DriverService(db, config.driver, public_url="http://hub", metrics=Metrics())
-        with pytest.raises(ConfigError) as caught:
-            await service.start()
-    finally:
-        await db.stop()
-    assert [p.split(":")[0] for p in caught.value.problems] == ["driver.callback_hosts[1]", "driver.callback_hosts[2]"]
+    problems = await start_problems(tmp_path, callback_hosts=["platform.example", "https://platform.example/cb", "a b"])
+    assert [p.split(":")[0] for p in problems] == ["driver.callback_hosts[1]", "driver.callback_hosts[2]"]
 
 
 @pytest.mark.parametrize(("public_url", "warned"), [

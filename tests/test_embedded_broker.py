@@ -55,6 +55,16 @@ async def clients(broker: EmbeddedBroker) -> AsyncIterator[Callable[..., MqttCli
         await client.disconnect()
 
 
+async def hub_and_device(clients: Callable[..., MqttClient], topic: str) -> tuple[MqttClient, MqttClient]:
+    """hubd's client (persistent session) subscribed to `topic` at QoS 1, then a connected anonymous device."""
+    hub = clients(**HUB)
+    await hub.connect()
+    await hub.subscribe([(topic, 1)])
+    device = clients()
+    await device.connect()
+    return hub, device
+
+
 async def receive(client: MqttClient, count: int) -> list[Message]:
     got: list[Message] = []
     async with asyncio.timeout(RECEIVE_TIMEOUT_S):
@@ -125,11 +135,7 @@ async def test_wrong_or_unknown_credentials_are_rejected(clients: Callable[..., 
         await clients(username="mallory", password="hub-secret").connect()
 
     # The refused attempt did not break hubd's own session.
-    hub = clients(**HUB)
-    await hub.connect()
-    await hub.subscribe([("hubd/device/+/state", 1)])
-    device = clients()
-    await device.connect()
+    hub, device = await hub_and_device(clients, "hubd/device/+/state")
     await device.publish("hubd/device/x/state", b"after", qos=1)
     assert [m.payload for m in await receive(hub, 1)] == [b"after"]
 
@@ -190,11 +196,7 @@ async def test_last_will_is_published_when_a_client_dies(
 
 @pytest.mark.xfail(strict=True, reason="amqtt 0.12.1 forgets unacknowledged QoS 1 deliveries on disconnect")
 async def test_unacked_delivery_is_redelivered_after_reconnect(clients: Callable[..., MqttClient]) -> None:
-    hub = clients(**HUB)
-    await hub.connect()
-    await hub.subscribe([("hubd/device/+/state", 1)])
-    device = clients()
-    await device.connect()
+    hub, device = await hub_and_device(clients, "hubd/device/+/state")
     await device.publish("hubd/device/lamp/state", b"not-acked", qos=1)
     async with asyncio.timeout(RECEIVE_TIMEOUT_S):
         assert [m.payload for m in await hub.next_batch()] == [b"not-acked"]
@@ -226,11 +228,7 @@ async def test_start_fails_fast_when_the_port_is_taken() -> None:
 async def test_stop_is_quick_idempotent_and_frees_the_port(
     broker: EmbeddedBroker, clients: Callable[..., MqttClient]
 ) -> None:
-    hub = clients(**HUB)
-    await hub.connect()
-    await hub.subscribe([("hubd/#", 1)])
-    device = clients()
-    await device.connect()
+    hub, _ = await hub_and_device(clients, "hubd/#")
 
     started = time.monotonic()
     await broker.stop()
@@ -257,11 +255,7 @@ async def test_run_waits_until_cancelled(broker: EmbeddedBroker) -> None:
 @pytest.mark.xfail(strict=True, reason="amqtt 0.12.1 hands a connecting client the retained messages of every "
                    "client's subscriptions")
 async def test_a_client_gets_only_the_retained_messages_it_subscribed_to(clients: Callable[..., MqttClient]) -> None:
-    hub = clients(**HUB)
-    await hub.connect()
-    await hub.subscribe([("hubd/device/+/config", 1)])
-    device = clients()
-    await device.connect()
+    _, device = await hub_and_device(clients, "hubd/device/+/config")
     await device.publish("hubd/device/lamp/config", b"{}", qos=1, retain=True)
     await device.publish("other/topic", b"retained", qos=1, retain=True)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import paho.mqtt.client as paho
 import pytest
-from hubd_proc import REPO, HubdProcess, free_port
+from hubd_proc import REPO, HubdProcess, NotifyListener, free_port
 from mosquitto import MisbehavingBroker, Mosquitto, publish
 from paho.mqtt.enums import CallbackAPIVersion
 
@@ -141,9 +141,7 @@ async def test_ready_healthz_devices_and_clean_stop(tmp_path: Path, mosquitto: M
         health = await hub.wait_ready()
         assert health["status"] == "ok"
         assert health["checks"]["mqtt"]["ok"] and health["checks"]["http"]["ok"]
-        publish(mosquitto.port, "hubd/device/lamp-1/config", json.dumps(LAMP_CONFIG), retain=True)
-        publish(mosquitto.port, "hubd/device/lamp-1/state", json.dumps({"Switch": "On"}))
-        await hub.wait_for(lambda: _has_state(hub, "lamp-1", "Switch", "On"), what="lamp state")
+        await _add_lamp_switched_on(hub, mosquitto.port, what="lamp state")
         status, page = await hub.get("/")
         assert status == 200 and "Desk Lamp" in page
         db = Path(hub.config["storage"]["path"])
@@ -208,35 +206,6 @@ async def test_a_broker_that_refuses_or_ignores_the_subscription_is_retried(
         await exited
 
 
-class NotifyListener:
-    """The service manager's end of NOTIFY_SOCKET: a datagram socket that records what hubd sends."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.received: list[str] = []
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self._sock.bind(str(path))
-        self._sock.setblocking(False)
-
-    async def next_message(self, timeout_s: float = 15.0) -> str:
-        """Wait for the next notification."""
-        data = await asyncio.wait_for(asyncio.get_running_loop().sock_recv(self._sock, 4096), timeout_s)
-        self.received.append(data.decode())
-        return self.received[-1]
-
-    def drain(self) -> None:
-        """Record everything already queued on the socket."""
-        while True:
-            try:
-                self.received.append(self._sock.recv(4096).decode())
-            except BlockingIOError:
-                return
-
-    def close(self) -> None:
-        """Close the socket."""
-        self._sock.close()
-
-
 async def test_sd_notify_ready_watchdog_stopping(tmp_path: Path, mosquitto: Mosquitto) -> None:
     notify = NotifyListener(tmp_path / "notify.sock")
     hub = HubdProcess(tmp_path / "hub", mqtt_port=mosquitto.port,
@@ -269,9 +238,7 @@ async def test_broker_restart_is_survived(tmp_path: Path, mosquitto: Mosquitto) 
     hub.start()
     try:
         await hub.wait_ready()
-        publish(mosquitto.port, "hubd/device/lamp-1/config", json.dumps(LAMP_CONFIG), retain=True)
-        publish(mosquitto.port, "hubd/device/lamp-1/state", json.dumps({"Switch": "On"}))
-        await hub.wait_for(lambda: _has_state(hub, "lamp-1", "Switch", "On"), what="first state")
+        await _add_lamp_switched_on(hub, mosquitto.port, what="first state")
         # Without its persisted state the broker forgets hubd's session and subscriptions: the state
         # below only arrives if hubd subscribes again on the new connection.
         mosquitto.restart(keep_state=False)
@@ -289,9 +256,7 @@ async def test_messages_published_while_hubd_is_down_arrive(tmp_path: Path, mosq
     hub.start()
     try:
         await hub.wait_ready()
-        publish(mosquitto.port, "hubd/device/lamp-1/config", json.dumps(LAMP_CONFIG), retain=True)
-        publish(mosquitto.port, "hubd/device/lamp-1/state", json.dumps({"Switch": "On"}))
-        await hub.wait_for(lambda: _has_state(hub, "lamp-1", "Switch", "On"), what="first state")
+        await _add_lamp_switched_on(hub, mosquitto.port, what="first state")
         assert hub.stop() == 0
         # Not retained: only the persistent session (fixed client id, clean_session false) keeps it.
         publish(mosquitto.port, "hubd/device/lamp-1/state", json.dumps({"Switch": "Off"}))
@@ -308,9 +273,7 @@ async def test_sigkill_before_ack_redelivers(tmp_path: Path, mosquitto: Mosquitt
     hub.start()
     try:
         await hub.wait_ready()
-        publish(mosquitto.port, "hubd/device/lamp-1/config", json.dumps(LAMP_CONFIG), retain=True)
-        publish(mosquitto.port, "hubd/device/lamp-1/state", json.dumps({"Switch": "On"}))
-        await hub.wait_for(lambda: _has_state(hub, "lamp-1", "Switch", "On"), what="state")
+        await _add_lamp_switched_on(hub, mosquitto.port, what="state")
         hub.kill()
         hub.start()
         await hub.wait_ready()
@@ -325,9 +288,7 @@ async def test_embedded_broker_works_with_paho(tmp_path: Path) -> None:
     hub.start()
     try:
         await hub.wait_ready()
-        publish(mqtt_port, "hubd/device/lamp-1/config", json.dumps(LAMP_CONFIG), retain=True)
-        publish(mqtt_port, "hubd/device/lamp-1/state", json.dumps({"Switch": "On"}))
-        await hub.wait_for(lambda: _has_state(hub, "lamp-1", "Switch", "On"), what="state via embedded broker")
+        await _add_lamp_switched_on(hub, mqtt_port, what="state via embedded broker")
         assert hub.stop() == 0
     finally:
         hub.kill()
@@ -381,6 +342,13 @@ def test_systemd_unit_verifies(tmp_path: Path) -> None:
     result = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True, check=False)
     # systemd-analyze exits 0 for most mistakes; any output at all is a finding.
     assert result.returncode == 0 and not (result.stdout + result.stderr).strip(), result.stdout + result.stderr
+
+
+async def _add_lamp_switched_on(hub: HubdProcess, mqtt_port: int, *, what: str) -> None:
+    """Announce lamp-1 (retained config), switch it On, and wait until hubd shows that state."""
+    publish(mqtt_port, "hubd/device/lamp-1/config", json.dumps(LAMP_CONFIG), retain=True)
+    publish(mqtt_port, "hubd/device/lamp-1/state", json.dumps({"Switch": "On"}))
+    await hub.wait_for(lambda: _has_state(hub, "lamp-1", "Switch", "On"), what=what)
 
 
 async def _has_state(hub: HubdProcess, device_id: str, interface: str, value: object) -> bool:
@@ -476,9 +444,7 @@ async def test_embedded_broker_client_with_hubds_configured_id_does_not_cut_hubd
     hub.start()
     try:
         await hub.wait_ready()
-        publish(mqtt_port, "hubd/device/lamp-1/config", json.dumps(LAMP_CONFIG), retain=True)
-        publish(mqtt_port, "hubd/device/lamp-1/state", json.dumps({"Switch": "On"}))
-        await hub.wait_for(lambda: _has_state(hub, "lamp-1", "Switch", "On"), what="the first state")
+        await _add_lamp_switched_on(hub, mqtt_port, what="the first state")
 
         # Another local program that happens to use the client id of hubd's config (clean session).
         intruder = paho.Client(CallbackAPIVersion.VERSION2, client_id=hub.config["mqtt"]["client_id"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
-from hubd_proc import free_port
+from hubd_proc import NotifyListener, free_port
 
 from hubd import lifecycle
 from hubd.errors import ConfigError
@@ -139,29 +138,12 @@ async def test_a_config_error_found_at_start_exits_2_and_names_the_key(caplog: p
     assert "Traceback" not in caplog.text
 
 
-class NotifySocket:
-    """The service manager's end of NOTIFY_SOCKET (a real datagram socket)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self._sock.bind(str(path))
-        self._sock.setblocking(False)
-
-    async def next_message(self) -> str:
-        async with asyncio.timeout(FAILURE_BOUND_S):
-            return (await asyncio.get_running_loop().sock_recv(self._sock, 4096)).decode()
-
-    def close(self) -> None:
-        self._sock.close()
-
-
 async def test_the_start_timeout_is_extended_until_ready_then_ready_is_sent(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """systemd's watchdog starts only with READY=1: until then, a live loop extends TimeoutStartSec."""
     monkeypatch.setattr(lifecycle, "START_EXTEND_S", 0.3)
-    notify = NotifySocket(tmp_path / "notify.sock")
+    notify = NotifyListener(tmp_path / "notify.sock")
     health = Health()
     health.require("mqtt", "broker down")
     supervisor = Supervisor([Part("mqtt", [])], health, Notifier({"NOTIFY_SOCKET": str(notify.path)}))
@@ -169,14 +151,14 @@ async def test_the_start_timeout_is_extended_until_ready_then_ready_is_sent(
     try:
         extends = 0
         while extends < 3:  # sent again and again while not ready
-            message = await notify.next_message()
+            message = await notify.next_message(FAILURE_BOUND_S)
             assert message == "EXTEND_TIMEOUT_USEC=300000", message
             extends += 1
         health.set("mqtt", True, "connected")
-        while (message := await notify.next_message()) != "READY=1":
+        while (message := await notify.next_message(FAILURE_BOUND_S)) != "READY=1":
             assert message == "EXTEND_TIMEOUT_USEC=300000", message
         supervisor.request_stop()
-        assert await notify.next_message() == "STOPPING=1"  # and no EXTEND after READY=1
+        assert await notify.next_message(FAILURE_BOUND_S) == "STOPPING=1"  # and no EXTEND after READY=1
         async with asyncio.timeout(FAILURE_BOUND_S):
             assert await task == 0
     finally:

@@ -77,6 +77,14 @@ async def publisher(make: Callable[..., MqttClient], name: str = "publisher") ->
     return client
 
 
+async def subscriber(make: Callable[..., MqttClient], name: str, topic: str, **kwargs: object) -> MqttClient:
+    """A connected client subscribed to `topic` at QoS 1."""
+    client = make(name, **kwargs)
+    await client.connect()
+    await client.subscribe([(topic, 1)])
+    return client
+
+
 async def test_publish_subscribe_receive(clients: Callable[..., MqttClient], prefix: str) -> None:
     sub = clients("sub")
     was_connected = sub.connected
@@ -97,18 +105,14 @@ async def test_retained_message_delivered_on_subscribe(clients: Callable[..., Mq
     pub = await publisher(clients)
     await pub.publish(f"{prefix}/config", b"cfg", qos=1, retain=True)
 
-    sub = clients("sub")
-    await sub.connect()
-    await sub.subscribe([(f"{prefix}/#", 1)])
+    sub = await subscriber(clients, "sub", f"{prefix}/#")
 
     [msg] = await receive(sub, 1)
     assert (msg.topic, msg.payload, msg.retain) == (f"{prefix}/config", b"cfg", True)
 
 
 async def test_unacked_message_is_redelivered_after_reconnect(clients: Callable[..., MqttClient], prefix: str) -> None:
-    sub = clients("hub", clean_session=False)
-    await sub.connect()
-    await sub.subscribe([(f"{prefix}/#", 1)])
+    sub = await subscriber(clients, "hub", f"{prefix}/#", clean_session=False)
     pub = await publisher(clients)
     await pub.publish(f"{prefix}/s", b"acked")
     await pub.publish(f"{prefix}/s", b"not-acked")
@@ -126,9 +130,7 @@ async def test_unacked_message_is_redelivered_after_reconnect(clients: Callable[
 
 
 async def test_acks_go_out_in_receive_order(clients: Callable[..., MqttClient], prefix: str) -> None:
-    sub = clients("hub", clean_session=False)
-    await sub.connect()
-    await sub.subscribe([(f"{prefix}/#", 1)])
+    sub = await subscriber(clients, "hub", f"{prefix}/#", clean_session=False)
     pub = await publisher(clients)
     for payload in (b"m1", b"m2", b"m3"):
         await pub.publish(f"{prefix}/s", payload)
@@ -153,9 +155,7 @@ async def test_acks_go_out_in_receive_order(clients: Callable[..., MqttClient], 
 async def test_persistent_session_receives_what_was_published_while_offline(
     clients: Callable[..., MqttClient], prefix: str
 ) -> None:
-    sub = clients("hub", clean_session=False)
-    await sub.connect()
-    await sub.subscribe([(f"{prefix}/#", 1)])
+    sub = await subscriber(clients, "hub", f"{prefix}/#", clean_session=False)
     await sub.disconnect()
 
     pub = await publisher(clients)
@@ -170,9 +170,7 @@ async def test_persistent_session_receives_what_was_published_while_offline(
 async def test_broker_restart_ends_next_batch_and_reconnect_works(
     clients: Callable[..., MqttClient], mosquitto: Mosquitto, prefix: str
 ) -> None:
-    sub = clients("hub", clean_session=False)
-    await sub.connect()
-    await sub.subscribe([(f"{prefix}/#", 1)])
+    sub = await subscriber(clients, "hub", f"{prefix}/#", clean_session=False)
     pub = await publisher(clients)
     await pub.publish(f"{prefix}/x", b"before")
 
@@ -202,9 +200,7 @@ async def test_will_is_published_when_the_process_dies(
     will_client: Callable[[str, int, str], subprocess.Popen[bytes]],
     prefix: str,
 ) -> None:
-    watcher = clients("watcher")
-    await watcher.connect()
-    await watcher.subscribe([(f"{prefix}/status", 1)])
+    watcher = await subscriber(clients, "watcher", f"{prefix}/status")
 
     # A real process killed without a DISCONNECT, as a crashing hubd would be.
     proc = await asyncio.to_thread(will_client, mosquitto.host, mosquitto.port, f"{prefix}/status")
@@ -214,17 +210,13 @@ async def test_will_is_published_when_the_process_dies(
 
     [will] = await receive(watcher, 1)
     assert (will.topic, will.payload) == (f"{prefix}/status", b"offline")
-    late = clients("late")
-    await late.connect()
-    await late.subscribe([(f"{prefix}/status", 1)])
+    late = await subscriber(clients, "late", f"{prefix}/status")
     [retained] = await receive(late, 1)
     assert (retained.payload, retained.retain) == (b"offline", True)
 
 
 async def test_clean_disconnect_does_not_publish_the_will(clients: Callable[..., MqttClient], prefix: str) -> None:
-    watcher = clients("watcher")
-    await watcher.connect()
-    await watcher.subscribe([(f"{prefix}/#", 1)])
+    watcher = await subscriber(clients, "watcher", f"{prefix}/#")
     hub = clients("hub", will=Will(f"{prefix}/status", b"offline"))
     await hub.connect()
     await hub.disconnect()
@@ -278,9 +270,7 @@ async def test_connect_while_connected_aborts_the_old_connection(
 ) -> None:
     """A leftover connection (a caller that did not abort a failed session) is dropped without DISCONNECT:
     the broker publishes its will, and the new connection works."""
-    watcher = clients("watcher", clean_session=True)
-    await watcher.connect()
-    await watcher.subscribe([(f"{prefix}/status", 1)])
+    watcher = await subscriber(clients, "watcher", f"{prefix}/status", clean_session=True)
     client = clients("hub", will=Will(f"{prefix}/status", b"offline", retain=False))
     await client.connect()
     await client.connect()
@@ -293,9 +283,7 @@ async def test_connect_while_connected_aborts_the_old_connection(
 async def test_abort_publishes_the_will_and_allows_a_new_connect(
     clients: Callable[..., MqttClient], prefix: str
 ) -> None:
-    watcher = clients("watcher", clean_session=True)
-    await watcher.connect()
-    await watcher.subscribe([(f"{prefix}/status", 1)])
+    watcher = await subscriber(clients, "watcher", f"{prefix}/status", clean_session=True)
     client = clients("hub", will=Will(f"{prefix}/status", b"offline", retain=False))
     await client.connect()
     client.abort("test")
@@ -341,9 +329,7 @@ async def test_a_connect_cancelled_as_its_thread_finishes_closes_the_socket() ->
 async def test_keepalive_detects_a_hung_broker(
     clients: Callable[..., MqttClient], mosquitto: Mosquitto, prefix: str
 ) -> None:
-    client = clients("hub", keepalive_s=1)
-    await client.connect()
-    await client.subscribe([(f"{prefix}/#", 1)])
+    client = await subscriber(clients, "hub", f"{prefix}/#", keepalive_s=1)
     mosquitto.pause()
     try:
         started = time.monotonic()
@@ -395,9 +381,7 @@ async def test_reconnect_after_rejection_uses_the_same_client(
 
 
 async def test_2000_qos1_publishes_in_a_row_all_arrive(clients: Callable[..., MqttClient], prefix: str) -> None:
-    sub = clients("hub")
-    await sub.connect()
-    await sub.subscribe([(f"{prefix}/#", 1)])
+    sub = await subscriber(clients, "hub", f"{prefix}/#")
     pub = clients("publisher", clean_session=True, max_inflight_publishes=100)
     await pub.connect()
 
@@ -412,9 +396,7 @@ async def test_full_inbox_drops_oldest_qos0_never_qos1(
     clients: Callable[..., MqttClient], prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(client_module, "INBOX_MAX_MESSAGES", 10)
-    sub = clients("hub")
-    await sub.connect()
-    await sub.subscribe([(f"{prefix}/#", 1)])
+    sub = await subscriber(clients, "hub", f"{prefix}/#")
     pub = await publisher(clients)
 
     sent = [(f"a{i}", 1) for i in range(5)] + [(f"b{i}", 0) for i in range(10)] + [(f"c{i}", 1) for i in range(3)]
@@ -432,9 +414,7 @@ async def test_full_inbox_drops_oldest_qos0_never_qos1(
 async def test_receive_throughput_20k_qos1_with_ack(clients: Callable[..., MqttClient], prefix: str) -> None:
     """Measures (prints) receive throughput; asserts only that all 20k arrive."""
     count = 20_000
-    sub = clients("hub", clean_session=False)
-    await sub.connect()
-    await sub.subscribe([(f"{prefix}/#", 1)])
+    sub = await subscriber(clients, "hub", f"{prefix}/#", clean_session=False)
     await sub.disconnect()
 
     pub = clients("publisher", clean_session=True)
@@ -482,7 +462,6 @@ async def test_tls_untrusted_certificate_is_unavailable(tls_mosquitto: tuple[Mos
 def test_unreadable_ca_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"mqtt\.ca_file"):
         MqttClient(host="localhost", port=8883, client_id="hub", tls=True, ca_file=str(tmp_path / "missing.pem"))
-
 
 
 def unread_bytes(sock: socket.socket) -> int:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from unit_helpers import NOW, FakeClock, eventually
 
 from hubd import outbox
 from hubd.cloud import messages
@@ -25,19 +25,6 @@ from hubd.metrics import Metrics
 from hubd.outbox import OutboxSender
 from hubd.reporter import PendingEvent, discovery_events, insert_events_blocking
 from hubd.store.db import Database
-
-NOW = 1_700_000_000.0
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = NOW
-
-    def time(self) -> float:
-        return self.now
-
-    def monotonic(self) -> float:
-        return self.now
 
 
 @dataclass
@@ -180,14 +167,12 @@ def endpoint(endpoint_id: str) -> dict[str, Any]:
             "capabilities": [], "states": []}
 
 
-async def eventually(check: Callable[[], bool | Awaitable[bool]], what: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if await result if isinstance(result, Awaitable) else result:
-            return
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.005)
+def held(gate: asyncio.Event, endpoint: str | None = None) -> Behaviour:
+    """A behaviour that holds each post (of `endpoint`, or every one) until `gate` is set."""
+    async def hold(post: Posted) -> None:
+        if endpoint is None or endpoint in post.endpoints:
+            await gate.wait()
+    return hold
 
 
 @pytest.fixture
@@ -209,12 +194,7 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
 
 async def test_in_order_per_device_and_devices_in_parallel(rig: Rig) -> None:
     gate = asyncio.Event()
-
-    async def hold_lamp(post: Posted) -> None:
-        if "lamp" in post.endpoints:
-            await gate.wait()
-
-    rig.api.behaviour["alice"] = hold_lamp
+    rig.api.behaviour["alice"] = held(gate, "lamp")
     rig.tokens.tokens["alice"] = "alice:1"
     await rig.queue("alice", change("lamp", "On"), change("lamp", "Off"), change("fan", "On"), change("lamp", "On"),
                     change("fan", "Off"))
@@ -232,12 +212,7 @@ async def test_in_order_per_device_and_devices_in_parallel(rig: Rig) -> None:
 
 async def test_a_long_backlog_of_one_device_hides_no_other_device(rig: Rig) -> None:
     gate = asyncio.Event()
-
-    async def hold_lamp(post: Posted) -> None:
-        if "lamp" in post.endpoints:
-            await gate.wait()
-
-    rig.api.behaviour["alice"] = hold_lamp
+    rig.api.behaviour["alice"] = held(gate, "lamp")
     rig.tokens.tokens["alice"] = "alice:1"
     await rig.queue("alice", *[change("lamp", "On" if i % 2 else "Off") for i in range(2100)], change("fan", "On"))
     await eventually(lambda: len(rig.api.of("alice", "fan")) == 1, "the fan's event behind 2,100 of the lamp's")
@@ -331,11 +306,7 @@ async def test_a_barrier_goes_before_the_events_kept_for_its_user(rig: Rig) -> N
 
 async def test_one_users_backlog_on_a_slow_platform_does_not_delay_another(rig: Rig) -> None:
     gate = asyncio.Event()
-
-    async def slow(post: Posted) -> None:
-        await gate.wait()
-
-    rig.api.behaviour["alice"] = slow
+    rig.api.behaviour["alice"] = held(gate)
     rig.tokens.tokens.update({"alice": "alice:1", "bob": "bob:1"})
     await rig.queue("alice", *[press(f"bell{i % 100}") for i in range(3000)])
     await eventually(lambda: len(rig.api.posted) >= outbox.MAX_IN_FLIGHT_PER_USER, "alice's sends hanging")
@@ -348,13 +319,9 @@ async def test_one_users_backlog_on_a_slow_platform_does_not_delay_another(rig: 
 
 async def test_many_busy_users_still_leave_a_send_for_a_newcomer(rig: Rig) -> None:
     gate = asyncio.Event()
-
-    async def slow(post: Posted) -> None:
-        await gate.wait()
-
     users = [f"u{i}" for i in range(3)]  # 3 x 32 > MAX_IN_FLIGHT
     for user in users:
-        rig.api.behaviour[user] = slow
+        rig.api.behaviour[user] = held(gate)
         rig.tokens.tokens[user] = f"{user}:1"
         await rig.queue(user, *[press(f"bell{i}") for i in range(40)])
     await eventually(lambda: len(rig.api.posted) >= outbox.MAX_IN_FLIGHT, "the sends in flight full")
@@ -431,11 +398,7 @@ async def test_a_user_who_must_bind_again_keeps_only_the_newest_events(rig: Rig,
 async def test_a_new_grants_report_goes_first_even_if_a_dispatch_was_already_due(rig: Rig) -> None:
     """The sender must not dispatch for a user whose activation it has not seen after a load of new rows."""
     gate = asyncio.Event()
-
-    async def hold(post: Posted) -> None:
-        await gate.wait()
-
-    rig.api.behaviour["bob"] = hold
+    rig.api.behaviour["bob"] = held(gate)
     rig.tokens.tokens.update({"alice": "alice:1", "bob": "bob:1"})
     rig.tokens.inactive.add("alice")  # a dead grant: events are kept
     await rig.queue("bob", press("door"))
@@ -535,14 +498,10 @@ async def test_a_dispatch_round_is_capped_and_the_body_query_stays_small(
 
     monkeypatch.setattr(outbox, "_bodies_blocking", counted)
     gate = asyncio.Event()
-
-    async def slow(post: Posted) -> None:
-        await gate.wait()
-
     users = [f"u{i:04}" for i in range(1100)]  # each with nothing in flight, so each is owed a send at once
     for user in users:
         rig.tokens.tokens[user] = f"{user}:1"
-        rig.api.behaviour[user] = slow
+        rig.api.behaviour[user] = held(gate)
 
     def insert_all(conn: sqlite3.Connection) -> int:
         with conn:

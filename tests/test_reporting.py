@@ -57,6 +57,13 @@ class Rig:
         assert result.ok, result.reply
         return result
 
+    async def bind_with_bell(self) -> BindResult:
+        """bell-1 announced (retained), then user-1 bound and its AddOrUpdateReport delivered."""
+        self.publish("bell-1", "config", BELL, retain=True)
+        result = await self.bind()
+        await self.wait_events(1, "AddOrUpdateReport")
+        return result
+
     def events(self, name: str | None = None, user_id: str | None = None,
                endpoint: str | None = None) -> list[EventRecord]:
         return [e for e in self.sim.events if (name is None or e.name == name)
@@ -183,9 +190,7 @@ async def test_configs_arriving_together_are_batched_and_restart_resends_nothing
 
 async def test_every_doorbell_press_is_sent(make_rig: Callable[..., Any]) -> None:
     rig: Rig = await make_rig()
-    rig.publish("bell-1", "config", BELL, retain=True)
-    await rig.bind()
-    await rig.wait_events(1, "AddOrUpdateReport")
+    await rig.bind_with_bell()
     for _ in range(5):
         rig.publish("bell-1", "event", {"name": "DoorbellPress"})
     presses = await rig.wait_events(5, "DoorbellPress")
@@ -227,9 +232,7 @@ async def test_short_lived_tokens_are_refreshed_before_they_expire(make_rig: Cal
 
 async def test_401_refreshes_and_resends_the_same_message(make_rig: Callable[..., Any]) -> None:
     rig: Rig = await make_rig()
-    rig.publish("bell-1", "config", BELL, retain=True)
-    await rig.bind()
-    await rig.wait_events(1, "AddOrUpdateReport")
+    await rig.bind_with_bell()
     rig.sim.expire_tokens("user-1")
     rig.publish("bell-1", "event", {"name": "DoorbellPress"})
     [press] = await rig.wait_events(1, "DoorbellPress")
@@ -410,9 +413,7 @@ async def test_good_and_bad_devices_together(make_rig: Callable[..., Any]) -> No
 async def test_a_refused_event_is_dead_lettered_with_the_answer_and_a_404_is_retried(
         make_rig: Callable[..., Any]) -> None:
     rig: Rig = await make_rig()
-    rig.publish("bell-1", "config", BELL, retain=True)
-    await rig.bind()
-    await rig.wait_events(1, "AddOrUpdateReport")
+    await rig.bind_with_bell()
     rig.sim.fail_events(404, 422, 400)  # a proxy's 404 (retried), then the platform's verdicts (final)
     for _ in range(3):
         rig.publish("bell-1", "event", {"name": "DoorbellPress"})
@@ -428,9 +429,7 @@ async def test_a_refused_event_is_dead_lettered_with_the_answer_and_a_404_is_ret
 async def test_403_again_after_a_refresh_ends_the_grant_once_and_keeps_the_events(
         make_rig: Callable[..., Any]) -> None:
     rig: Rig = await make_rig()
-    rig.publish("bell-1", "config", BELL, retain=True)
-    await rig.bind()
-    await rig.wait_events(1, "AddOrUpdateReport")
+    await rig.bind_with_bell()
     rig.sim.fail_events(403, 403)
     rig.publish("bell-1", "event", {"name": "DoorbellPress"})
     await rig.sim.wait_until(lambda: len(rig.sim.failure_reports) == 1, timeout_s=15)
@@ -450,9 +449,7 @@ async def test_403_again_after_a_refresh_ends_the_grant_once_and_keeps_the_event
 
 async def test_platform_tokens_never_reach_the_log(make_rig: Callable[..., Any]) -> None:
     rig: Rig = await make_rig(access_ttl_s=3)  # hubd logs at debug level in these tests
-    rig.publish("bell-1", "config", BELL, retain=True)
-    bound = await rig.bind()
-    await rig.wait_events(1, "AddOrUpdateReport")
+    bound = await rig.bind_with_bell()
     rig.sim.expire_tokens("user-1")  # the 401 path too
     rig.publish("bell-1", "event", {"name": "DoorbellPress"})
     await rig.wait_events(1, "DoorbellPress")

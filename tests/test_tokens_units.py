@@ -4,36 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from unit_helpers import NOW as T0
+from unit_helpers import FakeClock, eventually
 
 from hubd.cloud import messages
 from hubd.cloud.client import TokenSet
 from hubd.cloud.tokens import TokenManager
-from hubd.errors import CloudAuthError, CloudUnavailable
+from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
 from hubd.metrics import Metrics
 from hubd.outbox import OutboxSender
 from hubd.reporter import PendingEvent, insert_events_blocking
 from hubd.store.db import Database
 from hubd.store.grants import GrantRepo, remove_grant_blocking
-
-T0 = 1_700_000_000.0
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def time(self) -> float:
-        return self.now
-
-    def monotonic(self) -> float:
-        return self.now
 
 
 @dataclass
@@ -98,13 +86,6 @@ class Rig:
         self.manager._changed.set()  # the scheduler's own wake-up; a real clock gets there by itself
         for _ in range(20):  # the scheduler's pass is a few loop iterations, with no I/O unless it refreshes
             await asyncio.sleep(0)
-
-
-async def eventually(check: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.005)
 
 
 @pytest.fixture
@@ -201,6 +182,15 @@ async def test_a_dead_refresh_ends_the_grant_with_one_failure_report(make_rig: C
     await rig.at(7200)
     assert rig.endpoint.reports == ["alice"]
     assert [g.status for g in await GrantRepo(rig.db).all()] == ["needs_rebind"]
+
+
+async def test_a_rejected_failure_report_is_not_sent_again(make_rig: Callable[..., object]) -> None:
+    rig: Rig = await make_rig()
+    rig.endpoint.report_errors.append(CloudRejected(400, "bad sign"))  # the platform's verdict: final
+    rig.endpoint.refuse = CloudAuthError("invalid_grant", fatal=True, error="invalid_grant")
+    rig.manager.invalidate("alice", "at-1")
+    await eventually(lambda: [g.failure_reported for g in rig.manager.grants()] == [True], "the report done")
+    assert rig.endpoint.reports == [] and not rig.endpoint.report_errors  # tried once, not retried
 
 
 async def test_a_removed_grant_is_forgotten_at_its_next_refresh(make_rig: Callable[..., object]) -> None:

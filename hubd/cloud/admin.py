@@ -19,7 +19,7 @@ _COLUMNS = ("USER", "STATE", "LINKED BY", "TOKEN OBTAINED", "TOKEN EXPIRES", "PE
 
 def list_grants(config: HubdConfig) -> int:
     """Print one row per platform user with a grant; exit code 0."""
-    grants = _db(config).call_blocking(list_grants_blocking)
+    grants = Database.of(config.storage).call_blocking(list_grants_blocking)
     if not grants:
         print("no platform user has bound this hub")
         return 0
@@ -29,7 +29,7 @@ def list_grants(config: HubdConfig) -> int:
 
 def remove_grant(config: HubdConfig, user_id: str) -> int:
     """Forget a platform user's grant and undelivered events; 0 if there was one, 1 if not."""
-    existed, dropped = _db(config).call_blocking(remove_grant_blocking, user_id)
+    existed, dropped = Database.of(config.storage).call_blocking(remove_grant_blocking, user_id)
     if not existed:
         print(f"no grant for platform user {user_id!r} (see `hubd grants list`)", file=sys.stderr)
         return 1
@@ -37,9 +37,6 @@ def remove_grant(config: HubdConfig, user_id: str) -> int:
           "hubd reports to them again only after they bind again in the platform's app")
     return 0
 
-
-def _db(config: HubdConfig) -> Database:
-    return Database(config.storage.path, synchronous=config.storage.synchronous)
 
 
 def _row(grant: GrantSummary) -> tuple[str, ...]:

@@ -384,24 +384,21 @@ class TokenManager:
             for attempt in range(1, FAILURE_REPORT_TRIES + 1):
                 try:
                     await self._client.report_failure(user_id)
-                except CloudUnavailable as err:
-                    log.warning("failure report for user %s failed (try %d): %s", user_id, attempt, err)
-                    if attempt < FAILURE_REPORT_TRIES:
-                        await backoff.sleep()
-                    continue
-                except Exception:  # per report (STYLE 2.6): counted as a failed try, never the manager's end
-                    log.error("failure report for user %s failed unexpectedly (try %d)", user_id, attempt,
-                              exc_info=True)
-                    if attempt < FAILURE_REPORT_TRIES:
-                        await backoff.sleep()
-                    continue
                 except CloudRejected as err:
                     log.error("the platform rejected the failure report for user %s: %s", user_id, err)
                     self._failures.inc(label="rejected")
                     break
-                self._failures.inc(label="sent")
-                log.info("sent the failure report for user %s", user_id)
-                break
+                except CloudUnavailable as err:
+                    log.warning("failure report for user %s failed (try %d): %s", user_id, attempt, err)
+                except Exception:  # per report (STYLE 2.6): counted as a failed try, never the manager's end
+                    log.error("failure report for user %s failed unexpectedly (try %d)", user_id, attempt,
+                              exc_info=True)
+                else:
+                    self._failures.inc(label="sent")
+                    log.info("sent the failure report for user %s", user_id)
+                    break
+                if attempt < FAILURE_REPORT_TRIES:
+                    await backoff.sleep()
             else:
                 self._failures.inc(label="gave_up")
             # Once per grant, whatever the outcome: the platform is not asked again for this grant.

@@ -19,7 +19,7 @@ _COLUMNS = ("GRANT", "USER", "STATE", "LINKED", "REFRESHED", "TOKEN EXPIRES", "R
 
 def list_tokens(config: HubdConfig) -> int:
     """Print one row per grant (a linked login and its current token pair); exit code 0."""
-    grants = _db(config).call_blocking(list_grants_blocking)
+    grants = Database.of(config.storage).call_blocking(list_grants_blocking)
     if not grants:
         print("no tokens issued")
         return 0
@@ -30,7 +30,8 @@ def list_tokens(config: HubdConfig) -> int:
 
 def revoke_tokens(config: HubdConfig, user: str) -> int:
     """Revoke every live grant of `user`; 0 if there was one, 1 if the user had none."""
-    count = _db(config).call_blocking(revoke_user_blocking, user, time.time(), "revoked with `hubd tokens revoke`")
+    count = Database.of(config.storage).call_blocking(revoke_user_blocking, user, time.time(),
+                                                      "revoked with `hubd tokens revoke`")
     if count == 0:
         print(f"no live tokens for {user!r}", file=sys.stderr)
         return 1
@@ -38,9 +39,6 @@ def revoke_tokens(config: HubdConfig, user: str) -> int:
           "the platform must link the account again (remove it from driver.accounts to stop new logins)")
     return 0
 
-
-def _db(config: HubdConfig) -> Database:
-    return Database(config.storage.path, synchronous=config.storage.synchronous)
 
 
 def _row(grant: GrantInfo, now: float) -> tuple[str, ...]:

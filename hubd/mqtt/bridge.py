@@ -47,7 +47,6 @@ class MqttBridge:
     def __init__(self, client: MqttClient, *, base_topic: str, sink: MessageSink, health: Health,
                  metrics: Metrics, backoff: Backoff | None = None, clock: Clock | None = None) -> None:
         self._client = client
-        self._client_id = client.client_id
         self._clock: Clock = clock or SystemClock()
         self._up_since: float | None = None
         self._base = base_topic
@@ -83,7 +82,8 @@ class MqttBridge:
                 up_for = self._uptime()
                 if up_for is not None and up_for < STABLE_AFTER_S:
                     log.warning("MQTT connection lost %.1f s after connecting: %s (is another client connected with"
-                                " client id %r? the broker drops the older of two)", up_for, err, self._client_id)
+                                " client id %r? the broker drops the older of two)", up_for, err,
+                                self._client.client_id)
                 else:
                     log.warning("MQTT connection lost or unavailable: %s", err)
             up_for = self._uptime()

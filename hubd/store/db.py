@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from hubd.config import StorageConfig
 from hubd.errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,11 @@ class Database:
         self._synchronous = synchronous.upper()
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
+
+    @classmethod
+    def of(cls, storage: StorageConfig) -> Database:
+        """The database `storage.path` names, with its `storage.synchronous` setting."""
+        return cls(storage.path, synchronous=storage.synchronous)
 
     @property
     def path(self) -> Path:

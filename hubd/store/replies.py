@@ -42,7 +42,7 @@ class DirectiveReplyRepo:
         self._db = db
 
     async def claim(self, key: ReplyKey, attempt: str, reply: dict[str, Any], now: float, *,
-                    replaceable: frozenset[str] = frozenset()) -> StoredReply | None:
+                    replaceable: frozenset[str]) -> StoredReply | None:
         """Write `reply` (unfinished) for `key` and return None; or return the row already there.
 
         A row written by one of the `replaceable` attempts (tries of this process that never published) is

@@ -100,16 +100,12 @@ class HttpServer:
             if err.status < 400:
                 raise  # a redirect
             return self._http_error(request, err)
-        except StoreError as err:
-            self._requests.inc(label="500")
-            log.error("%s %s failed: %s", request.method, _route(request), err)
-            return _json_error(500, "hubd's database failed while answering; try again shortly, and see the hubd "
-                                    "log if it keeps failing", [{"path": "(server)", "message": type(err).__name__}])
         except HubdError as err:
             self._requests.inc(label="500")
             log.error("%s %s failed: %s", request.method, _route(request), err)
-            return _json_error(500, "hubd could not answer; see the hubd log",
-                               [{"path": "(server)", "message": type(err).__name__}])
+            message = ("hubd's database failed while answering; try again shortly, and see the hubd log if it keeps "
+                       "failing" if isinstance(err, StoreError) else "hubd could not answer; see the hubd log")
+            return _json_error(500, message, [{"path": "(server)", "message": type(err).__name__}])
         except Exception:
             self._requests.inc(label="500")
             log.exception("%s %s failed", request.method, _route(request))

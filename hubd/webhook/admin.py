@@ -20,9 +20,6 @@ from hubd.webhook.trigger import Trigger, TriggerInvalid, parse_bytes
 _COLUMNS = ("ID", "NAME", "STATE", "CREATED", "CALLS 24H", "LAST CALL", "DEFAULT ACTION")
 
 
-def _db(config: HubdConfig) -> Database:
-    return Database(config.storage.path, synchronous=config.storage.synchronous)
-
 
 def _url(config: HubdConfig, token: str) -> str:
     return f"{config.http.base_url}/trigger/with/{token}"
@@ -53,14 +50,14 @@ def create(config: HubdConfig, name: str, default_action: str | None) -> int:
     """Make a webhook and print `{"id", "name", "token", "url"}` (plus its default action)."""
     name = check_name(name)
     action = parse_default_action(default_action)
-    webhook_id, token = _db(config).call_blocking(store.create_blocking, name, action, time.time())
+    webhook_id, token = Database.of(config.storage).call_blocking(store.create_blocking, name, action, time.time())
     _print_hook(config, webhook_id, name, token, action.as_body() if action else None)
     return 0
 
 
 def rotate(config: HubdConfig, ref: str) -> int:
     """Give a webhook a new token (the old one stops working at once) and print it like create."""
-    db = _db(config)
+    db = Database.of(config.storage)
     hook = _find(db, ref)
     if hook is None:
         return 1
@@ -74,7 +71,7 @@ def rotate(config: HubdConfig, ref: str) -> int:
 
 def revoke(config: HubdConfig, ref: str) -> int:
     """Revoke a webhook: its URL answers 404 from now on."""
-    db = _db(config)
+    db = Database.of(config.storage)
     hook = _find(db, ref)
     if hook is None:
         return 1
@@ -88,7 +85,7 @@ def revoke(config: HubdConfig, ref: str) -> int:
 def list_hooks(config: HubdConfig, *, as_json: bool) -> int:
     """A table of webhooks (or JSON lines with --json); never a token."""
     now = time.time()
-    hooks = _db(config).call_blocking(store.list_blocking, now)
+    hooks = Database.of(config.storage).call_blocking(store.list_blocking, now)
     if as_json:
         for h in hooks:
             print(json.dumps({"id": h.id, "name": h.name, "state": _state(h), "createdAt": h.created_at,
