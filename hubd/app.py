@@ -2,8 +2,8 @@
 
 Start order (stop is the reverse): store, embedded broker, platform side (tokens, outbox sender),
 registry, MQTT bridge, directives, webhook, HTTP, zeroconf. The flow is one-way:
-MQTT bridge -> registry -> reporter -> outbox (SQLite) -> outbox sender -> platform client;
-HTTP -> directives / webhook -> MQTT bridge for what goes to devices.
+MQTT bridge (dialects) -> registry -> reporter -> outbox (SQLite) -> outbox sender -> platform client;
+HTTP -> directives / webhook -> device commands (dialects) -> MQTT bridge for what goes to devices.
 """
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ from collections.abc import Mapping
 from hubd.cloud.client import PlatformClient
 from hubd.cloud.tokens import TokenManager
 from hubd.config import HubdConfig
+from hubd.devices.commands import DeviceCommands
+from hubd.dialects.base import Dialect
+from hubd.dialects.native import NativeDialect
 from hubd.directives import Directives
 from hubd.driver.service import DriverService
 from hubd.lifecycle import Component, Health, Supervisor, SystemClock
@@ -44,7 +47,7 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     metrics = Metrics()
     components: list[Component] = []
 
-    db = Database.of(config.storage)
+    db = Database.of(config.storage, health=health, metrics=metrics)  # its `storage` check: the disk takes writes
     components.append(db)
 
     mqtt_username = config.mqtt.username
@@ -63,7 +66,8 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
         components.append(EmbeddedBroker(host=config.mqtt.host, port=config.mqtt.port,
                                          users={mqtt_username: mqtt_password or ""}))
 
-    driver = DriverService(db, config.driver, public_url=config.http.base_url, metrics=metrics)
+    driver = DriverService(db, config.driver, public_url=config.http.base_url, metrics=metrics,
+                           auth_url=config.platform.auth_url, trusted_proxies=config.http.trusted_proxies)
     components.append(driver)
 
     clock = SystemClock()
@@ -87,23 +91,42 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
         will=Will(status_topic(config.mqtt.base_topic), b"offline", qos=1, retain=True),
         keepalive_s=config.mqtt.keepalive_s,
     )
-    bridge = MqttBridge(client, base_topic=config.mqtt.base_topic, sink=registry, health=health, metrics=metrics)
+    # The device dialects, hubd's own topics first: each claims its topics and turns messages into typed inputs.
+    dialects: list[Dialect] = [NativeDialect(config.mqtt.base_topic, brand=config.platform.namespace)]
+    if config.homeassistant.enabled:
+        from hubd.dialects.homeassistant import HomeAssistantDialect
+
+        dialects.append(HomeAssistantDialect(config.homeassistant, config.doorbells,
+                                             defer_zigbee2mqtt=config.zigbee2mqtt.enabled))
+    if config.zigbee2mqtt.enabled:
+        from hubd.dialects.zigbee2mqtt import Zigbee2MqttDialect
+
+        dialects.append(Zigbee2MqttDialect(config.zigbee2mqtt, config.doorbells))
+    bridge = MqttBridge(client, base_topic=config.mqtt.base_topic, dialects=dialects, sink=registry, routes=registry,
+                        health=health, metrics=metrics)
     components.append(bridge)
+    commands = DeviceCommands(dialects, bridge)
 
     vendor = VendorEndpoint(path=config.http.vendor_path, brand=config.platform.namespace, verifier=driver,
                             tokens=tokens, reporter=reporter,
                             reporting_enabled=config.platform.reporting_enabled, metrics=metrics)
-    directives = Directives(brand=config.platform.namespace, registry=registry, publisher=bridge, events=reporter,
+    directives = Directives(brand=config.platform.namespace, registry=registry, commands=commands, events=reporter,
                             grants=GrantRepo(db), replies=DirectiveReplyRepo(db), metrics=metrics)
     directives.register(vendor)
     components.append(directives)
-    webhook = WebhookService(db, registry, bridge, per_minute=config.webhook.per_minute,
-                             per_day=config.webhook.per_day, metrics=metrics)
+    webhook = WebhookService(db, registry, commands, per_minute=config.webhook.per_minute,
+                             per_day=config.webhook.per_day, metrics=metrics,
+                             trusted_proxies=config.http.trusted_proxies)
     components.append(webhook)
-    sources: list[RouteSource] = [StatusRoutes(registry, health, tokens, outbox), driver, vendor, webhook]
+    # Public: what the platform (directives, account linking) and a browser logging in must reach. Local: the
+    # status page and API, and the webhook, for the LAN only (a listener of their own with http.local_port).
+    public: list[RouteSource] = [driver, vendor]
+    local: list[RouteSource] = [StatusRoutes(registry, health, tokens, outbox), webhook]
     components.append(HttpServer(host=config.http.host, port=config.http.port,
                                  max_body_bytes=config.http.max_body_bytes, health=health, metrics=metrics,
-                                 sources=sources))
+                                 sources=public, local_sources=local, local_host=config.http.local_host,
+                                 local_port=config.http.local_port, request_timeout_s=config.http.request_timeout_s,
+                                 max_connections=config.http.max_connections))
 
     if config.zeroconf.enabled:
         from hubd.advertiser import Advertiser

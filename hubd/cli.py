@@ -143,7 +143,12 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _check_config(args: argparse.Namespace) -> int:
-    _load(args)
+    config = _load(args)
+    from hubd.driver.policy import config_problems
+
+    problems = config_problems(config)  # what `hubd run` refuses at start: callback hosts, accounts, proxies
+    if problems:
+        raise ConfigError(problems)
     print("ok")
     return 0
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 
 from hubd.errors import ConfigError
 
@@ -81,6 +81,20 @@ class HttpConfig(_Model):
     public_url: str | None = None
     vendor_path: str = "/vendor"
     max_body_bytes: int = Field(65536, ge=1024, le=16 * 1024 * 1024)
+    trusted_proxies: list[str] = Field(default_factory=list)  # may set X-Forwarded-For (hubd.web.client_address)
+    # Set: the local routes (/, /api/*, /metrics, /trigger/with/*) are served there and only there (hubd.web.server).
+    local_host: str = "127.0.0.1"
+    local_port: int | None = Field(None, ge=0, le=65535)
+    request_timeout_s: float = Field(10.0, ge=1, le=300)  # to send a request's headers, then its body
+    max_connections: int | None = Field(None, ge=1, le=65535)  # unset: from the file descriptor limit
+
+    @field_validator("local_port")
+    @classmethod
+    def _local_port(cls, value: int | None, info: ValidationInfo) -> int | None:
+        hosts = {info.data.get("host"), info.data.get("local_host")}
+        if value and value == info.data.get("port") and (len(hosts) == 1 or hosts & {"0.0.0.0", "::"}):
+            raise ValueError(f"must differ from http.port ({value}): the local routes get a listener of their own")
+        return value
 
     @field_validator("vendor_path")
     @classmethod
@@ -103,6 +117,14 @@ class HttpConfig(_Model):
             return self.public_url
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+    @property
+    def local_url(self) -> str:
+        """The URL of the local routes (the webhook's): the local listener's when there is one, else base_url."""
+        if self.local_port is None:
+            return self.base_url
+        host = f"[{self.local_host}]" if ":" in self.local_host else self.local_host
+        return f"http://{host}:{self.local_port}"
 
 
 class PlatformConfig(_Model):
@@ -144,6 +166,7 @@ class DriverConfig(_Model):
     accounts: list[Account] = Field(default_factory=list)
     token_ttl_s: int = Field(3600, ge=60, le=365 * 86400)
     refresh_ttl_s: int = Field(90 * 86400, ge=3600)
+    # Empty: the host of platform.auth_url, or loopback only without one; ["*"]: any (hubd.driver.urls).
     callback_hosts: list[str] = Field(default_factory=list)
     hub_name: str = "hubd"
 
@@ -167,6 +190,68 @@ class LogConfig(_Model):
     level: Literal["debug", "info", "warning", "error"] = "info"
 
 
+class HomeAssistantConfig(_Model):
+    """Devices announced with Home Assistant MQTT discovery (CONTRACT.md section 6)."""
+
+    enabled: bool = False
+    discovery_prefix: str = "homeassistant"
+    include: list[str] = Field(default_factory=lambda: ["*"])
+    exclude: list[str] = Field(default_factory=list)
+
+    @field_validator("discovery_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if not value or value.startswith("/") or value.endswith("/") or not _TOPIC_SEGMENT_RE.match(value):
+            raise ValueError("must be a topic prefix without '+', '#', or a leading/trailing '/', "
+                             "e.g. 'homeassistant'")
+        return value
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        if any(not pattern.strip() for pattern in value):
+            raise ValueError("a pattern is empty; write a glob (fnmatch) such as 'Kitchen*' or '*'")
+        return value
+
+
+class Zigbee2MqttConfig(_Model):
+    """zigbee2mqtt's devices imported natively from `<base_topic>/bridge/devices` (CONTRACT.md section 6)."""
+
+    enabled: bool = False
+    base_topic: str = "zigbee2mqtt"
+    include: list[str] = Field(default_factory=lambda: ["*"])  # globs over friendly_name and ieee_address
+    exclude: list[str] = Field(default_factory=list)
+
+    @field_validator("base_topic")
+    @classmethod
+    def _base(cls, value: str) -> str:
+        if not value or value.startswith("/") or value.endswith("/") or not _TOPIC_SEGMENT_RE.match(value):
+            raise ValueError("must be zigbee2mqtt's mqtt.base_topic, without '+', '#', or a leading/trailing '/', "
+                             "e.g. 'zigbee2mqtt'")
+        return value
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        if any(not pattern.strip() for pattern in value):
+            raise ValueError("a pattern is empty; write a glob (fnmatch) such as 'Kitchen*' or '0x00158d*'")
+        return value
+
+
+class DoorbellConfig(_Model):
+    """A button whose press is a DoorbellPress: `device` globs over its name or identifiers, `event` is the press."""
+
+    device: str = Field(min_length=1)
+    event: str = Field(min_length=1)
+
+    @field_validator("device", "event")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be blank; e.g. device: 'Front door*', event: 'single'")
+        return value
+
+
 class HubdConfig(_Model):
     """The whole configuration file."""
 
@@ -178,6 +263,9 @@ class HubdConfig(_Model):
     webhook: WebhookConfig = WebhookConfig()
     zeroconf: ZeroconfConfig = ZeroconfConfig()
     log: LogConfig = LogConfig()
+    homeassistant: HomeAssistantConfig = HomeAssistantConfig()
+    zigbee2mqtt: Zigbee2MqttConfig = Zigbee2MqttConfig()
+    doorbells: list[DoorbellConfig] = Field(default_factory=list)
 
 
 def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> HubdConfig:
@@ -274,15 +362,14 @@ class _YamlReader:
             return None
         written_here = {id(key) for key, _ in node.value if key.tag != _YAML_TAG + "merge"}
         try:
-            self._loader.flatten_mapping(node)  # the merged keys first, then this mapping's own
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
+            pairs = _merged_pairs(node)  # the merged keys first, then this mapping's own
+        except _MergeError as err:
             self._problems.add(path, "cannot merge this: `<<:` takes a mapping or a list of mappings, e.g. "
-                               "`<<: *anchor`", mark.line + 1 if mark is not None else self._lines[path])
+                               "`<<: *anchor`", err.line)
             return None
         out: dict[str, Any] = {}
         own: set[str] = set()  # keys written in this mapping, not merged in: a merged key may be overridden
-        for key_node, value_node in node.value:
+        for key_node, value_node in pairs:
             key_line = key_node.start_mark.line + 1
             if not isinstance(key_node, yaml.ScalarNode):
                 self._problems.add(path, "a key must be a name, not a mapping or a list", key_line)
@@ -335,6 +422,46 @@ class _YamlReader:
             self._problems.add(path, f"environment variable {name} is not set", self._lines[path])
             return ""
         return self._env[name]
+
+
+class _MergeError(Exception):
+    """A `<<:` whose value is not a mapping or a list of mappings; `line` is where that value starts."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+def _merged_pairs(node: yaml.MappingNode, within: frozenset[int] = frozenset()) -> list[tuple[yaml.Node, yaml.Node]]:
+    """The mapping's (key, value) pairs with `<<:` merge keys applied, in an order where the last one wins.
+
+    The YAML merge-key rules (yaml.org/type/merge.html): keys written in the mapping win over merged ones;
+    of the merged mappings, the first in a `<<: [*a, *b]` list wins. Done here rather than by PyYAML's
+    `flatten_mapping`, whose order for a list changed between releases (6.0.4 lets the last one win).
+    The nodes are not changed: an anchor's mapping may be merged in several places.
+    """
+    if id(node) in within:  # `&a {<<: *a}`: a mapping merged into itself
+        raise _MergeError(node.start_mark.line + 1)
+    within = within | {id(node)}
+    merged: list[tuple[yaml.Node, yaml.Node]] = []
+    own: list[tuple[yaml.Node, yaml.Node]] = []
+    for key_node, value_node in node.value:
+        if key_node.tag != _YAML_TAG + "merge":
+            own.append((key_node, value_node))
+            continue
+        if isinstance(value_node, yaml.MappingNode):
+            sources = [value_node]
+        elif isinstance(value_node, yaml.SequenceNode):
+            sources = []
+            for item in value_node.value:
+                if not isinstance(item, yaml.MappingNode):
+                    raise _MergeError(item.start_mark.line + 1)
+                sources.append(item)
+        else:
+            raise _MergeError(value_node.start_mark.line + 1)
+        for source in reversed(sources):  # the first source last, so that it wins
+            merged.extend(_merged_pairs(source, within))
+    return merged + own
 
 
 _YAML_TAG = "tag:yaml.org,2002:"

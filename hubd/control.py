@@ -92,21 +92,12 @@ INTERFACES: Mapping[str, Interface] = MappingProxyType({i.name: i for i in (
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """What a control directive asks of a device: the `set` message and how to recognise it was done."""
+    """What a control directive asks of a device: the state to reach and how to recognise it was done."""
 
     interface: Interface
     operation: str
     value: StateValue | None  # the state the device must reach; None when only the device knows it
     delta: float | None = None
-
-    def set_message(self, command_id: str) -> dict[str, Any]:
-        """The `B/device/ID/set` payload (CONTRACT.md 3)."""
-        out: dict[str, Any] = {"id": command_id, "interface": self.interface.name, "operation": self.operation}
-        if self.value is not None:
-            out["value"] = self.value
-        if self.delta is not None:
-            out["delta"] = self.delta
-        return out
 
     def reached(self, before: StateValue | None, now: StateValue | None) -> bool:
         """Whether the state `now` confirms the directive, given the state when it was sent."""
@@ -213,13 +204,13 @@ def _number(payload: Mapping[str, Any], key: str, interface: Interface) -> float
     if raw is None:
         raise DirectiveError(MALFORMED, f"payload.{key}: missing; {interface.name} needs a number")
     number: float | None = None
-    if isinstance(raw, int | float) and not isinstance(raw, bool):
-        number = float(raw)
-    elif isinstance(raw, str):
-        try:
+    try:
+        if isinstance(raw, int | float) and not isinstance(raw, bool):
+            number = float(raw)
+        elif isinstance(raw, str):
             number = float(raw.strip())
-        except ValueError:
-            number = None
+    except (ValueError, OverflowError):  # not a number, or an integer too large for a float (10**400)
+        number = None
     if number is None or not math.isfinite(number):
         raise DirectiveError(OUT_OF_RANGE, f"payload.{key}: {interface.name} takes a number, got {raw!r}")
     return number

@@ -3,7 +3,10 @@
 Binds a demo user the way the platform does (the driver's login flow, then AcceptGrant) and prints
 one line per message the platform receives, until Ctrl-C. A small home automation (what Home
 Assistant or Node-RED would be) rings the speakers through hubd's webhook at every doorbell press.
-Picks free ports when the usual ones are taken (a mosquitto may already hold 1883).
+Beside hubd's own simulated devices, three announce themselves with Home Assistant MQTT discovery as
+real ones do (an ESPHome sensor, a zigbee2mqtt bulb, a zigbee2mqtt button declared as a doorbell); a
+short script shows a reading, a press and a control of the bulb. Picks free ports when the usual ones
+are taken (a mosquitto may already hold 1883).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import aiohttp
 
 from hubd.app import build
 from hubd.config import HubdConfig
+from hubd.dialects.mapping import endpoint_id
 from hubd.driver.passwords import hash_password
 from hubd.errors import MqttUnavailable
 from hubd.mqtt.client import MqttClient
@@ -38,6 +42,9 @@ RANDOM_INTERVAL_S = 4.0
 DOORBELL_EVERY_S = 25.0
 DOORBELL_ACTION = {"type": "tts", "devices": {"tag": "announce"}, "data": {"text": "Someone is at the front door"}}
 DOORBELL_WEBHOOK = "demo doorbell"
+DOORBELL_BUTTON_ACTION = "single"  # the zigbee2mqtt button's click that is the demo's second doorbell
+DISCOVERY_IMPORT_TIMEOUT_S = 30.0
+LIGHT_BRIGHTNESS_PERCENT = 40
 
 
 def free_or_other(port: int) -> int:
@@ -80,7 +87,9 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
     """Run the demo until Ctrl-C; the exit code."""
     # The simulators are optional product code beside hubd; import them only for the demo.
     from simulators.devices import make_demo_fleet
+    from simulators.discovery_devices import make_demo_discovery_devices
     from simulators.platform import PlatformSimulator, bind_user
+    from simulators.platform_directives import DirectiveClient
 
     # The simulated devices see the embedded broker go away as the hub stops: expected, not news.
     for name in ("simulators", "amqtt"):
@@ -93,6 +102,7 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
     sim = PlatformSimulator(port=free_or_other(platform_port), client_id="demo-client",
                             client_secret=client_secret)
     await sim.start()
+    discovered = make_demo_discovery_devices("127.0.0.1", mqtt_port)
     config = HubdConfig.model_validate({
         "storage": {"path": str(directory / "hubd.db"), "synchronous": "normal"},
         "mqtt": {"host": "127.0.0.1", "port": mqtt_port, "embedded": True, "client_id": "hubd-demo"},
@@ -103,6 +113,10 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
                    "callback_hosts": [urlsplit(CALLBACK_URL).hostname]},
         "zeroconf": {"enabled": False},
         "log": {"level": "warning"},
+        # Devices that announce themselves with Home Assistant MQTT discovery; the zigbee2mqtt button's click
+        # is a doorbell.
+        "homeassistant": {"enabled": True},
+        "doorbells": [{"device": discovered[2].name, "event": DOORBELL_BUTTON_ACTION}],
     })
     hub_url = f"http://127.0.0.1:{http_port}"
     # The automation's webhook: called without a body, it runs its default action.
@@ -118,9 +132,18 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
             helpers: list[asyncio.Task[Any]] = []
             try:
                 await _wait_ready(hub_url, hub)
+                # amqtt 0.12.1 drops a client that connects while the broker's subscriptions change (its CONNECT
+                # handling iterates them), and hubd subscribes to the topics of each device discovery announces.
+                # So every client connects first, and each discovery device only once hubd reads the one before.
+                automation_ready = asyncio.Event()
+                helpers.append(group.create_task(_doorbell_automation(mqtt_port, f"{hub_url}/trigger/with/{token}",
+                                                                      hub_url, automation_ready),
+                                                 name="demo.automation"))
+                await automation_ready.wait()
                 fleet = make_demo_fleet(host="127.0.0.1", port=mqtt_port, out_dir=directory / "speech",
                                         press_every_s=doorbell_every_s)
                 await fleet.start()
+                await _start_discovered(hub_url, discovered)
                 helpers.append(group.create_task(_print_events(sim), name="demo.print"))
                 result = await bind_user(hub_url=hub_url, vendor_path=config.http.vendor_path, sim=sim,
                                          username="demo", password=password, user_id=DEMO_USER,
@@ -131,8 +154,9 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
                       f"devices change every few seconds, the doorbell rings every {doorbell_every_s:.0f} s "
                       "and the speakers tagged 'announce' say so through the webhook. Ctrl-C stops.", flush=True)
                 helpers.append(group.create_task(fleet.run_random(RANDOM_INTERVAL_S), name="demo.devices"))
-                helpers.append(group.create_task(_doorbell_automation(mqtt_port, f"{hub_url}/trigger/with/{token}",
-                                                                      hub_url), name="demo.automation"))
+                directives = DirectiveClient(hub_url, token=result.user_token, vendor_path=config.http.vendor_path)
+                helpers.append(group.create_task(_discovery_script(sim, discovered, directives),
+                                                 name="demo.discovery"))
             except Exception as err:  # any setup failure ends the demo with one clear line
                 print(f"hubd demo: {err}", file=sys.stderr, flush=True)
                 supervisor.request_stop()
@@ -142,9 +166,82 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
                 task.cancel()
             if fleet is not None:
                 await fleet.stop()
+            for device in discovered:
+                await device.stop()
     finally:
         await sim.stop()
     return code
+
+
+async def _start_discovered(hub_url: str, devices: tuple[Any, Any, Any]) -> None:
+    """Start the discovery devices one by one, each once hubd shows the one before online with its states."""
+    sensor, light, button = devices
+    waits: tuple[tuple[Any, str | None, set[str]], ...] = (
+        (sensor, endpoint_id(sensor.mac), {"Temperature", "Humidity"}),
+        (light, endpoint_id(f"zigbee2mqtt_{light.ieee}"), set()),
+        (button, None, set()),  # nothing connects after it
+    )
+    async with aiohttp.ClientSession() as session:
+        for device, endpoint, states in waits:
+            await device.start()
+            if endpoint is None:
+                continue
+            deadline = time.monotonic() + DISCOVERY_IMPORT_TIMEOUT_S
+            while not await _shown(session, f"{hub_url}/api/devices", endpoint, states):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"hubd did not import {endpoint} from Home Assistant discovery in "
+                                       f"{DISCOVERY_IMPORT_TIMEOUT_S:.0f} s")
+                await asyncio.sleep(0.1)
+
+
+async def _shown(session: aiohttp.ClientSession, url: str, endpoint: str, states: set[str]) -> bool:
+    """Whether hubd lists the device online with these states (it subscribed to its topics)."""
+    status, body = await _call(session, "GET", url)
+    devices = body.get("devices") if status == 200 and isinstance(body, dict) else None
+    for device in devices if isinstance(devices, list) else []:
+        if isinstance(device, dict) and device.get("endpointId") == endpoint and device.get("online"):
+            return states <= {s.get("interface") for s in device.get("states", []) if isinstance(s, dict)}
+    return False
+
+
+async def _discovery_script(sim: Any, devices: tuple[Any, Any, Any], directives: Any) -> None:
+    """Once the platform knows the discovery devices: a reading, a press and a control, each with what it did."""
+    sensor, light, button = devices
+    sensor_id, light_id = endpoint_id(sensor.mac), endpoint_id(f"zigbee2mqtt_{light.ieee}")
+
+    def imported() -> bool:
+        added = {e for r in sim.events if r.name == "AddOrUpdateReport" for e in r.endpoint_ids}
+        return {sensor_id, light_id} <= added
+
+    try:
+        try:
+            await sim.wait_until(imported, timeout_s=DISCOVERY_IMPORT_TIMEOUT_S)
+        except TimeoutError:
+            _say(f"discovery ▶ the platform got no AddOrUpdateReport for {sensor_id} and {light_id} "
+                 f"in {DISCOVERY_IMPORT_TIMEOUT_S:.0f} s; is homeassistant discovery on?")
+            return
+        celsius = round(sensor.temperature_c + 0.5, 1)
+        await sensor.set_temperature(celsius)
+        _say(f"esphome ▶ {sensor.friendly_name} reads {celsius} °C on {sensor.temperature_topic}")
+        await button.press(DOORBELL_BUTTON_ACTION)
+        _say(f"zigbee2mqtt ▶ {button.name} clicked {DOORBELL_BUTTON_ACTION!r}: the demo's doorbell "
+             f"(doorbells: [{{device: {button.name!r}, event: {DOORBELL_BUTTON_ACTION!r}}}])")
+        heard = len(light.received)
+        reply = await directives.control(light_id, "Brightness.Set", {"value": LIGHT_BRIGHTNESS_PERCENT})
+        shown = ", ".join(f"{k}={v}" for k, v in reply.states.items()) or reply.error_message
+        _say(f"platform ▶ Brightness.Set {LIGHT_BRIGHTNESS_PERCENT} to {light_id}: {reply.name} {shown}")
+        if len(light.received) > heard:
+            command = light.received[heard]
+            _say(f"zigbee2mqtt ▶ {light.name} obeyed {command.payload.decode()} on {command.topic}: "
+                 f"state {light.state['state']}, brightness {light.state['brightness']}/254")
+    except (TimeoutError, RuntimeError, ValueError, aiohttp.ClientError) as err:  # a show: the demo goes on
+        _say(f"discovery ▶ the demo script stopped: {err!r}")
+    finally:
+        await directives.close()
+
+
+def _say(text: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')}  {text}", flush=True)
 
 
 def _doorbell_webhook_blocking(conn: sqlite3.Connection, now: float) -> str:
@@ -197,12 +294,18 @@ async def _print_events(sim: Any) -> None:
         shown, rejected = len(sim.events), len(sim.rejections)
 
 
-async def _doorbell_automation(mqtt_port: int, webhook_url: str, hub_url: str) -> None:
+async def _doorbell_automation(mqtt_port: int, webhook_url: str, hub_url: str, ready: asyncio.Event) -> None:
     """What a user's home automation does: on every doorbell event, POST the webhook (no body: its default)."""
     client = MqttClient(host="127.0.0.1", port=mqtt_port, client_id=f"demo-automation-{secrets.token_hex(3)}")
-    await client.connect()
-    await client.subscribe([("hubd/device/+/event", 1)])
     try:
+        try:
+            await client.connect()
+            await client.subscribe([("hubd/device/+/event", 1)])
+        except MqttUnavailable as err:
+            print(f"{time.strftime('%H:%M:%S')}  automation ▶ cannot listen for doorbells: {err}", flush=True)
+            raise
+        finally:
+            ready.set()
         async with aiohttp.ClientSession() as session:
             while True:
                 batch = await client.next_batch()

@@ -1,7 +1,9 @@
 """Discover, control and ReportState (PROTOCOL.md 5): the handlers VendorEndpoint routes to.
 
 Handlers are dict in, dict out (`Directive` -> reply); refusals are DirectiveError, which VendorEndpoint
-turns into an ErrorResponse. A control directive becomes a `set` message on MQTT; hubd then waits until
+turns into an ErrorResponse. A control directive becomes the device's command on MQTT, in the device's own
+dialect (`hubd.devices.commands`: hubd's `set` message, a discovery entity's command topics, zigbee2mqtt's
+`/set`); hubd then waits until
 the directive's deadline (VendorEndpoint's budget, counted from the request's arrival) for the device's
 state to confirm it and answers with the device's retrievable states, or with the target states
 (optimistic, D4) when the device is slower or the broker has not acknowledged the `set` yet: once the
@@ -15,7 +17,6 @@ ranges, targets) are hubd.control's.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import random
 from collections.abc import Sequence
@@ -25,6 +26,8 @@ from typing import Any, Protocol
 from hubd import control
 from hubd.cloud import messages
 from hubd.control import Interface, Target
+from hubd.devices.commands import DeviceCommands
+from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
 from hubd.errors import DirectiveError, HubdError, MqttUnavailable, MqttUnconfirmed
 from hubd.metrics import Metrics
 from hubd.mqtt.codec import StateValue
@@ -40,18 +43,6 @@ CONFIRM_WAIT_S = 60.0  # how long a slow device is followed after the optimistic
 PENDING_MAX = 1_000
 MIN_PUBLISH_S = 0.1  # a `set` gets at least this long to be handed to the broker
 STOP_FLUSH_S = 2.0
-
-
-class SetPublisher(Protocol):
-    """The MQTT bridge, as far as control needs it."""
-
-    @property
-    def connected(self) -> bool:
-        """True while the broker session is up."""
-
-    async def publish(self, device_id: str, suffix: str, payload: bytes, *, timeout_s: float | None = None) -> None:
-        """Publish QoS 1 to `B/device/ID/suffix` within timeout_s: MqttUnconfirmed if it was queued but not
-        acknowledged in time, MqttUnavailable if it never left hubd."""
 
 
 class EventQueue(Protocol):
@@ -95,12 +86,12 @@ class Directives:
 
     name = "directives"
 
-    def __init__(self, *, brand: str, registry: DeviceRegistry, publisher: SetPublisher, events: EventQueue,
+    def __init__(self, *, brand: str, registry: DeviceRegistry, commands: DeviceCommands, events: EventQueue,
                  grants: GrantLookup, replies: ReplyStore, metrics: Metrics, rng: random.Random | None = None,
                  confirm_wait_s: float = CONFIRM_WAIT_S) -> None:
         self._brand = brand
         self._registry = registry
-        self._publisher = publisher
+        self._commands = commands
         self._events = events
         self._grants = grants
         self._resends = Resends(replies, metrics)
@@ -158,7 +149,7 @@ class Directives:
     async def _control(self, directive: Directive, attempt: Attempt) -> dict[str, Any]:
         interface, operation = control.parse_name(directive.name, self._brand)
         try:
-            device, target, before = self._prepare(directive, interface, operation)
+            device, target, before, outgoing = self._prepare(directive, interface, operation)
         except DirectiveError:
             # A resend after a restart: what ran then is the answer, whatever the device's state is now.
             stored = await self._resends.stored(attempt.key, directive.deadline)
@@ -172,15 +163,13 @@ class Directives:
         key = (device.device_id, interface.name)
         if target.value is not None:
             self._expected[key] = (directive.message_id, target.value)
-        body = json.dumps(target.set_message(directive.message_id), separators=(",", ":")).encode()
         loop = asyncio.get_running_loop()
         item = _Unconfirmed(device.device_id, target, before, directive.message_id, directive.correlation_token,
                             directive.user)
         attempt.fallback = optimistic  # from here on the device may obey: never an error reply
         try:
             try:
-                await self._publisher.publish(device.device_id, "set", body,
-                                              timeout_s=max(MIN_PUBLISH_S, directive.deadline - loop.time()))
+                await self._commands.send(outgoing, timeout_s=max(MIN_PUBLISH_S, directive.deadline - loop.time()))
             except MqttUnconfirmed as err:
                 log.warning("control %s for %s: the broker has not acknowledged the set yet (%s); the device may "
                             "still obey: optimistic reply", directive.name, device.device_id, err)
@@ -213,8 +202,9 @@ class Directives:
         return reply
 
     def _prepare(self, directive: Directive, interface: Interface,
-                 operation: str) -> tuple[Device, Target, StateValue | None]:
-        """The device, the target and the state before; DirectiveError for anything that stops the `set`."""
+                 operation: str) -> tuple[Device, Target, StateValue | None, list[Outgoing]]:
+        """The device, the target, the state before and the publishes; DirectiveError for anything that stops
+        the command."""
         device = self._device(directive)
         if device.online is False:
             raise DirectiveError("E_ENDPOINT_UNREACHABLE", f"device {device.device_id} is offline")
@@ -234,9 +224,15 @@ class Directives:
         target = control.resolve(interface, operation, directive.payload,
                                  current=before if expected is None else expected[1], value_range=value_range,
                                  rng=self._rng)
-        if not self._publisher.connected:
+        request = ControlRequest(directive.message_id, interface.name, operation, target.value, target.delta,
+                                 {k: v.value for k, v in device.states.items()})
+        try:
+            outgoing = self._commands.encode_control(device.device_id, device.route, request)
+        except CommandRefused as err:
+            raise DirectiveError("E_NOT_SUPPORTED_DIRECTIVE", f"device {device.device_id}: {err}") from err
+        if not self._commands.connected:
             raise DirectiveError("E_GATEWAY_UNREACHABLE", "hubd is not connected to its MQTT broker")
-        return device, target, before
+        return device, target, before, outgoing
 
     async def _follow(self, item: _Unconfirmed) -> None:
         interface = item.target.interface.name

@@ -17,11 +17,16 @@ resends with the same messageId, then a 403 ends the grant (if the refused token
 split into one message per endpoint, so one bad endpoint dead-letters only itself); anything else (5xx,
 429, other 4xx, timeouts, and any unexpected error, logged with its traceback) backs off (cap 60 s) and
 retries. A user who must bind again keeps at most KEPT_WHILE_UNBOUND events (DeleteReports are always kept).
+A write the disk refuses (`StorageUnavailable`) never stops the sender: delivered rows stay in memory and are
+deleted once the database takes writes (a restart before that resends them, with their messageId); a dead
+letter or a split that cannot be written is retried with the row's backoff; a failed read waits for the
+database. Sending goes on meanwhile: it only reads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import json
 import logging
@@ -36,7 +41,7 @@ from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
 from hubd.events import BARRIER_LANE
 from hubd.lifecycle import Backoff, Clock
 from hubd.metrics import Metrics
-from hubd.store.db import Database
+from hubd.store.db import Database, StorageUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -294,12 +299,22 @@ class OutboxSender:
                 if self._new_rows:
                     # Only when someone wrote rows: a finished delivery needs a dispatch, not a query.
                     self._new_rows = False
-                    await self._load_new()
+                    try:
+                        await self._load_new()
+                    except StorageUnavailable:
+                        self._new_rows = True
+                        await self._db.writable()
+                        continue
                     await self._prune()
                 next_due, due = self._dispatch()
                 if due:
                     # One query for the bodies of every row sent in this round, not one per row.
-                    bodies = await self._db.call(_bodies_blocking, [row.id for row, _ in due])
+                    try:
+                        bodies = await self._db.call(_bodies_blocking, [row.id for row, _ in due])
+                    except StorageUnavailable:
+                        self._put_back(due)
+                        await self._db.writable()
+                        continue
                     for row, token in due:
                         group.create_task(self._deliver(row, token, bodies.get(row.id)), name=f"outbox.send.{row.id}")
                 # Capped: retry times are wall-clock times, and the wall clock may jump.
@@ -314,7 +329,11 @@ class OutboxSender:
         """Deliveries in flight are cancelled with the task group; their rows stay and are resent later."""
         ids, self._done = self._done, []
         if ids:
-            await self._db.call(_delete_blocking, ids)
+            try:
+                await self._db.call(_delete_blocking, ids)
+            except StorageUnavailable as err:
+                log.warning("%d delivered events stay in the outbox (%s); they are sent again, with their messageId, "
+                            "after the restart", len(ids), err)
 
     def depth(self, user_id: str | None = None) -> int:
         """Undelivered events (of one user, or all)."""
@@ -412,9 +431,13 @@ class OutboxSender:
         except CloudRejected as err:
             if err.status == 400 and name in SPLITTABLE and len(_endpoint_lanes(row)) > 1:
                 return await self._split(row, name, err)
+            try:
+                await self._db.call(_dead_letter_blocking, row.id, err.status, err.body[:4000], self._clock.time())
+            except StorageUnavailable as store_err:
+                return await self._retry(row, f"refused (HTTP {err.status}), and the move to dead letters failed: "
+                                              f"{store_err}", "storage")
             log.error("platform rejected %s %s for user %s (HTTP %d): %s; moved to dead letters",
                       name, json.loads(body)["header"]["messageId"], row.user_id, err.status, err.body[:300])
-            await self._db.call(_dead_letter_blocking, row.id, err.status, err.body[:4000], self._clock.time())
             self._dead.inc()
             return "dead"
         self._sent.inc(label=name)
@@ -467,12 +490,18 @@ class OutboxSender:
         self._failed.inc(label=reason)
         log.warning("delivery of outbox row %d for user %s failed (attempt %d), retrying in %.1f s: %s",
                     row.id, row.user_id, row.attempts, delay, error[:200])
-        await self._db.call(_note_retry_blocking, row.id, row.attempts, row.next_attempt_at, error[:500])
+        # The row's attempts and retry time are in memory too: a refused write only makes a restart forget them.
+        with contextlib.suppress(StorageUnavailable):
+            await self._db.call(_note_retry_blocking, row.id, row.attempts, row.next_attempt_at, error[:500])
         return "retry"
 
     async def _split(self, row: _Row, name: str, err: CloudRejected) -> Outcome:
         """A batch refused as a whole: resend it one endpoint per message, in its place (barriers go first)."""
-        count = await self._db.call(_split_blocking, row.id)
+        try:
+            count = await self._db.call(_split_blocking, row.id)
+        except StorageUnavailable as store_err:
+            return await self._retry(row, f"refused as a batch (HTTP {err.status}), and splitting it failed: "
+                                          f"{store_err}", "storage")
         log.warning("platform rejected a %s of %d endpoints for user %s (HTTP %d: %s); resending them one by one",
                     name, count, row.user_id, err.status, err.body[:300])
         await self._load_new()  # the pieces, before the row behind it in any lane may go
@@ -491,7 +520,10 @@ class OutboxSender:
             victims = [row for row in queue.rows.values() if row.state != _FLIGHT and not row.keep][:excess]
             if not victims:
                 continue
-            await self._db.call(_delete_blocking, [row.id for row in victims])
+            try:
+                await self._db.call(_delete_blocking, [row.id for row in victims])
+            except StorageUnavailable:
+                return  # the next load of new rows prunes again
             now = self._clock.time()
             for row in victims:
                 queue.remove(row, now)
@@ -513,8 +545,25 @@ class OutboxSender:
             self._done_ready.clear()
             self._done_full.clear()
             ids, self._done = self._done, []
-            if ids:
+            if not ids:
+                continue
+            try:
                 await self._db.call(_delete_blocking, ids)
+            except StorageUnavailable:
+                # Kept, delivered, out of the index: deleted once the database takes writes (a restart first
+                # sends them again, with their messageId).
+                self._done[:0] = ids
+                self._done_ready.set()
+                await self._db.writable()
+
+    def _put_back(self, due: list[tuple[_Row, str]]) -> None:
+        """Rows marked in flight whose bodies could not be read: they go in a later round."""
+        now = self._clock.time()
+        for row, _ in due:
+            queue = self._queues[row.user_id]
+            queue.in_flight -= 1
+            self._in_flight -= 1
+            queue.back(row, now)
 
     async def _load_new(self) -> None:
         async with self._load_lock:  # the main loop and a split may both load; each row once

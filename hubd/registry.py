@@ -1,10 +1,14 @@
 """The device registry: the single writer of device configs, states and availability.
 
-It turns device messages into changes (new/updated/deleted device, changed states, presses) and
+It turns typed device inputs (from the dialects, `hubd.dialects.base`: it never sees a topic's format) into
+changes (new/updated/deleted device, changed states, presses) and
 hands them with the rows to persist to the next stage (`ChangeSink`, the reporter), which writes
 both in one transaction. Others read devices (`get`, `devices`) and may wait for a device's state
 (`wait_for_state`), but never write. Configs and states are brought into the shape the platform accepts
 (`hubd.conformance`) before anything is kept: what the platform would refuse is refused here, with the topic.
+The devices in memory take a batch's values before its commit, so a commit the disk refuses
+(`StorageUnavailable`) is repeated as is, with the same changes and rows, until it goes through or hubd
+stops: applying the batch again (or a redelivery of it) would find nothing changed and report nothing.
 """
 
 from __future__ import annotations
@@ -18,13 +22,26 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hubd import conformance
+from hubd.dialects.base import (
+    AvailabilityReceived,
+    ConfigReceived,
+    Decoded,
+    DeviceGone,
+    DeviceInput,
+    EntityNote,
+    InputRejected,
+    Origin,
+    PressReceived,
+    Route,
+    StateReceived,
+    input_kind,
+)
 from hubd.errors import DeviceMessageInvalid
-from hubd.events import DeviceMessage
 from hubd.metrics import Metrics
 from hubd.mqtt import codec
 from hubd.mqtt.codec import CommandResult, DeviceConfig, StateSample
-from hubd.mqtt.topics import valid_device_id
-from hubd.store.db import Database
+from hubd.mqtt.topics import MAX_DEVICE_ID_CHARS, valid_device_id
+from hubd.store.db import Database, StorageUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +54,8 @@ class Device:
     config: DeviceConfig
     states: dict[str, StateSample] = field(default_factory=dict)
     online: bool | None = None
+    route: Route = field(default_factory=lambda: Route("native", ""))  # where its commands go
+    origin: Origin = field(default_factory=lambda: Origin("native"))  # where it came from, for the status page
 
     def state_list(self, *, with_time: bool = True, retrievable_only: bool = False) -> list[dict[str, Any]]:
         """States as SPEC.md 2.5 objects, in capability order."""
@@ -57,11 +76,15 @@ class Device:
         out["states"] = self.state_list()
         return out
 
-    def row(self) -> tuple[str, str, str, int | None]:
+    def row(self) -> DeviceRow:
         """The `devices` table row."""
         states = {k: [s.value, s.time_of_sample] for k, s in self.states.items()}
         online = None if self.online is None else int(self.online)
-        return (self.device_id, self.config.canonical(), json.dumps(states, separators=(",", ":")), online)
+        return (self.device_id, self.config.canonical(), json.dumps(states, separators=(",", ":")), online,
+                self.route.dialect, self.route.address, _origin_json(self.origin))
+
+
+DeviceRow = tuple[str, str, str, int | None, str, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +146,7 @@ Change = DeviceAnnounced | DeviceRemoved | StatesChanged | DoorbellPressed | Ava
 class DeviceRows:
     """What to persist for a batch: rows to upsert and ids to delete."""
 
-    upserts: tuple[tuple[str, str, str, int | None], ...]
+    upserts: tuple[DeviceRow, ...]
     deletes: tuple[str, ...]
 
 
@@ -147,6 +170,9 @@ class DeviceRegistry:
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._invalid = metrics.counter("hubd_device_messages_invalid_total",
                                         "device messages ignored as invalid, by kind", "kind")
+        self._failed = metrics.counter("hubd_device_messages_failed_total",
+                                       "device messages hubd failed on unexpectedly (a bug), by exception", "error")
+        self._failures_logged: set[str] = set()  # exception types whose traceback was logged once
         metrics.gauge("hubd_devices", "devices known", lambda: float(len(self._devices)))
 
     async def start(self) -> None:
@@ -193,87 +219,120 @@ class DeviceRegistry:
                 if future in waiters:
                     waiters.remove(future)
 
-    async def handle(self, messages: Sequence[DeviceMessage]) -> None:
-        """Apply a batch in order; invalid messages are logged and counted, never raised."""
-        changes: list[Change] = []
-        dirty: dict[str, Device] = {}
-        deleted: set[str] = set()
-        for message in messages:
-            try:
-                for change in self._apply(message):
-                    changes.append(change)
-                    if isinstance(change, DeviceRemoved):
-                        dirty.pop(change.device_id, None)
-                        deleted.add(change.device_id)
-                    elif not isinstance(change, DoorbellPressed | CommandResultReceived):
-                        device = self._devices[change.device.device_id if isinstance(change, DeviceAnnounced)
-                                               else change.device_id]
-                        dirty[device.device_id] = device
-                        deleted.discard(device.device_id)
-            except DeviceMessageInvalid as err:
-                self._invalid.inc(label=message.kind)
-                log.warning("ignored message on %s: %s", message.topic, err)
-        if not changes:
+    async def handle(self, batch: Sequence[Decoded]) -> None:
+        """Apply a batch of decoded messages in order; bad inputs are logged and counted, never raised."""
+        work = _Batch()
+        for decoded in batch:
+            for item in decoded.inputs:
+                try:
+                    self._apply(item, decoded, work)
+                except DeviceMessageInvalid as err:
+                    self._invalid.inc(label=input_kind(item))
+                    log.warning("ignored message on %s: %s", decoded.topic, err)
+                except Exception as err:  # a bug for this message must not stop the others (nor hubd)
+                    self._invalid.inc(label=input_kind(item))
+                    self._failed.inc(label=type(err).__name__)
+                    first = type(err).__name__ not in self._failures_logged
+                    self._failures_logged.add(type(err).__name__)
+                    log.error("ignored message on %s: hubd failed on it (%s: %s)%s", decoded.topic,
+                              type(err).__name__, str(err)[:200],
+                              "" if first else "; the traceback was logged for the first such failure",
+                              exc_info=first)
+        if not work.changes and not work.dirty and not work.deleted:
             return
-        rows = DeviceRows(tuple(d.row() for d in dirty.values()), tuple(sorted(deleted)))
-        await self._sink.commit(changes, rows)
-        for device_id in {*dirty, *deleted}:
+        rows = DeviceRows(tuple(d.row() for d in work.dirty.values()), tuple(sorted(work.deleted)))
+        await self._commit(work.changes, rows)
+        for device_id in {*work.dirty, *work.deleted}:
             for future in self._waiters.pop(device_id, []):
                 if not future.done():
                     future.set_result(None)
 
-    def _apply(self, message: DeviceMessage) -> list[Change]:
-        device_id = message.device_id
+    def routes(self, dialect: str) -> list[tuple[str, Route]]:
+        """The kept routes of one dialect's devices (device_id, route): what a dialect restores at start."""
+        return [(d.device_id, d.route) for d in self.devices() if d.route.dialect == dialect]
+
+    async def _commit(self, changes: Sequence[Change], rows: DeviceRows) -> None:
+        """Commit until durable; a refused commit is repeated, never the batch (the devices already hold it)."""
+        held = False
+        while True:
+            try:
+                await self._sink.commit(changes, rows)
+            except StorageUnavailable as err:
+                if not held:
+                    held = True
+                    log.warning("holding %d device changes, unacknowledged, until the database takes them: %s",
+                                len(changes), err)
+                await self._db.writable()
+                continue
+            if held:
+                log.info("stored the %d held device changes", len(changes))
+            return
+
+    def _apply(self, item: DeviceInput, decoded: Decoded, work: _Batch) -> None:
+        if isinstance(item, InputRejected):
+            self._invalid.inc(label=item.kind)
+            log.warning("ignored message on %s: %s", decoded.topic, item.reason)
+            return
+        device_id = item.device_id
         if not valid_device_id(device_id):
-            raise DeviceMessageInvalid("the endpointId in the topic may not contain '/', '+' or '#'")
-        if message.kind == "config":
-            return self._apply_config(device_id, message)
+            raise DeviceMessageInvalid(
+                f"the endpointId must be 1 to {MAX_DEVICE_ID_CHARS} characters without '/', '+' "
+                f"or '#' (it has {len(device_id)}); give the device a shorter id")
+        if isinstance(item, ConfigReceived):
+            self._apply_config(item, decoded.topic, work)
+            return
+        if isinstance(item, DeviceGone):
+            if self._devices.pop(device_id, None) is not None:
+                work.changes.append(DeviceRemoved(device_id))
+                work.dirty.pop(device_id, None)
+                work.deleted.add(device_id)
+            return
         device = self._devices.get(device_id)
         if device is None:
             raise DeviceMessageInvalid(
                 f"unknown device {device_id!r}: publish its config on the config topic (retained) first")
-        if message.kind == "state":
-            return self._apply_state(device, codec.parse_state(message.payload, message.received_at))
-        if message.kind == "event":
-            return [DoorbellPressed(device_id, codec.parse_event(message.payload, message.received_at))]
-        if message.kind == "availability":
-            online = codec.parse_availability(message.payload)
-            if device.online == online:
-                return []
-            device.online = online
-            return [AvailabilityChanged(device_id, online)]
-        return [CommandResultReceived(device_id, codec.parse_command_result(message.payload), message.received_at)]
+        if isinstance(item, StateReceived):
+            changes = self._apply_state(device, item)
+            if changes:
+                work.changes.extend(changes)
+                work.dirty[device_id] = device
+        elif isinstance(item, PressReceived):
+            work.changes.append(DoorbellPressed(device_id, item.timestamp))
+        elif isinstance(item, AvailabilityReceived):
+            if device.online != item.online:
+                device.online = item.online
+                work.changes.append(AvailabilityChanged(device_id, item.online))
+                work.dirty[device_id] = device
+        else:
+            work.changes.append(CommandResultReceived(device_id, item.result, decoded.received_at))
 
-    def _apply_config(self, device_id: str, message: DeviceMessage) -> list[Change]:
-        config = codec.parse_config(message.payload, self._brand)
+    def _apply_config(self, item: ConfigReceived, topic: str, work: _Batch) -> None:
+        device_id = item.device_id
         existing = self._devices.get(device_id)
-        if config is None:
-            if existing is None:
-                return []
-            del self._devices[device_id]
-            return [DeviceRemoved(device_id)]
-        if config.endpointId is not None and config.endpointId != device_id:
-            raise DeviceMessageInvalid(
-                f"endpointId {config.endpointId!r} differs from the topic's {device_id!r}; drop it or make them equal")
-        config, renamed = conformance.conform_config(config)
+        config, renamed = conformance.conform_config(item.config)
         if existing is not None and existing.config.canonical() == config.canonical():
-            return []
+            if existing.route != item.route or existing.origin != item.origin:  # no news for the platform
+                existing.route, existing.origin = item.route, item.origin
+                work.dirty[device_id] = existing
+            return
         if renamed:
             # Once per new or changed config (a replayed retained config is unchanged and says nothing).
-            log.warning("%s: the platform refuses digits and punctuation in names (PROTOCOL.md 8), so %s",
-                        message.topic, "; ".join(f"{r.field} {r.old!r} is sent as {r.new!r}" if r.new is not None
-                                                 else f"{r.field} {r.old!r} is left out" for r in renamed))
+            log.warning("%s: the platform refuses digits and punctuation in names, so %s",
+                        topic, "; ".join(f"{r.field} {r.old!r} is sent as {r.new!r}" if r.new is not None
+                                         else f"{r.field} {r.old!r} is left out" for r in renamed))
         if existing is None:
-            device = Device(device_id, config)
+            device = Device(device_id, config, route=item.route, origin=item.origin)
             self._devices[device_id] = device
         else:
             device = existing
-            device.config = config
+            device.config, device.route, device.origin = config, item.route, item.origin
             kept = {c.interface for c in config.capabilities}
             device.states = {k: v for k, v in device.states.items() if k in kept}
-        return [DeviceAnnounced(device, device.endpoint())]
+        work.changes.append(DeviceAnnounced(device, device.endpoint()))
+        work.dirty[device_id] = device
+        work.deleted.discard(device_id)
 
-    def _apply_state(self, device: Device, update: codec.StateUpdate) -> list[Change]:
+    def _apply_state(self, device: Device, update: StateReceived) -> list[Change]:
         changed: list[StateSample] = []
         samples: list[StateSample] = []
         for sample in update.samples:
@@ -303,19 +362,42 @@ class DeviceRegistry:
 def load_devices_blocking(conn: sqlite3.Connection) -> list[Device]:
     """Every device in the `devices` table, sorted by id (the registry at start; a new grant's devices)."""
     devices = []
-    for device_id, config_json, states_json, online in conn.execute(
-            "SELECT id, config, states, online FROM devices ORDER BY id"):
+    for device_id, config_json, states_json, online, dialect, address, origin_json in conn.execute(
+            "SELECT id, config, states, online, dialect, address, origin FROM devices ORDER BY id"):
         states = {k: StateSample(k, v[0], v[1]) for k, v in json.loads(states_json).items()}
         devices.append(Device(device_id, codec.load_config(config_json), states,
-                              None if online is None else bool(online)))
+                              None if online is None else bool(online), Route(dialect, address),
+                              _load_origin(dialect, origin_json)))
     return devices
 
 
 def write_rows_blocking(conn: sqlite3.Connection, rows: DeviceRows) -> None:
     """Upsert and delete device rows (inside the caller's transaction)."""
     conn.executemany(
-        "INSERT INTO devices (id, config, states, online) VALUES (?, ?, ?, ?) "
-        "ON CONFLICT(id) DO UPDATE SET config=excluded.config, states=excluded.states, online=excluded.online",
+        "INSERT INTO devices (id, config, states, online, dialect, address, origin) VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT(id) DO UPDATE SET config=excluded.config, states=excluded.states, online=excluded.online, "
+        "dialect=excluded.dialect, address=excluded.address, origin=excluded.origin",
         rows.upserts,
     )
     conn.executemany("DELETE FROM devices WHERE id = ?", [(d,) for d in rows.deletes])
+
+
+@dataclass(slots=True)
+class _Batch:
+    """What one `handle` call collects: the changes in order, the rows to write and the ids to delete."""
+
+    changes: list[Change] = field(default_factory=list)
+    dirty: dict[str, Device] = field(default_factory=dict)
+    deleted: set[str] = field(default_factory=set)
+
+
+def _origin_json(origin: Origin) -> str:
+    if not origin.entities:
+        return "{}"
+    return json.dumps({"entities": [[e.name, e.exported, e.reason] for e in origin.entities]},
+                      separators=(",", ":"))
+
+
+def _load_origin(dialect: str, text: str) -> Origin:
+    data = json.loads(text) if text else {}
+    return Origin(dialect, tuple(EntityNote(str(n), bool(x), str(r)) for n, x, r in data.get("entities", ())))

@@ -4,7 +4,9 @@
 rows and one outbox row per (event, bound user) in ONE transaction, then wakes the outbox sender.
 `Reporter.commit_grant()` stores a new grant and the new user's AddOrUpdateReport of every device in ONE
 transaction, as a barrier row that goes before the events kept for that user.
-It never sends anything itself and never drops anything: the outbox is on disk.
+It never sends anything itself and never drops anything: the outbox is on disk. A commit the disk refuses
+raises `StorageUnavailable` (rolled back: none of its rows or messageIds exist) for the caller to retry;
+`enqueue()`, whose callers have nothing to retry with, retries itself once the database takes writes.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from hubd.registry import (
     load_devices_blocking,
     write_rows_blocking,
 )
-from hubd.store.db import Database
+from hubd.store.db import Database, StorageUnavailable
 from hubd.store.grants import Grant, replace_grant_blocking
 from hubd.webhook.store import record_results_blocking
 
@@ -136,8 +138,14 @@ class Reporter:
             self._queued.inc(count, label=name)
 
     async def enqueue(self, events: Sequence[PendingEvent], user_ids: Sequence[str] | None = None) -> int:
-        """Queue events outside the device path (e.g. the async Response of a slow control)."""
-        counts = await self._db.call(_enqueue_blocking, events, user_ids, time.time())
+        """Queue events outside the device path (e.g. the async Response of a slow control); returns once they
+        are stored, waiting out a disk that refuses writes."""
+        while True:
+            try:
+                counts = await self._db.call(_enqueue_blocking, events, user_ids, time.time())
+                break
+            except StorageUnavailable:
+                await self._db.writable()
         for name, count in counts.items():
             self._queued.inc(count, label=name)
         if counts and self._wakeup is not None:

@@ -8,7 +8,9 @@ rest of the writes (the reply that went out, removing the row of a try that neve
 are queued and done in order by run(), which Directives runs in its TaskGroup; a claim first reserves
 the place of its later write, so the removal of a row that never published is never dropped (a claim
 finds no place: E_ENDPOINT_BUSY, nothing sent). A claim overwrites only a row of one of this process's
-tries that never published; any other row, such as one from before a restart, is the answer. Transient
+tries that never published; any other row, such as one from before a restart, is the answer. While the disk
+refuses writes (`StorageUnavailable`), a claim fails at once (E_ENDPOINT_BUSY, nothing sent) and run() holds
+the queued write, in its place, until the database takes writes again. Transient
 refusals (busy, unreachable) are not remembered: nothing ran, so a retry runs. Imports hubd.vendor for
 the Directive only; no MQTT, no registry.
 """
@@ -28,6 +30,7 @@ from typing import Any, Protocol
 
 from hubd.errors import DirectiveError, StoreError
 from hubd.metrics import Metrics
+from hubd.store.db import StorageUnavailable
 from hubd.store.replies import ReplyKey, StoredReply
 from hubd.vendor import BUSY, Directive
 
@@ -62,6 +65,9 @@ class ReplyStore(Protocol):
 
     async def prune(self, before: float) -> int:
         """Forget rows older than `before` (epoch seconds)."""
+
+    async def writable(self) -> None:
+        """Return once the database takes writes again."""
 
 
 @dataclass(slots=True)
@@ -161,7 +167,8 @@ class Resends:
         """Store `reply` for the attempt before its `set` goes out (None); or the reply of an earlier run.
 
         E_ENDPOINT_BUSY if the database does not answer by `deadline`, or too many writes wait for it: then
-        nothing may be sent, and once() queues the removal of what the claim may still write.
+        nothing may be sent, and once() queues the removal of what the claim may still write (nothing to remove
+        when the disk refused it).
         """
         if self._writes.qsize() + self._reserved >= WRITES_MAX:
             log.warning("directive %s: %d directive reply writes are waiting for the database; not sent: %s",
@@ -174,6 +181,11 @@ class Resends:
             async with asyncio.timeout_at(deadline):
                 stored = await self._store.claim(attempt.key, attempt.id, reply, time.time(),
                                                  replaceable=replaceable)
+        except StorageUnavailable as err:
+            self._unreserve(attempt)  # rolled back: there is no row to release
+            log.warning("directive %s: the database refuses writes (%s); not sent: %s", attempt.key.message_id,
+                        err, BUSY)
+            raise DirectiveError(BUSY, "the hub's disk refuses writes; nothing was sent, try again") from err
         except (TimeoutError, StoreError) as err:
             # The claim may still land in the database after this: its release removes it, and until then the
             # next try may overwrite it (it is one of ours). Only if hubd dies before the release is written does
@@ -237,18 +249,29 @@ class Resends:
 
     async def _apply(self, op: _Finish | _Release | None) -> None:
         try:
-            if isinstance(op, _Finish):
-                await self._store.finish(op.key, op.attempt, op.reply)
-            elif isinstance(op, _Release):
-                await self._store.release(op.key, op.attempt)
-                self._forget_release(op)
-            else:
-                removed = await self._store.prune(time.time() - DUPLICATE_TTL_S)
-                log.debug("pruned %d remembered directive replies", removed)
+            while True:
+                try:
+                    await self._apply_once(op)
+                    return
+                except StorageUnavailable as err:
+                    if op is None:
+                        log.debug("remembered directive replies not pruned: %s", err)
+                        return
+                    await self._store.writable()  # the Database logged the outage; this write keeps its place
         except StoreError as err:
             log.warning("remembered directive replies: %s", err)
             if isinstance(op, _Release) and len(self._retry) < DUPLICATE_MAX:
                 self._retry.append(op)  # its row must go, or a restart would answer "ran before"
+
+    async def _apply_once(self, op: _Finish | _Release | None) -> None:
+        if isinstance(op, _Finish):
+            await self._store.finish(op.key, op.attempt, op.reply)
+        elif isinstance(op, _Release):
+            await self._store.release(op.key, op.attempt)
+            self._forget_release(op)
+        else:
+            removed = await self._store.prune(time.time() - DUPLICATE_TTL_S)
+            log.debug("pruned %d remembered directive replies", removed)
 
     def _requeue_failed(self) -> None:
         for op in self._retry:

@@ -190,6 +190,10 @@ class VendorEndpoint:
         for key in ("messageId", "namespace", "name"):
             if not isinstance(header.get(key), str) or not header[key]:
                 raise DirectiveError("E_INTERNAL_ERROR", f"header.{key}: missing or not a non-empty string")
+        for key in ("messageId", "namespace", "name", "correlationToken"):
+            if isinstance(header.get(key), str) and not _is_text(header[key]):
+                raise DirectiveError("E_INTERNAL_ERROR", f"header.{key}: holds an unpaired surrogate (\\ud800-"
+                                     "\\udfff); send text that is valid Unicode")
         if header.get("payloadVersion") != messages.PAYLOAD_VERSION:
             raise DirectiveError("E_INTERNAL_ERROR", f"header.payloadVersion: must be \"v1\", "
                                  f"got {header.get('payloadVersion')!r}")
@@ -223,6 +227,10 @@ class VendorEndpoint:
             raise DirectiveError("E_INTERNAL_ERROR", "payload.grant.code: missing")
         if not isinstance(user_id, str) or not user_id:
             raise DirectiveError("E_INTERNAL_ERROR", "payload.grant.userId: missing")
+        for key, value in (("code", code), ("userId", user_id)):
+            if not _is_text(value):
+                raise DirectiveError("E_INTERNAL_ERROR", f"payload.grant.{key}: holds an unpaired surrogate "
+                                     "(\\ud800-\\udfff); send text that is valid Unicode")
         if not self._reporting_enabled:
             raise DirectiveError("E_INTERNAL_ERROR", "state reporting is not configured on this hub: set "
                                  "platform.base_url, auth_url, client_id and client_secret")
@@ -255,3 +263,12 @@ def _message_id_of(message: Any) -> str | None:
     header = message.get("header") if isinstance(message, dict) else None
     message_id = header.get("messageId") if isinstance(header, dict) else None
     return message_id if isinstance(message_id, str) and message_id else None
+
+
+def _is_text(value: str) -> bool:
+    """Whether a string is valid Unicode (JSON's "\\ud800" escapes make strings that are not)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

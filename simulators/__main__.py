@@ -1,4 +1,4 @@
-"""`python -m simulators platform|devices|speaker ...`."""
+"""`python -m simulators platform|devices|speaker|discovery ...`."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ COMMANDS = {
     "platform": ("simulators.platform", "the smart-speaker platform: token endpoint, event API, failure report"),
     "devices": ("simulators.devices", "MQTT devices: sensors, contact, motion, light, curtain, ac, doorbell"),
     "speaker": ("simulators.speaker", "an MQTT speaker that runs tts/audio/asr commands"),
+    "discovery": ("simulators.discovery_devices",
+                  "Home Assistant discovery: an ESPHome sensor, a zigbee2mqtt light and button"),
 }
 
 
 def main(argv: list[str]) -> int:
     """Dispatch to a simulator's own main()."""
     if not argv or argv[0] not in COMMANDS:
-        print("usage: python -m simulators {platform|devices|speaker} [--help]\n", file=sys.stderr)
+        print("usage: python -m simulators {platform|devices|speaker|discovery} [--help]\n", file=sys.stderr)
         for name, (_, text) in COMMANDS.items():
             print(f"  {name:9} {text}", file=sys.stderr)
         return 2

@@ -689,11 +689,18 @@ async def bind_user(
     username: str,
     password: str,
     user_id: str,
-    callback_url: str = "https://platform.example/callback?src=sim",
+    callback_url: str | None = None,
     namespace: str = "Service",
 ) -> BindResult:
-    """Bind user_id to the hub as the platform does: log in (SPEC 4.5), then AcceptGrant (SPEC 4.1)."""
+    """Bind user_id to the hub as the platform does: log in (SPEC 4.5), then AcceptGrant (SPEC 4.1).
+
+    The callbackURL defaults to one on the simulator's own host, as the platform's is on its own: a hub
+    whose driver.callback_hosts is unset allows the host of its platform.auth_url.
+    """
     hub_url = hub_url.rstrip("/")
+    if callback_url is None:
+        sim_url = sim.url if isinstance(sim, PlatformSimulator) else sim
+        callback_url = f"{sim_url.rstrip('/')}/callback?src=sim"
     jar = aiohttp.CookieJar(unsafe=True)  # the hub's login may set a CSRF cookie on an IP host
     async with aiohttp.ClientSession(cookie_jar=jar) as session:
         data = await _driver_command(session, hub_url, "OAuth", {"callbackURL": callback_url})

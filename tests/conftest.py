@@ -11,14 +11,16 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mosquitto import Mosquitto, free_port
+from rig import platform_config, rig_factory
 
 import hubd
 from simulators.platform import PlatformSimulator
 
-__all__ = ["free_port"]
+__all__ = ["free_port", "platform_config"]
 
 
 @pytest.fixture
@@ -91,10 +93,8 @@ async def platform_sim() -> AsyncIterator[PlatformSimulator]:
     await sim.stop()
 
 
-def platform_config(sim: PlatformSimulator, **extra: object) -> dict[str, object]:
-    """hubd config overrides pointing at a platform simulator, with the demo driver account."""
-    return {
-        "platform": {"base_url": sim.url, "auth_url": sim.url, "client_id": "sim-client",
-                     "client_secret": "sim-secret", **extra},
-        "driver": {"accounts": [{"username": "demo", "password": "demo"}]},
-    }
+@pytest.fixture
+async def make_rig(tmp_path: Path, mosquitto: Mosquitto) -> AsyncIterator[Callable[..., Any]]:
+    """Factory for end-to-end rigs (tests/rig.py): `rig = await make_rig(hub_overrides={...})`."""
+    async for make in rig_factory(tmp_path, mosquitto):
+        yield make

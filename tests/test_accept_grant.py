@@ -17,12 +17,11 @@ from typing import Any
 
 import pytest
 from test_driver_support import browser_session, running_driver, user_auth
-from unit_helpers import eventually
+from unit_helpers import device_message, eventually
 
 from hubd.cloud.client import TokenSet
 from hubd.cloud.tokens import TokenManager
 from hubd.errors import CloudAuthError, CloudUnavailable
-from hubd.events import DeviceMessage
 from hubd.registry import DeviceRegistry
 from hubd.reporter import Reporter
 from hubd.store.db import Database
@@ -92,8 +91,7 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
         await registry.start()
         lamp = {"displayName": "Lamp", "displayType": "light",
                 "capabilities": [{"interface": "Switch", "supportedOperations": ["On", "Off"]}]}
-        await registry.handle([DeviceMessage("config", "lamp-1", json.dumps(lamp).encode(),
-                                             "hubd/device/lamp-1/config", time.time())])
+        await registry.handle([device_message("config", "lamp-1", json.dumps(lamp).encode(), time.time())])
         vendor = VendorEndpoint(path="/vendor", brand="Service", verifier=driver.service, tokens=tokens,
                                 reporter=reporter, reporting_enabled=True,
                                 metrics=driver.metrics, reply_budget_s=BUDGET_S)

@@ -12,7 +12,8 @@ import pytest
 from mosquitto import MisbehavingBroker, Mosquitto
 from unit_helpers import FakeClock
 
-from hubd.events import DeviceMessage
+from hubd.dialects.base import Decoded
+from hubd.dialects.native import NativeDialect
 from hubd.lifecycle import Backoff, Health
 from hubd.metrics import Metrics
 from hubd.mqtt import bridge as bridge_module
@@ -43,10 +44,10 @@ class RecordingBackoff(Backoff):
 
 @dataclass
 class Sink:
-    messages: list[DeviceMessage] = field(default_factory=list)
+    messages: list[Decoded] = field(default_factory=list)
 
-    async def handle(self, messages: Sequence[DeviceMessage]) -> None:
-        self.messages += messages
+    async def handle(self, batch: Sequence[Decoded]) -> None:
+        self.messages += batch
 
 
 @dataclass
@@ -65,7 +66,7 @@ async def start_bridge() -> AsyncIterator[Callable[..., Awaitable[Running]]]:
 
     async def start(client: MqttClient, *, wait_connected: bool = True) -> Running:
         backoff, health, clock = RecordingBackoff(), Health(), FakeClock()
-        bridge = MqttBridge(client, base_topic="hubd", sink=Sink(), health=health, metrics=Metrics(),
+        bridge = MqttBridge(client, base_topic="hubd", dialects=[NativeDialect("hubd")], sink=Sink(), health=health, metrics=Metrics(),
                             backoff=backoff, clock=clock)
         bridges.append(bridge)
         task = asyncio.create_task(bridge.run())
@@ -99,9 +100,36 @@ async def test_dropped_right_after_connecting_keeps_backing_off_and_says_why(
         await kick(mosquitto, "dup-hub")
         async with asyncio.timeout(FAILURE_BOUND_S):
             await running.backoff.slept.wait()
+        # Once could be a broker restart: no hint yet.
+        assert "another client" not in caplog.text
+        async with asyncio.timeout(FAILURE_BOUND_S):
+            await running.health.wait_ready()
+        running.backoff.slept.clear()
+        await kick(mosquitto, "dup-hub")  # again, with the broker up all along: a twin takes the session over
+        async with asyncio.timeout(FAILURE_BOUND_S):
+            await running.backoff.slept.wait()
     # Two daemons with one client id would take turns forever: the delay must keep growing.
     assert running.backoff.resets == 0
     assert "is another client connected with client id 'dup-hub'?" in caplog.text
+
+
+async def test_a_broker_restart_soon_after_connecting_gives_no_duplicate_client_id_hint(
+    make_mosquitto: Callable[..., Mosquitto], start_bridge: Callable[..., Awaitable[Running]],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    broker = make_mosquitto()
+    client = MqttClient(host=broker.host, port=broker.port, client_id="restart-hub")
+    running = await start_bridge(client)
+    with caplog.at_level(logging.WARNING, logger="hubd.mqtt.bridge"):
+        for _ in range(2):  # right after connecting, then again after a while up
+            running.backoff.slept.clear()
+            broker.restart()
+            async with asyncio.timeout(FAILURE_BOUND_S):
+                await running.backoff.slept.wait()
+                await running.health.wait_ready()
+            running.clock.now += STABLE_AFTER_S
+    assert "another client" not in caplog.text
+    assert caplog.text.count("MQTT connection lost or unavailable") >= 2
 
 
 async def test_a_connection_that_stayed_up_starts_the_backoff_afresh(

@@ -125,6 +125,31 @@ def test_merge_keys_are_applied_and_written_keys_win() -> None:
     ]
 
 
+def test_merge_keys_follow_the_yaml_rules_whatever_pyyaml_does() -> None:
+    # PyYAML 6.0.4 lets the last mapping of a list win; the YAML merge-key spec says the first wins.
+    text = (
+        "mqtt:\n  <<:\n"
+        "    - {<<: &base {host: from-base, port: 1, username: u-base}, host: from-other, port: 2}\n"
+        "    - {host: third, port: 3, client_id: third-id}\n"
+        "    - *base\n"
+        "  port: 1884\n"
+    )
+    mqtt = parse_config(text, {}).mqtt
+    assert mqtt.host == "from-other"  # the first of the list wins over the later ones
+    assert mqtt.port == 1884  # written in the mapping: wins over every merged one
+    assert mqtt.username == "u-base"  # merged into the first from *base (a merge inside a merge)
+    assert mqtt.client_id == "third-id"  # only the second mapping has it
+
+
+def test_a_mapping_merged_into_itself_is_reported_not_a_crash() -> None:
+    assert problems("mqtt: &a\n  <<: *a\n") == [
+        "mqtt: cannot merge this: `<<:` takes a mapping or a list of mappings, e.g. `<<: *anchor` (line 1)"
+    ]
+    assert problems("mqtt:\n  <<: [{host: a}, 7]\n") == [
+        "mqtt: cannot merge this: `<<:` takes a mapping or a list of mappings, e.g. `<<: *anchor` (line 2)"
+    ]
+
+
 def test_a_merge_of_something_else_than_a_mapping_is_reported() -> None:
     assert problems("mqtt:\n  <<: hello\n  port: 1884\n") == [
         "mqtt: cannot merge this: `<<:` takes a mapping or a list of mappings, e.g. `<<: *anchor` (line 2)"
@@ -180,7 +205,7 @@ def _example_sections() -> dict[str, str]:
     sections: dict[str, str] = {}
     current = None
     for line in text.splitlines():
-        match = re.match(r"^([a-z_]+):", line)
+        match = re.match(r"^([a-z_0-9]+):", line)
         if match:
             current = match.group(1)
             sections[current] = ""
@@ -217,7 +242,8 @@ def test_example_config_marks_what_is_not_a_default() -> None:
     config = load_config(REPO / "config.example.yaml", env={})
     defaults = HubdConfig()
     lines = (REPO / "config.example.yaml").read_text().splitlines()
-    sections = [(name, field.annotation) for name, field in HubdConfig.model_fields.items()]
+    sections = [(name, field.annotation) for name, field in HubdConfig.model_fields.items()
+                if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)]
     for section, key in [(name, key) for name, model in sections for key in model.model_fields]:  # type: ignore[union-attr]
         value = getattr(getattr(config, section), key)
         if value == getattr(getattr(defaults, section), key):
@@ -231,7 +257,7 @@ def test_example_config_marks_what_is_not_a_default() -> None:
 
 def _section_of(lines: list[str], index: int) -> str:
     for line in reversed(lines[: index + 1]):
-        match = re.match(r"^([a-z_]+):", line)
+        match = re.match(r"^([a-z_0-9]+):", line)
         if match:
             return match.group(1)
     return ""

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
 import pytest
 
+from hubd import control
 from hubd.control import INTERFACES, Target, limits, parse_name, resolve, same_value
+from hubd.dialects.base import ControlRequest, Route
+from hubd.dialects.native import NativeDialect
 from hubd.errors import DirectiveError
 from hubd.mqtt.codec import StateValue
 
@@ -64,7 +68,7 @@ def test_every_interface_of_protocol_section_6() -> None:
 def test_enum_operations_target_the_operation_name(name: str, value: str) -> None:
     result = target(name, {"ignored": True})
     assert result.value == value
-    assert result.set_message("m1") == {"id": "m1", "interface": name.rsplit(".", 1)[0],
+    assert set_message(result, "m1") == {"id": "m1", "interface": name.rsplit(".", 1)[0],
                                         "operation": name.rsplit(".", 1)[1], "value": value}
 
 
@@ -111,7 +115,7 @@ def test_percentage_adjust_clamps_with_default_step_ten(current: int, payload: d
 def test_adjust_of_an_unknown_state_leaves_the_arithmetic_to_the_device() -> None:
     result = target("Volume.Adjust", {"delta": -5})
     assert result.value is None and result.delta == -5
-    assert result.set_message("m") == {"id": "m", "interface": "Volume", "operation": "Adjust", "delta": -5}
+    assert set_message(result, "m") == {"id": "m", "interface": "Volume", "operation": "Adjust", "delta": -5}
     assert not result.reached(None, None)
     assert result.reached(None, 45)
 
@@ -214,3 +218,12 @@ def test_confirmation_needs_the_target_value() -> None:
 def test_same_value() -> None:
     assert same_value(24, 24.0) and same_value("On", "On") and not same_value("On", "on")
     assert not same_value(1, "1") and same_value({"a": "b"}, {"a": "b"})
+
+
+def set_message(result: control.Target, command_id: str) -> dict[str, Any]:
+    """The `B/device/ID/set` body the native dialect makes of a resolved target."""
+    request = ControlRequest(command_id, result.interface.name, result.operation, result.value, result.delta, {})
+    [message] = NativeDialect("b").encode_control("d", Route("native", "d"), request)
+    assert message.topic == "b/device/d/set"
+    body: dict[str, Any] = json.loads(message.payload)
+    return body

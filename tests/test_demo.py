@@ -11,6 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+# The demo's Home Assistant discovery devices (simulators.discovery_devices): endpointIds from their identifiers.
+ESPHOME_SENSOR = "a4cf12f3c2d1"
+Z2M_LIGHT = "zigbee2mqtt_0x000b57fffec6a5b2"
+Z2M_BUTTON = "zigbee2mqtt_0x0017880104e45520"
+BUTTON_PRESSED = re.compile(rf"DoorbellPress +user=demo-user +{Z2M_BUTTON} ")
+
 
 def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     # Ask for ports that are taken (something listens on each, as a mosquitto on 1883 would): the demo must
@@ -31,7 +37,8 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
             if not line:
                 break
             lines.append(line)
-            if "speakers ▶" in line:
+            text = "".join(lines)
+            if "speakers ▶" in text and "Hallway Bulb obeyed" in text and BUTTON_PRESSED.search(text):
                 break
         text = "".join(lines)
         used = re.search(r"hub http://127\.0\.0\.1:(\d+), MQTT broker 127\.0\.0\.1:(\d+) \(embedded\), "
@@ -44,6 +51,14 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         # The demo's automation rang the speakers tagged 'announce' through the webhook, and they answered.
         assert "automation ▶ webhook: sim-doorbell-1 pressed, tts to sim-speaker-1" in text, text
         assert "speakers ▶ sim-speaker-1 done" in text, text
+        # The devices that announce themselves with Home Assistant discovery: imported, reporting, a doorbell,
+        # and the bulb obeys a control.
+        added = " ".join(line for line in lines if "AddOrUpdateReport user=demo-user" in line)
+        assert f"{ESPHOME_SENSOR} (Porch Climate)" in added and f"{Z2M_LIGHT} (Hallway Bulb)" in added, text
+        assert re.search(rf"ChangeReport +user=demo-user +{ESPHOME_SENSOR}: Temperature=22\b", text), text
+        assert BUTTON_PRESSED.search(text), text
+        assert f"Brightness.Set 40 to {Z2M_LIGHT}: Response Brightness=40" in text, text
+        assert 'Hallway Bulb obeyed {"state":"ON","brightness":102} on zigbee2mqtt/Hallway Bulb/set' in text, text
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=20)
         assert proc.returncode == 0, text + rest

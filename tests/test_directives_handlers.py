@@ -19,15 +19,18 @@ from typing import Any
 import aiohttp
 import pytest
 from test_driver_support import RunningDriver, browser_session, command, log_in, running_driver, user_auth
+from unit_helpers import device_message
 
 from hubd.cloud.client import PlatformClient
 from hubd.cloud.tokens import TokenManager
 from hubd.config import HubdConfig
+from hubd.devices.commands import DeviceCommands
+from hubd.dialects.base import Outgoing
+from hubd.dialects.native import NativeDialect
 from hubd.directives import Directives
 from hubd.driver.store import revoke_user_blocking
 from hubd.driver.verdicts import VERDICT_TTL_S
 from hubd.errors import MqttUnavailable, MqttUnconfirmed
-from hubd.events import DeviceMessage, MessageKind
 from hubd.lifecycle import Health
 from hubd.registry import DeviceRegistry
 from hubd.reporter import PendingEvent, Reporter
@@ -70,8 +73,10 @@ class LoopbackBus:
         self._locks = {d.endpoint_id: asyncio.Lock() for d in devices}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def publish(self, device_id: str, suffix: str, payload: bytes, *, timeout_s: float | None = None) -> None:
-        assert suffix == "set" and timeout_s is not None
+    async def publish(self, message: Outgoing, *, timeout_s: float | None = None) -> None:
+        base, _, device_id, suffix = message.topic.split("/")
+        assert (base, suffix) == ("hubd", "set") and timeout_s is not None
+        payload = message.payload
         if self.hang:
             await asyncio.sleep(timeout_s)
             raise MqttUnavailable(f"no free publish slot within {timeout_s} s")
@@ -83,11 +88,10 @@ class LoopbackBus:
             await asyncio.sleep(timeout_s)
             raise MqttUnconfirmed(f"no PUBACK within {timeout_s} s")
 
-    async def feed(self, kind: MessageKind, device_id: str, payload: object) -> None:
+    async def feed(self, kind: str, device_id: str, payload: object) -> None:
         """Hand the registry one device message, as the bridge would."""
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        await self.registry.handle([DeviceMessage(kind, device_id, data, f"hubd/device/{device_id}/{kind}",
-                                                  time.time())])
+        await self.registry.handle([device_message(kind, device_id, data, time.time())])
 
     async def announce(self, device: SimDevice, *, with_state: bool = True) -> None:
         await self.feed("config", device.endpoint_id, device.config())
@@ -204,7 +208,8 @@ class Hub:
     def another_hub(self) -> tuple[Directives, VendorEndpoint]:
         """A second Directives and VendorEndpoint over the same database and devices: hubd after a restart."""
         metrics = self.driver.metrics
-        directives = Directives(brand="Service", registry=self.registry, publisher=self.bus, events=self.events,
+        commands = DeviceCommands([NativeDialect("hubd")], self.bus)
+        directives = Directives(brand="Service", registry=self.registry, commands=commands, events=self.events,
                                 grants=self.grants, replies=DirectiveReplyRepo(self.driver.db), metrics=metrics,
                                 confirm_wait_s=WAIT_S)
         vendor = VendorEndpoint(path="/vendor", brand="Service", verifier=self.driver.service,
@@ -227,7 +232,8 @@ async def hub(tmp_path: Path) -> AsyncIterator[Hub]:
                                      Dimmer("dimmer-slow", delay_s=SLOW_S),
                                      AirConditioner("ac-crossed", min_temperature=30, max_temperature=20)])
         events, grants = RecordingEvents(reporter), RecordingGrants(GrantRepo(db))
-        directives = Directives(brand="Service", registry=registry, publisher=bus, events=events, grants=grants,
+        commands = DeviceCommands([NativeDialect("hubd")], bus)
+        directives = Directives(brand="Service", registry=registry, commands=commands, events=events, grants=grants,
                                 replies=DirectiveReplyRepo(db), metrics=metrics, confirm_wait_s=WAIT_S)
         platform = HubdConfig.model_validate({}).platform
         tokens = TokenManager(GrantRepo(db), PlatformClient(platform), clock=driver.clock, failure_report=False,

@@ -82,8 +82,9 @@ async def chromium() -> AsyncIterator[Browser]:
 
 async def test_browser_links_an_account(tmp_path: Path) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
-    async with running_driver(tmp_path, hub_name="Living-room hub") as driver, callback_site() as (base, seen), \
-            aiohttp.ClientSession() as session:
+    # the callback site is on loopback: allowed by default without platform.auth_url
+    async with running_driver(tmp_path, auth_url=None, hub_name="Living-room hub") as driver, \
+            callback_site() as (base, seen), aiohttp.ClientSession() as session:
         callback = f"{base}?state=abc123&src=app#linked"
         reply = await command(session, driver.url, "OAuth", {"callbackURL": callback})
         assert reply["status"] == 0
@@ -125,7 +126,7 @@ async def test_browser_refuses_a_form_posted_from_another_site(tmp_path: Path, h
     port, so SameSite lets the browser's own cookie go along) and on another site (127.0.0.2, whose POST the
     Lax cookie does not even come along with)."""
     pages: dict[str, str] = {}
-    async with running_driver(tmp_path) as driver, callback_site(pages, host=host) as (base, seen), \
+    async with running_driver(tmp_path, auth_url=None) as driver, callback_site(pages, host=host) as (base, seen), \
             aiohttp.ClientSession() as session:
         reply = await command(session, driver.url, "OAuth", {"callbackURL": base})
         async with chromium() as browser:
@@ -152,8 +153,8 @@ async def test_login_pages_opened_from_another_site_all_work(tmp_path: Path) -> 
     """The platform's page links (or redirects) to the login page; a page opened earlier in another tab
     still signs in after a second one was opened that way (the browser's cookie is kept, not replaced)."""
     pages: dict[str, str] = {}
-    async with running_driver(tmp_path) as driver, callback_site(pages, host="127.0.0.2") as (base, seen), \
-            aiohttp.ClientSession() as session:
+    async with running_driver(tmp_path, auth_url=None) as driver, \
+            callback_site(pages, host="127.0.0.2") as (base, seen), aiohttp.ClientSession() as session:
         callback = f"{base}?s=1"
         authorize = (await command(session, driver.url, "OAuth", {"callbackURL": callback}))["data"]
         other_site = base.replace("/platform/callback", "/other")

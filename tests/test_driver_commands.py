@@ -43,8 +43,9 @@ async def post_raw(session: aiohttp.ClientSession, url: str, body: bytes) -> tup
         return resp.status, await resp.json()
 
 
-async def test_oauth_returns_the_exact_authorize_url(driver: RunningDriver, session: aiohttp.ClientSession) -> None:
-    reply = await command(session, driver.url, "OAuth", {"callbackURL": "https://cdn.example.com/path?u=1&v=2"})
+async def test_oauth_returns_the_exact_authorize_url(tmp_path: Path, session: aiohttp.ClientSession) -> None:
+    async with running_driver(tmp_path, callback_hosts=["cdn.example.com"]) as driver:
+        reply = await command(session, driver.url, "OAuth", {"callbackURL": "https://cdn.example.com/path?u=1&v=2"})
     assert reply == {"status": 0, "data": f"{driver.url}/oauth/authorize?callbackURL="
                                           "https%3A%2F%2Fcdn.example.com%2Fpath%3Fu%3D1%26v%3D2"}
 
@@ -58,7 +59,8 @@ async def test_oauth_reads_callbackurl_case_insensitively(
 
 @pytest.mark.parametrize(("body", "needle"), [
     (b"{not json", "not valid JSON"),
-    (b"\xff\xfe", "not valid JSON"),
+    (b"\xff\xfe", "not UTF-8"),
+    (b'{"command": "OAuth", "params": {"callbackURL": ' + b"9" * 5000 + b"}}", "a number of more than 4300 digits"),
     (b"[1, 2]", "must be a JSON object"),
     (b'{"params": {}}', "no 'command'"),
     (b'{"command": 7}', "'command' must be a string, got a number"),
@@ -83,11 +85,21 @@ async def test_malformed_requests_get_a_driver_error_naming_the_problem(
 
 
 async def test_deeply_nested_json_is_a_driver_error(driver: RunningDriver, session: aiohttp.ClientSession) -> None:
-    for body in (b"[" * 5000 + b"]" * 5000, b'{"command": "OAuth", "params": ' + b'{"a": ' * 5000 + b"1" + b"}" * 5001):
+    for body in (b"[" * 5000 + b"]" * 5000, b'{"command": "OAuth", "params": ' + b'{"a": ' * 2000 + b"1" + b"}" * 2001):
         status, reply = await post_raw(session, driver.url, body)
         assert status == 200
         name, message = error_of(reply)
-        assert name == "E_DRIVER_ERROR" and "nested too deeply" in message
+        assert name == "E_DRIVER_ERROR" and "nests arrays or objects more than 32 levels deep" in message
+
+
+async def test_a_code_or_token_with_a_lone_surrogate_is_unknown_not_a_server_error(
+    driver: RunningDriver, session: aiohttp.ClientSession
+) -> None:
+    for body in (b'{"command": "OAuthGetToken", "params": {"code": "\\ud800"}}',
+                 b'{"command": "OAuthRefresh", "params": {"refreshToken": "x\\udfff"}}'):
+        status, reply = await post_raw(session, driver.url, body)
+        assert status == 200 and error_of(reply)[0] == "E_INVALID_AUTHORIZATION", reply
+    assert (await driver.service.verify_user_token("\ud800")).status is TokenStatus.UNKNOWN
 
 
 async def test_unknown_command(driver: RunningDriver, session: aiohttp.ClientSession) -> None:

@@ -25,7 +25,7 @@ async def test_check_driver_passes_against_running_hubd(tmp_path: Path, mosquitt
         await hub.wait_ready()
         result = subprocess.run(
             [sys.executable, "-m", "hubd", "check-driver", hub.url, "--callback-url",
-             "https://platform.example/cb/path?u=1&v=2", "--username", "demo", "--password", "demo"],
+             f"{platform_sim.url}/cb/path?u=1&v=2", "--username", "demo", "--password", "demo"],
             capture_output=True, text=True, timeout=60, check=False)
         lines = result.stdout.strip().splitlines()
         assert result.returncode == 0, result.stdout + result.stderr
@@ -41,7 +41,7 @@ async def test_check_driver_passes_against_running_hubd(tmp_path: Path, mosquitt
 
         # A wrong password never gets anywhere: check 2 fails and says why.
         bad = subprocess.run(
-            [sys.executable, "-m", "hubd", "check-driver", hub.url, "--callback-url", "https://platform.example/cb",
+            [sys.executable, "-m", "hubd", "check-driver", hub.url, "--callback-url", f"{platform_sim.url}/cb",
              "--username", "demo", "--password", "wrong"],
             capture_output=True, text=True, timeout=60, check=False)
         assert bad.returncode != 0

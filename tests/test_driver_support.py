@@ -30,6 +30,7 @@ from hubd.web.server import HttpServer, RouteSource
 ALICE_PASSWORD = "correct horse battery"
 BOB_PASSWORD = "plain-bob-pw"
 CALLBACK = "https://platform.example/cb/path?u=1&v=2"
+AUTH_URL = "https://platform.example"
 
 
 @cache
@@ -85,11 +86,13 @@ def make_config(tmp_path: Path, **driver: Any) -> HubdConfig:
 
 @asynccontextmanager
 async def running_driver(
-    tmp_path: Path, *, max_body_bytes: int = 65536, public_url: str | None = None, **driver: Any
+    tmp_path: Path, *, max_body_bytes: int = 65536, public_url: str | None = None,
+    auth_url: str | None = AUTH_URL, trusted_proxies: tuple[str, ...] = (), **driver: Any
 ) -> AsyncIterator[RunningDriver]:
     """Start a Database, a DriverService and an HttpServer serving its routes; stop them after.
 
-    The service's public URL is the loopback URL it listens on unless `public_url` is given.
+    The service's public URL is the loopback URL it listens on unless `public_url` is given; its
+    platform.auth_url is https://platform.example (so callbacks there are allowed by default).
     """
     config = make_config(tmp_path, **driver)
     port = free_port()
@@ -97,7 +100,8 @@ async def running_driver(
     clock = FakeClock()
     metrics = Metrics()
     db = Database(config.storage.path)
-    service = DriverService(db, config.driver, public_url=public_url or url, metrics=metrics, clock=clock)
+    service = DriverService(db, config.driver, public_url=public_url or url, metrics=metrics, clock=clock,
+                            auth_url=auth_url, trusted_proxies=trusted_proxies)
     server = HttpServer(host="127.0.0.1", port=port, max_body_bytes=max_body_bytes, health=Health(),
                         metrics=metrics, sources=[service])
     await db.start()
@@ -113,9 +117,13 @@ async def running_driver(
         await db.stop()
 
 
-def browser_session() -> aiohttp.ClientSession:
-    """A client that keeps cookies like a browser, also for 127.0.0.1 (the login form needs its cookie)."""
-    return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True))
+def browser_session(source: str | None = None) -> aiohttp.ClientSession:
+    """A client that keeps cookies like a browser, also for 127.0.0.1 (the login form needs its cookie).
+
+    `source`: the loopback address its connections come from (e.g. 127.0.0.2: another client on this machine).
+    """
+    connector = aiohttp.TCPConnector(local_addr=(source, 0)) if source else None
+    return aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True), connector=connector)
 
 
 async def command(session: aiohttp.ClientSession, base: str, name: str, params: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Pure parts of the driver: password hashes, sealing, callback URLs, login windows, token verdicts."""
+"""Pure parts of the driver: password hashes, sealing, callback URLs, login throttles, token verdicts."""
 
 from __future__ import annotations
 
@@ -7,16 +7,19 @@ import io
 import pytest
 from test_driver_support import FakeClock
 
+from hubd.config import HubdConfig
 from hubd.driver import passwords
-from hubd.driver.limits import LoginLimiter, SlidingWindow
+from hubd.driver.limits import CAP_S, FailureThrottle, LoginLimiter
 from hubd.driver.passwords import PasswordHashInvalid, check_hash, hash_password, is_hash, verify_password
+from hubd.driver.policy import config_problems
 from hubd.driver.seal import SealBroken, seal, unseal
 from hubd.driver.store import TokenCheck, TokenStatus
 from hubd.driver.urls import (
     CallbackInvalid,
-    HostRule,
+    CallbackRules,
     add_params,
     authorize_url,
+    callback_rules,
     check_callback,
     get_ci,
     parse_callback_hosts,
@@ -132,21 +135,20 @@ def test_add_params_encodes_values() -> None:
     assert add_params("https://h/p", {"userId": "a b&c"}) == "https://h/p?userId=a%20b%26c"
 
 
-def rules(entries: list[str]) -> tuple[HostRule, ...]:
-    parsed, problems = parse_callback_hosts(entries)
+def rules(entries: list[str], auth_url: str | None = None, mode: str = "oauth2") -> CallbackRules:
+    parsed, problems = callback_rules(entries, auth_url=auth_url, mode=mode)
     assert problems == []
     return parsed
 
 
 @pytest.mark.parametrize(("callback", "allowed"), [
-    ("https://platform.example/cb", []),
-    ("http://anything.example:8080/cb", []),
+    ("https://platform.example/cb", ["*"]),
+    ("http://127.0.0.1:8080/cb", ["*"]),
     ("HTTPS://Platform.Example/cb", ["platform.example"]),
     ("https://platform.example:443/cb", ["platform.example"]),
     ("https://platform.example:8443/cb", ["platform.example:8443"]),
     ("https://platform.example/cb", ["https://platform.example/"]),
-    ("http://platform.example/cb", ["http://platform.example"]),
-    ("http://platform.example:8080/cb", ["http://platform.example:8080"]),
+    ("http://localhost:8080/cb", ["http://localhost:8080"]),
     ("https://platform.example:8443/cb", ["https://platform.example:8443"]),
     ("http://[::1]:8080/cb", ["[::1]:8080"]),
     ("http://[::1]:8080/cb", ["[::1]"]),
@@ -160,32 +162,33 @@ def test_callbacks_accepted(callback: str, allowed: list[str]) -> None:
 
 
 @pytest.mark.parametrize(("callback", "allowed", "needle"), [
-    ("", [], "empty"),
-    ("data:text/html,hi", [], "http:// or https://"),
-    ("https:///nohost", [], "no host"),
-    ("https://a@platform.example/", [], "user name or password"),
-    ("https://platform.example:99999/", [], "bad port"),
-    ("https://platform.example/\u00e9", [], "non-ASCII character at position 26"),
-    ("https://platform.example/?q=\u00e9t\u00e9", [], "non-ASCII character at position 29"),
-    ("https://platform.example/" + "a" * 2100, [], "longer than"),
-    ("https://[::1/x", [], "not a valid URL"),
-    ("http://[zz]/x", [], "not a valid URL"),
-    ("https://platform.example\\@evil.example/", [], "host"),
-    ("https://platform.example\\evil/", [], "host"),
-    ("https://platform.example;x/cb", [], "host"),
-    ("https://platform.example,x/cb", [], "host"),
-    ("https://it's.example/cb", [], "host"),
-    ("https://platform_example/cb", [], "host"),
+    ("", ["*"], "empty"),
+    ("data:text/html,hi", ["*"], "http:// or https://"),
+    ("https:///nohost", ["*"], "no host"),
+    ("https://a@platform.example/", ["*"], "user name or password"),
+    ("https://platform.example:99999/", ["*"], "bad port"),
+    ("https://platform.example/\u00e9", ["*"], "non-ASCII character at position 26"),
+    ("https://platform.example/?q=\u00e9t\u00e9", ["*"], "non-ASCII character at position 29"),
+    ("https://platform.example/" + "a" * 2100, ["*"], "longer than"),
+    ("https://[::1/x", ["*"], "not a valid URL"),
+    ("http://[zz]/x", ["*"], "not a valid URL"),
+    ("https://platform.example\\@evil.example/", ["*"], "host"),
+    ("https://platform.example\\evil/", ["*"], "host"),
+    ("https://platform.example;x/cb", ["*"], "host"),
+    ("https://platform.example,x/cb", ["*"], "host"),
+    ("https://it's.example/cb", ["*"], "host"),
+    ("https://platform_example/cb", ["*"], "host"),
+    # plain http only to this machine, even with "*"
+    ("http://anything.example:8080/cb", ["*"], "plain http to another machine"),
+    ("http://192.168.1.20/cb", ["*"], "plain http to another machine"),
     ("https://platform.example.evil/cb", ["platform.example"], "driver.callback_hosts"),
     ("https://platform.example:8444/cb", ["platform.example:8443"], "driver.callback_hosts"),
     # a bare host: https on its default port only (http and any port only for loopback hosts)
-    ("http://platform.example/cb", ["platform.example"], "driver.callback_hosts"),
+    ("http://platform.example/cb", ["platform.example"], "plain http to another machine"),
     ("https://platform.example:8443/cb", ["platform.example"], "driver.callback_hosts"),
     # a scheme or port in the entry must match exactly
-    ("http://platform.example/cb", ["https://platform.example/"], "driver.callback_hosts"),
-    ("https://platform.example/cb", ["http://platform.example"], "driver.callback_hosts"),
+    ("https://localhost/cb", ["http://localhost"], "driver.callback_hosts"),
     ("https://platform.example:8443/cb", ["https://platform.example"], "driver.callback_hosts"),
-    ("http://platform.example:8443/cb", ["platform.example:8443"], "driver.callback_hosts"),
     ("http://[::1]:8081/cb", ["[::1]:8080"], "driver.callback_hosts"),
 ])
 def test_callbacks_refused(callback: str, allowed: list[str], needle: str) -> None:
@@ -196,6 +199,8 @@ def test_callbacks_refused(callback: str, allowed: list[str], needle: str) -> No
 
 @pytest.mark.parametrize(("entry", "needle"), [
     ("", "empty"),
+    ("http://platform.example", "write https://platform.example or the bare host"),
+    ("http://10.0.0.5:8080/", "write https://10.0.0.5:8080 or the bare host"),
     ("ftp://platform.example", "http:// or https://"),
     ("https://platform.example/cb", "no path"),
     ("https://user@platform.example", "no path"),
@@ -210,51 +215,165 @@ def test_bad_callback_host_entries(entry: str, needle: str) -> None:
     assert needle in problems[0]
 
 
+def test_check_config_reports_what_run_refuses() -> None:
+    config = HubdConfig.model_validate({
+        "http": {"trusted_proxies": ["::1", "10.0.0.1/8"]},
+        "driver": {"callback_hosts": ["platform.example", "http://platform.example"],
+                   "accounts": [{"username": "a", "password": "x"}, {"username": "a", "password": "y"}]},
+    })
+    assert [p.split(":")[0] for p in config_problems(config)] == [
+        "driver.callback_hosts[1]", "http.trusted_proxies[1]", "driver.accounts[1].username"]
+    assert config_problems(HubdConfig()) == []
+
+
 def test_get_ci() -> None:
     assert get_ci({"CallbackUrl": "x"}, "callbackURL") == "x"
     assert get_ci({"callbackURL": "a", "callbackurl": "b"}, "callbackURL") == "a"
     assert get_ci({}, "callbackURL") is None
 
 
-def test_sliding_window() -> None:
-    window = SlidingWindow(3, 60)
-    for t in (0, 10, 20):
-        assert window.retry_after("k", t) == 0
-        window.add("k", t)
-    assert window.retry_after("k", 30) == 30  # the event at 0 leaves at 60
-    assert window.retry_after("k", 60) == 0
-    assert window.retry_after("other", 30) == 0
+@pytest.mark.parametrize(("auth_url", "allowed", "refused"), [
+    ("https://api.platform.example", ["https://api.platform.example/cb"],
+     ["https://evil.example/steal", "https://platform.example/cb", "https://api.platform.example:8443/cb"]),
+    ("https://api.platform.example:8443", ["https://api.platform.example:8443/cb", "https://api.platform.example/cb"],
+     ["https://evil.example/cb"]),
+    ("http://127.0.0.1:9000", ["http://127.0.0.1:9000/cb", "http://127.0.0.1:1234/cb"],
+     ["https://platform.example/cb", "http://localhost:9000/cb"]),
+    (None, ["http://localhost:5000/cb", "https://127.0.0.1/cb", "http://[::1]:80/cb", "http://127.0.0.2:8/cb"],
+     ["https://platform.example/cb", "https://evil.example/steal"]),
+])
+def test_unset_callback_hosts_allow_the_auth_url_host_or_only_loopback(
+    auth_url: str | None, allowed: list[str], refused: list[str]
+) -> None:
+    for callback in allowed:
+        check_callback(callback, rules([], auth_url))
+    for callback in refused:
+        with pytest.raises(CallbackInvalid, match=r"driver\.callback_hosts"):
+            check_callback(callback, rules([], auth_url))
 
 
-def test_sliding_window_bounds_its_memory() -> None:
-    window = SlidingWindow(1, 60, max_keys=10)
+def test_the_refusal_says_where_the_default_came_from() -> None:
+    with pytest.raises(CallbackInvalid) as caught:
+        check_callback("https://evil.example/", rules([], "https://api.platform.example"))
+    assert "not set: its default allows only api.platform.example, the host of platform.auth_url" in str(caught.value)
+    with pytest.raises(CallbackInvalid) as caught:
+        check_callback("https://evil.example/", rules([]))
+    assert "without platform.auth_url its default allows only loopback hosts" in str(caught.value)
+
+
+def test_a_star_with_other_hosts_is_a_problem() -> None:
+    parsed, problems = callback_rules(["*", "platform.example"], auth_url=None, mode="oauth2")
+    assert parsed.any_host
+    assert problems == ['driver.callback_hosts: "*" allows any host, so the other entries mean nothing; give ["*"] '
+                        'alone, or list the hosts without it']
+
+
+@pytest.mark.parametrize(("mode", "callback"), [
+    ("oauth2", "https://platform.example/cb?code=attacker"),
+    ("oauth2", "https://platform.example/cb?a=1&Code=x"),
+    ("oauth2", "https://platform.example/cb?a=1;code=x"),
+    ("oauth2", "https://platform.example/cb?c%6Fde=x"),
+    ("oauth2", "https://platform.example/cb?code"),
+    ("oauth", "https://platform.example/cb?userId=mallory"),
+    ("oauth", "https://platform.example/cb?x=1&userToken=t"),
+    ("oauth", "https://platform.example/cb?expiresIn=1"),
+    ("oauth", "https://platform.example/cb?refreshToken=1"),
+])
+def test_a_callback_that_already_carries_what_the_redirect_adds_is_refused(mode: str, callback: str) -> None:
+    with pytest.raises(CallbackInvalid, match=r"already carries a '.*' parameter; this hub adds its own"):
+        check_callback(callback, rules(["platform.example"], mode=mode))
+
+
+@pytest.mark.parametrize(("mode", "callback"), [
+    ("oauth2", "https://platform.example/cb?userId=1&state=code"),
+    ("oauth2", "https://platform.example/cb?codes=1#code=2"),
+    ("oauth", "https://platform.example/cb?code=1"),
+])
+def test_other_parameters_are_fine(mode: str, callback: str) -> None:
+    check_callback(callback, rules(["platform.example"], mode=mode))
+
+
+def test_a_throttle_lets_a_few_failures_pass_then_doubles_the_wait_up_to_the_cap() -> None:
+    throttle = FailureThrottle(free=3, first_delay_s=1, cap_s=10, forget_s=100)
+    waits = []
+    for t in range(8):
+        assert throttle.wait("k", t * 20) == 0
+        throttle.fail("k", t * 20)
+        waits.append(throttle.wait("k", t * 20))
+    assert waits == [0, 0, 1, 2, 4, 8, 10, 10]
+    assert throttle.wait("other", 140) == 0
+    assert throttle.wait("k", 145) == 5
+    assert throttle.failures("k", 239) == 8
+    assert throttle.failures("k", 240) == 0  # forgotten forget_s after the last failure
+
+
+def test_a_throttle_takes_back_and_never_waits_longer_than_its_delay_when_the_clock_goes_back() -> None:
+    throttle = FailureThrottle(free=1, first_delay_s=4, cap_s=100)
+    throttle.fail("k", 1000)
+    assert throttle.wait("k", 1000) == 4
+    assert throttle.wait("k", 10) == 4  # the clock was set back by 990 s
+    throttle.take_back("k")
+    assert throttle.wait("k", 1000) == 0 and len(throttle) == 0
+
+
+def test_a_flood_of_made_up_keys_does_not_push_out_a_key_being_guessed_hard() -> None:
+    throttle = FailureThrottle(free=1, max_keys=10)
+    for t in range(5):
+        throttle.fail("target", t)
     for i in range(100):
-        window.add(f"k{i}", 0)
-    assert len(window._events) <= 10
-    assert window.retry_after("k99", 1) > 0
+        throttle.fail(f"junk{i}", 10 + i)
+    assert len(throttle) <= 10
+    assert throttle.failures("target", 200) == 5
 
 
-def test_login_limiter_keys() -> None:
-    limiter = LoginLimiter(account_failures=2, address_failures=3, window_s=100)
-    assert limiter.begin("Alice", "1.2.3.4", 0) == 0
-    assert limiter.begin("alice ", "5.6.7.8", 0) == 0
-    assert limiter.begin("ALICE", "9.9.9.9", 1) == 99  # refused: nothing counted
-    assert limiter.retry_after("ALICE", "9.9.9.9", 1) == 99
-    limiter.succeeded("alice", "5.6.7.8", 0)
-    assert limiter.retry_after("alice", "9.9.9.9", 1) == 0
-    assert limiter.begin("x", "1.2.3.4", 0) == 0
-    assert limiter.begin("y", "1.2.3.4", 0) == 0
-    assert limiter.retry_after("z", "1.2.3.4", 1) == 99
+def test_login_limiter_throttles_each_source_and_the_account_for_strangers() -> None:
+    limiter = LoginLimiter(source_free=2, account_free=3, cap_s=100)
+    assert limiter.begin("Alice", "1.2.3.4", None, 0).wait_s == 0
+    assert limiter.begin("alice ", "1.2.3.4", None, 0).wait_s == 0
+    assert limiter.begin("ALICE", "1.2.3.4", None, 0).wait_s == 1  # the source: nothing counted
+    assert limiter.begin("alice", "5.6.7.8", None, 0).wait_s == 0  # the account's third
+    assert limiter.begin("alice", "9.9.9.9", None, 0).wait_s == 1  # the account waits for strangers
+    assert limiter.begin("bob", "1.2.3.4", None, 0).wait_s == 0  # another account at the same address
 
 
-def test_a_right_password_takes_its_attempt_back_from_the_address() -> None:
-    limiter = LoginLimiter(account_failures=5, address_failures=2, window_s=100)
+def test_a_trusted_address_or_device_passes_the_accounts_throttle() -> None:
+    limiter = LoginLimiter(source_free=2, account_free=2, cap_s=100)
+    limiter.succeeded(limiter.begin("alice", "10.0.0.2", None, 0), 0)  # the owner signs in at home
+    for t in range(50):  # a guesser elsewhere makes the account wait for every stranger
+        limiter.begin("alice", "203.0.113.9", None, t)
+    assert limiter.begin("alice", "198.51.100.1", None, 60).wait_s > 0
+    owner = limiter.begin("alice", "10.0.0.2", None, 60)  # but not for the owner's address
+    assert owner.wait_s == 0 and not owner.counted_on_account
+    assert limiter.begin("alice", "198.51.100.1", "device-1", 60).wait_s == 0  # nor for a device cookie
+    limiter.succeeded(owner, 61)
+    assert limiter.begin("alice", "203.0.113.9", None, 61).wait_s > 0  # the guesser still waits
+
+
+def test_a_right_password_takes_its_attempt_back_from_the_account() -> None:
+    limiter = LoginLimiter(source_free=5, account_free=2, cap_s=100)
     for t in range(10):
-        assert limiter.begin("bob", "1.2.3.4", t) == 0
-        limiter.succeeded("bob", "1.2.3.4", t)
-    assert limiter.begin("a", "1.2.3.4", 10) == 0
-    assert limiter.begin("b", "1.2.3.4", 11) == 0
-    assert limiter.begin("c", "1.2.3.4", 12) == 98
+        attempt = limiter.begin("bob", f"192.0.2.{t}", None, t)
+        assert attempt.wait_s == 0
+        limiter.succeeded(attempt, t)
+    assert limiter.begin("bob", "192.0.2.100", None, 10).wait_s == 0
+    assert limiter.begin("bob", "192.0.2.101", None, 10).wait_s == 0
+    assert limiter.begin("bob", "192.0.2.102", None, 10).wait_s == 1
+
+
+def test_a_guesser_gets_about_four_tries_an_hour_from_one_address_or_a_thousand() -> None:
+    """The figures in README: a guesser who tries again the moment it may (17 and 109, 22 and 114 when written)."""
+    def guesses(hours: float, addresses: int) -> int:
+        limiter = LoginLimiter()
+        now, made = 0.0, 0
+        while now < hours * 3600:
+            attempts = [limiter.begin("alice", f"a{i}", None, now) for i in range(addresses)]
+            made += sum(1 for a in attempts if a.wait_s == 0)
+            now += max(1.0, min(a.wait_s for a in attempts))
+        return made
+
+    for addresses in (1, 1000):
+        assert guesses(1, addresses) <= 25
+        assert guesses(24, addresses) <= 24 * 3600 / CAP_S + 25
 
 
 def test_a_verdict_lasts_its_ttl_and_never_past_the_tokens_expiry() -> None:

@@ -110,12 +110,13 @@ def test_run_exits_2_on_a_config_error_even_one_found_at_start(tmp_path: Path) -
     bad_yaml.write_text("mqtt:\n  port: !secret p\n")
     result = run_cli("run", "-c", str(bad_yaml))
     assert result.returncode == 2 and "mqtt.port: !secret" in result.stderr, result.stderr
-    # Valid for check-config; only the driver, when it starts, sees an account listed twice.
+    # The driver refuses an account listed twice when it starts; check-config says the same beforehand.
     hub = HubdProcess(tmp_path / "hub", mqtt_port=free_port(), overrides={"driver": {"accounts": [
         {"username": "anna", "password": "pw-1"}, {"username": "anna", "password": "pw-2"}]}})
     hub.start()
     try:
-        assert run_cli("check-config", "-c", str(hub.config_path)).returncode == 0
+        checked = run_cli("check-config", "-c", str(hub.config_path))
+        assert checked.returncode == 2 and "driver.accounts[1].username: 'anna' is listed twice" in checked.stderr
         assert hub.wait(30) == 2, hub.log()
         assert "driver.accounts[1].username: 'anna' is listed twice" in hub.log()
         assert "Traceback" not in hub.log() and "pw-1" not in hub.log()

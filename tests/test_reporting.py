@@ -8,102 +8,12 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-import pytest
-from conftest import platform_config
 from hubd_proc import HubdProcess
-from mosquitto import Mosquitto, publish
-
-from simulators.platform import BindResult, EventRecord, PlatformSimulator, bind_user
-
-LAMP = {
-    "displayName": "Desk Lamp", "displayType": "light", "recommendRoomName": "Office",
-    "additionalInfo": {"gateway": "attic"},
-    "capabilities": [
-        {"interface": "Switch", "supportedOperations": ["On", "Off"], "proactivelyReported": True, "retrievable": True},
-        {"interface": "Brightness", "supportedOperations": ["Set", "Adjust"], "proactivelyReported": False,
-         "retrievable": True},
-    ],
-}
-CLIMATE = {
-    "displayName": "Hall Sensor", "displayType": "unknown",
-    "capabilities": [
-        {"interface": "Temperature", "supportedOperations": [], "proactivelyReported": True, "retrievable": True},
-        {"interface": "Humidity", "supportedOperations": [], "proactivelyReported": True, "retrievable": True},
-    ],
-}
-BELL = {"displayName": "Front Door Bell", "displayType": "unknown", "capabilities": []}
-
-
-@dataclass
-class Rig:
-    """A broker, the platform simulator and a hubd process wired together."""
-
-    broker: Mosquitto
-    sim: PlatformSimulator
-    hub: HubdProcess
-
-    def publish(self, device: str, suffix: str, payload: object, *, retain: bool = False) -> None:
-        data = payload if isinstance(payload, bytes | str) else json.dumps(payload)
-        publish(self.broker.port, f"hubd/device/{device}/{suffix}", data, retain=retain)
-
-    async def bind(self, user_id: str = "user-1") -> BindResult:
-        result = await bind_user(hub_url=self.hub.url, vendor_path="/vendor", sim=self.sim, username="demo",
-                                 password="demo", user_id=user_id)
-        assert result.ok, result.reply
-        return result
-
-    async def bind_with_bell(self) -> BindResult:
-        """bell-1 announced (retained), then user-1 bound and its AddOrUpdateReport delivered."""
-        self.publish("bell-1", "config", BELL, retain=True)
-        result = await self.bind()
-        await self.wait_events(1, "AddOrUpdateReport")
-        return result
-
-    def events(self, name: str | None = None, user_id: str | None = None,
-               endpoint: str | None = None) -> list[EventRecord]:
-        return [e for e in self.sim.events if (name is None or e.name == name)
-                and (user_id is None or e.user_id == user_id) and (endpoint is None or endpoint in e.endpoint_ids)]
-
-    async def wait_events(self, count: int, name: str | None = None, user_id: str | None = None,
-                          endpoint: str | None = None, timeout_s: float = 15.0) -> list[EventRecord]:
-        deadline = time.monotonic() + timeout_s
-        while len(found := self.events(name, user_id, endpoint)) < count:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"expected {count} {name} events, got {len(found)}; rejections: "
-                                     f"{self.sim.rejections[-5:]}\n{self.hub.log()[-3000:]}")
-            await asyncio.sleep(0.05)
-        return found
-
-
-@pytest.fixture
-async def make_rig(tmp_path: Path, mosquitto: Mosquitto) -> AsyncIterator[Callable[..., Any]]:
-    rigs: list[Rig] = []
-    sims: list[PlatformSimulator] = []
-
-    async def make(*, access_ttl_s: int = 3600, hub_overrides: dict[str, Any] | None = None) -> Rig:
-        sim = PlatformSimulator(client_id="sim-client", client_secret="sim-secret", access_ttl_s=access_ttl_s)
-        await sim.start()
-        sims.append(sim)
-        overrides = platform_config(sim)
-        for key, value in (hub_overrides or {}).items():
-            overrides[key] = {**overrides.get(key, {}), **value}  # type: ignore[dict-item]
-        hub = HubdProcess(tmp_path / f"hub{len(rigs)}", mqtt_port=mosquitto.port, overrides=overrides)
-        hub.start()
-        await hub.wait_ready()
-        rig = Rig(mosquitto, sim, hub)
-        rigs.append(rig)
-        return rig
-
-    yield make
-    for rig in rigs:
-        rig.hub.kill()
-    for sim in sims:
-        await sim.stop()
+from mosquitto import publish
+from rig import BELL, CLIMATE, LAMP, Rig, invalid_total, metric_at_least
 
 
 async def test_grant_then_every_message_kind(make_rig: Callable[..., Any]) -> None:
@@ -182,7 +92,7 @@ async def test_configs_arriving_together_are_batched_and_restart_resends_nothing
     assert rig.hub.stop() == 0
     rig.hub.start()
     await rig.hub.wait_ready()
-    await rig.hub.wait_for(lambda: _metric_at_least(rig.hub, 'hubd_mqtt_messages_total{kind="config"}', 5),
+    await rig.hub.wait_for(lambda: metric_at_least(rig.hub, 'hubd_mqtt_messages_total{kind="config"}', 5),
                            what="retained configs replayed")
     await asyncio.sleep(0.5)
     assert len(rig.events("AddOrUpdateReport")) == 1
@@ -282,7 +192,7 @@ async def test_platform_outage_delivers_everything_in_order_per_device(make_rig:
     for i in range(10):
         for device in devices:
             rig.publish(device, "state", {"Brightness": 0, "Switch": "On" if i % 2 == 0 else "Off"})
-    await rig.hub.wait_for(lambda: _metric_at_least(rig.hub, "hubd_outbox_depth", 30), what="30 queued events")
+    await rig.hub.wait_for(lambda: metric_at_least(rig.hub, "hubd_outbox_depth", 30), what="30 queued events")
     await asyncio.sleep(max(0.0, 10.0 - (time.monotonic() - outage_started)))
     rig.sim.set_outage(False)
     for device in devices:
@@ -300,7 +210,7 @@ async def test_sigkill_during_outage_loses_nothing(make_rig: Callable[..., Any])
     rig.sim.set_outage(True)
     for i in range(6):
         rig.publish("lamp-1", "state", {"Switch": "On" if i % 2 == 0 else "Off"})
-    await rig.hub.wait_for(lambda: _metric_at_least(rig.hub, "hubd_outbox_depth", 6), what="6 queued events")
+    await rig.hub.wait_for(lambda: metric_at_least(rig.hub, "hubd_outbox_depth", 6), what="6 queued events")
     rig.hub.kill()
     rig.publish("lamp-1", "state", {"Switch": "On"})  # while hubd is down
     rig.sim.set_outage(False)
@@ -330,13 +240,13 @@ async def test_broker_restart_and_garbage_leave_hubd_healthy(make_rig: Callable[
     ]
     for device, suffix, payload in garbage:
         publish(rig.broker.port, f"hubd/device/{device}/{suffix}", payload)
-    await rig.hub.wait_for(lambda: _invalid_total(rig.hub, len(garbage)), what="every bad payload counted")
+    await rig.hub.wait_for(lambda: invalid_total(rig.hub, len(garbage)), what="every bad payload counted")
     assert "ghost-1" in rig.hub.log() and "not JSON" in rig.hub.log()
     status, _ = await rig.hub.get("/healthz")
     assert status == 200
 
     rig.broker.restart()
-    await rig.hub.wait_for(lambda: _metric_at_least(rig.hub, "hubd_mqtt_connects_total", 2), timeout_s=40,
+    await rig.hub.wait_for(lambda: metric_at_least(rig.hub, "hubd_mqtt_connects_total", 2), timeout_s=40,
                            what="reconnect")
     rig.publish("lamp-1", "state", {"Switch": "On"})
     await rig.wait_events(1, "ChangeReport")
@@ -396,14 +306,14 @@ async def test_good_and_bad_devices_together(make_rig: Callable[..., Any]) -> No
     lamp = await rig.wait_events(2, "ChangeReport", endpoint="lamp-2")
     assert [c.message["payload"]["change"]["states"][0]["value"] for c in lamp] == ["On", "Off"]
     await rig.wait_events(1, "ChangeReport", endpoint="hall-1")
-    await rig.hub.wait_for(lambda: _invalid_total(rig.hub, 4), what="two configs and two states refused")
+    await rig.hub.wait_for(lambda: invalid_total(rig.hub, 4), what="two configs and two states refused")
     log = rig.hub.log()
     assert "hubd/device/battery-1/config: capabilities: interface 'Battery' is not one the platform knows; " \
            "use one of Brightness" in log
     assert "hubd/device/fan-1/config: capabilities: Switch has no operation 'Toggle'; it has Off, On" in log
     assert "hubd/device/lamp-2/state: Brightness: 150 is outside its range 0 to 100" in log
     assert "hubd/device/lamp-2/state: Switch: an object is not a Switch value; use one of Off, On" in log
-    assert "hubd/device/lamp-2/config: the platform refuses digits and punctuation in names (PROTOCOL.md 8), " \
+    assert "hubd/device/lamp-2/config: the platform refuses digits and punctuation in names, " \
            "so displayName 'Lamp 2' is sent as 'Lamp Two'; recommendRoomName 'Office #1' is sent as 'Office One'" \
            in log
     assert not rig.sim.rejections, rig.sim.rejections
@@ -418,7 +328,7 @@ async def test_a_refused_event_is_dead_lettered_with_the_answer_and_a_404_is_ret
     for _ in range(3):
         rig.publish("bell-1", "event", {"name": "DoorbellPress"})
     await rig.wait_events(1, "DoorbellPress", timeout_s=30)
-    await rig.hub.wait_for(lambda: _metric_at_least(rig.hub, "hubd_events_dead_lettered_total", 2), what="2 dead")
+    await rig.hub.wait_for(lambda: metric_at_least(rig.hub, "hubd_events_dead_lettered_total", 2), what="2 dead")
     with sqlite3.connect(rig.hub.workdir / "hubd.db") as db:
         dead = db.execute("SELECT name, http_status, response, attempts FROM dead_letters ORDER BY id").fetchall()
     assert [(d[0], d[1], d[3]) for d in dead] == [("DoorbellPress", 422, 2), ("DoorbellPress", 400, 1)]
@@ -439,7 +349,7 @@ async def test_403_again_after_a_refresh_ends_the_grant_once_and_keeps_the_event
     forbidden = [r for r in rig.sim.rejections if r.status == 403]
     assert len(forbidden) == 2 and forbidden[0].message_id == forbidden[1].message_id
     rig.publish("bell-1", "event", {"name": "DoorbellPress"})
-    await rig.hub.wait_for(lambda: _metric_at_least(rig.hub, "hubd_outbox_depth", 2), what="both presses kept")
+    await rig.hub.wait_for(lambda: metric_at_least(rig.hub, "hubd_outbox_depth", 2), what="both presses kept")
     _, users = await rig.hub.get("/api/users")
     assert users["users"][0]["status"] == "needs_rebind" and users["users"][0]["pendingEvents"] == 2
     await asyncio.sleep(0.5)
@@ -468,7 +378,7 @@ async def test_grants_list_and_remove(make_rig: Callable[..., Any]) -> None:
     await rig.bind("bob")
     rig.sim.set_outage(True)
     rig.publish("bell-1", "config", BELL, retain=True)
-    await rig.hub.wait_for(lambda: _metric_at_least(rig.hub, "hubd_outbox_depth", 2), what="queued for both")
+    await rig.hub.wait_for(lambda: metric_at_least(rig.hub, "hubd_outbox_depth", 2), what="queued for both")
     listed = _hubd("grants", "-c", str(rig.hub.config_path), "list")
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
@@ -494,15 +404,3 @@ async def _device_count(hub: HubdProcess, count: int) -> bool:
     return len(body["devices"]) >= count
 
 
-async def _metric_at_least(hub: HubdProcess, name: str, value: float) -> bool:
-    if "{" in name:
-        base, labels = name.split("{", 1)
-        return await hub.metric(base, labels.rstrip("}")) >= value
-    return await hub.metric(name) >= value
-
-
-async def _invalid_total(hub: HubdProcess, count: int) -> bool:
-    _, text = await hub.get("/metrics")
-    total = sum(float(line.split()[-1]) for line in str(text).splitlines()
-                if line.startswith("hubd_device_messages_invalid_total"))
-    return total >= count

@@ -7,13 +7,14 @@ import re
 from pathlib import Path
 
 import pytest
+from unit_helpers import device_message
 
 from hubd import conformance
 from hubd.cloud import messages
 from hubd.cloud.client import failure_sign
 from hubd.cloud.tokens import refresh_at
 from hubd.errors import DeviceMessageInvalid
-from hubd.events import BARRIER_LANE, DeviceMessage
+from hubd.events import BARRIER_LANE
 from hubd.metrics import Metrics
 from hubd.mqtt import codec
 from hubd.mqtt.codec import StateSample
@@ -253,9 +254,9 @@ async def test_a_state_may_name_its_interface_with_the_brand_prefix_as_a_config_
         config = {"displayName": "Lamp", "displayType": "light",
                   "capabilities": [{"interface": "Brand.Switch", "supportedOperations": ["On", "Off"]}]}
         await registry.handle([
-            DeviceMessage("config", "lamp", json.dumps(config).encode(), "b/device/lamp/config", 0.0),
-            DeviceMessage("state", "lamp", b'{"Brand.Switch": "on"}', "b/device/lamp/state", 0.0),
-            DeviceMessage("state", "lamp", b'{"Service.switch": "off"}', "b/device/lamp/state", 0.0)])
+            device_message("config", "lamp", json.dumps(config).encode(), base="b", brand="Brand"),
+            device_message("state", "lamp", b'{"Brand.Switch": "on"}', base="b", brand="Brand"),
+            device_message("state", "lamp", b'{"Service.switch": "off"}', base="b", brand="Brand")])
         assert metrics.counter("hubd_device_messages_invalid_total", "", "kind").get("state") == 0
         device = registry.get("lamp")
         assert device is not None and device.states["Switch"].value == "Off"

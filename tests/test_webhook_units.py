@@ -40,6 +40,8 @@ def test_valid_bodies_of_each_type() -> None:
 @pytest.mark.parametrize(("body", "path", "words"), [
     (b"{not json", "(body)", "not valid JSON"),
     (b"\xff\xfe", "(body)", "not UTF-8"),
+    (b"[" * 2000 + b"]" * 2000, "(body)", "nests arrays or objects more than 32 levels deep"),
+    (b'{"type": "tts", "data": {"text": ' + b"7" * 5000 + b"}}", "(body)", "a number of more than 4300 digits"),
     ([1, 2], "(body)", "must be a JSON object, not an array"),
     ({"devices": {"isAll": True}, "data": {"text": "x"}}, "type", "missing"),
     ({**TTS, "type": 3}, "type", "must be a string, not a number"),

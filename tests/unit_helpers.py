@@ -7,6 +7,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+from hubd.dialects.base import Decoded, decode_all
+from hubd.dialects.native import NativeDialect
+
 NOW = 1_700_000_000.0
 
 
@@ -34,3 +37,13 @@ async def eventually(check: Callable[[], bool | Awaitable[bool]], what: str, tim
             return
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.005)
+
+
+def device_message(kind: str, device_id: str, payload: bytes, received_at: float = 0.0, *, base: str = "hubd",
+                   brand: str = "Service") -> Decoded:
+    """One message on hubd's own topics (`<base>/device/<id>/<kind>`) as the bridge hands it to the registry."""
+    suffix = "command/result" if kind == "command_result" else kind
+    topic = f"{base}/device/{device_id}/{suffix}"
+    decoded = decode_all([NativeDialect(base, brand=brand)], topic, payload, received_at, False)
+    assert decoded is not None, topic
+    return decoded

@@ -7,6 +7,10 @@ the background, the sender waits for `token_now`), and the end of a grant (needs
 failure report, sent once). Nobody waits for a refresh while holding a send slot. Tokens are never logged.
 An unexpected error in one refresh or failure report is logged with its traceback and retried later; it
 never stops the manager.
+A write the disk refuses (`StorageUnavailable`) never loses what the platform gave: a new grant's commit is
+retried until stored (its code is spent); refreshed tokens, an ended grant and a sent failure report take
+effect in memory and are stored by `run()` once the database takes writes again (the platform may have
+spent the old refresh token, so the new one is kept and used meanwhile).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from hubd.cloud.client import TokenSet
 from hubd.errors import CloudAuthError, CloudError, CloudRejected, CloudUnavailable
 from hubd.lifecycle import Backoff, Clock
 from hubd.metrics import Metrics
+from hubd.store.db import StorageUnavailable
 from hubd.store.grants import Grant, GrantRepo
 
 log = logging.getLogger(__name__)
@@ -78,7 +83,8 @@ _Exchange = tuple[asyncio.Future[None], str, str, str | None, float | None, Gran
 
 def _code_key(user_id: str, code: str) -> bytes:
     """What the outcome of a code's exchange is remembered by (not the code itself)."""
-    return hashlib.sha256(f"{user_id}\0{code}".encode()).digest()
+    # surrogatepass: a code or userId with a lone surrogate (JSON allows "\ud800") is still only a key here.
+    return hashlib.sha256(f"{user_id}\0{code}".encode("utf-8", "surrogatepass")).digest()
 
 
 class TokenManager:
@@ -105,6 +111,8 @@ class TokenManager:
         self._codes: OrderedDict[bytes, tuple[asyncio.Future[None], float]] = OrderedDict()
         self._activations = 0
         self._activated: dict[str, int] = {}
+        self._unsaved: set[str] = set()  # users whose grant in memory is newer than its row (the disk refused)
+        self._unsaved_added = asyncio.Event()
         self._refreshes = metrics.counter("hubd_token_refreshes_total", "token refreshes, by outcome", "outcome")
         self._failures = metrics.counter("hubd_failure_reports_total", "failure reports sent, by outcome", "outcome")
         metrics.gauge("hubd_grants_active", "users whose grant is active",
@@ -122,6 +130,7 @@ class TokenManager:
         async with asyncio.TaskGroup() as group:
             group.create_task(self._schedule(), name="tokens.refresh")
             group.create_task(self._send_failure_reports(), name="tokens.failure-report")
+            group.create_task(self._save_unsaved(), name="tokens.save")
             while True:
                 exchange = await self._exchanges.get()
                 group.create_task(self._exchange(*exchange), name="tokens.accept-grant")
@@ -219,17 +228,25 @@ class TokenManager:
                     await self._end(grant, f"refresh refused: {err.error or err}")
                 else:
                     self._refreshes.inc(label="failed")
-                    await self._repo.note_error(user_id, str(err))
+                    await self._note_error(user_id, str(err))
                 raise
             except CloudUnavailable as err:
                 self._refreshes.inc(label="failed")
                 log.warning("refresh for user %s failed, will retry: %s", user_id, err)
-                await self._repo.note_error(user_id, str(err))
+                await self._note_error(user_id, str(err))
                 raise
             now = self._clock.time()
             # Persist before use: a crash after this point still has the new tokens.
-            if not await self._repo.update_tokens(user_id, tokens.access_token, tokens.refresh_token,
-                                                  now + tokens.expires_in, now):
+            unsaved = False
+            try:
+                stored = await self._repo.update_tokens(user_id, tokens.access_token, tokens.refresh_token,
+                                                        now + tokens.expires_in, now)
+            except StorageUnavailable as err:
+                # The platform may have spent the old refresh token: keep (and use) the new tokens, store them later.
+                log.warning("refreshed the token of user %s but could not store it (%s); using it, and storing it "
+                            "once the database takes writes", user_id, err)
+                stored = unsaved = True
+            if not stored:
                 # `hubd grants remove` deleted the grant while hubd ran: forget the user.
                 del self._grants[user_id]
                 self._stale.discard(user_id)
@@ -238,6 +255,8 @@ class TokenManager:
             self._grants[user_id] = Grant(user_id, grant.driver_user, tokens.access_token,
                                           tokens.refresh_token or grant.refresh_token, now + tokens.expires_in, now,
                                           "active", False, None)
+            if unsaved:
+                self._mark_unsaved(user_id)
             self._refreshes.inc(label="ok")
             self._stale.discard(user_id)
             self._retry_at.pop(user_id, None)
@@ -301,8 +320,9 @@ class TokenManager:
             now = self._clock.time()
             grant = Grant(user_id, driver_user, tokens.access_token, tokens.refresh_token, now + tokens.expires_in,
                           now, "active", False, None)
-            await commit(grant)
+            await self._commit_new(user_id, grant, commit)
             self._grants[user_id] = grant
+            self._unsaved.discard(user_id)  # the whole row was just written
             self._stale.discard(user_id)
             # The sender reads `activations()` before each load of new rows: once it has loaded after this,
             # it has the rows `commit` wrote (the new grant's AddOrUpdateReport, which must go first).
@@ -313,6 +333,56 @@ class TokenManager:
         log.info("user %s bound (token valid for %d s)", user_id, tokens.expires_in)
         self._changed.set()
         self._outbox_wakeup.set()
+
+    async def _commit_new(self, user_id: str, grant: Grant, commit: GrantCommit) -> None:
+        """Store a new grant; a commit the disk refuses is retried once it takes writes (the code is spent)."""
+        held = False
+        while True:
+            try:
+                await commit(grant)
+            except StorageUnavailable as err:
+                if not held:
+                    held = True
+                    log.warning("holding the new grant of user %s until the database takes it: %s", user_id, err)
+                await self._repo.writable()
+                continue
+            return
+
+    def _mark_unsaved(self, user_id: str) -> None:
+        self._unsaved.add(user_id)
+        self._unsaved_added.set()
+
+    async def _note_error(self, user_id: str, error: str) -> None:
+        """Remember the last transient error for the status page, if the disk takes it."""
+        try:
+            await self._repo.note_error(user_id, error)
+        except StorageUnavailable as err:
+            log.debug("could not note the refresh error of user %s: %s", user_id, err)
+
+    async def _save_unsaved(self) -> None:
+        """Store the grants that memory holds newer than their rows, once the database takes writes."""
+        while True:
+            await self._unsaved_added.wait()
+            self._unsaved_added.clear()
+            while self._unsaved:
+                await self._repo.writable()
+                for user_id in sorted(self._unsaved):
+                    async with self._locks[user_id]:
+                        grant = self._grants.get(user_id)
+                        if user_id not in self._unsaved or grant is None:
+                            self._unsaved.discard(user_id)
+                            continue
+                        try:
+                            found = await self._repo.store(grant)
+                        except StorageUnavailable:
+                            break  # wait for the database again
+                        self._unsaved.discard(user_id)
+                        if found:
+                            log.info("stored the grant of user %s that the database had refused", user_id)
+                        else:
+                            del self._grants[user_id]
+                            self._stale.discard(user_id)
+                            log.info("the grant of user %s was removed; no more events for them", user_id)
 
     def _require_active(self, user_id: str) -> Grant:
         grant = self._grants.get(user_id)
@@ -325,11 +395,17 @@ class TokenManager:
     async def _end(self, grant: Grant, reason: str) -> None:
         log.error("the grant of user %s has ended (%s); keeping their events until they bind again",
                   grant.user_id, reason)
-        await self._repo.mark_needs_rebind(grant.user_id, reason)
+        unsaved = False
+        try:
+            await self._repo.mark_needs_rebind(grant.user_id, reason)
+        except StorageUnavailable:
+            unsaved = True  # ended in memory now, in the database once it takes writes
         self._stale.discard(grant.user_id)
         self._grants[grant.user_id] = Grant(grant.user_id, grant.driver_user, grant.access_token,
                                             grant.refresh_token, grant.expires_at, grant.obtained_at,
-                                            "needs_rebind", grant.failure_reported, reason)
+                                            "needs_rebind", grant.failure_reported, reason[:500])
+        if unsaved:
+            self._mark_unsaved(grant.user_id)
         if self._failure_report and not grant.failure_reported:
             self._reports.put_nowait(grant.user_id)
 
@@ -402,9 +478,15 @@ class TokenManager:
             else:
                 self._failures.inc(label="gave_up")
             # Once per grant, whatever the outcome: the platform is not asked again for this grant.
-            await self._repo.mark_failure_reported(user_id)
+            unsaved = False
+            try:
+                await self._repo.mark_failure_reported(user_id)
+            except StorageUnavailable:
+                unsaved = True
             current = self._grants.get(user_id)
             if current is not None and not current.active:
                 self._grants[user_id] = Grant(current.user_id, current.driver_user, current.access_token,
                                               current.refresh_token, current.expires_at, current.obtained_at,
                                               current.status, True, current.last_error)
+                if unsaved:
+                    self._mark_unsaved(user_id)

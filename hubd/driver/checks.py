@@ -5,8 +5,8 @@ filled and submitted like a browser (cookies kept) and the redirect to the callb
 following it. Other redirects are followed, with GET, also to another origin (a single sign-on host),
 but not to the callback's origin nor with a code or token away from the driver; the username and
 password go only to the origin that served the form (a form sent elsewhere fails); 3 OAuthGetToken; 4
-OAuthRefresh. Prints one PASS/FAIL line per check. Imports hubd.driver.urls only; secrets in
-printed responses are shortened.
+OAuthRefresh. Prints one PASS/FAIL line per check. Imports hubd.driver.urls and hubd.web.jsonbody
+only; secrets in printed responses are shortened.
 """
 
 from __future__ import annotations
@@ -30,8 +30,10 @@ from hubd.driver.urls import (
     origin_key,
     query_pairs,
 )
+from hubd.web.jsonbody import JsonBodyInvalid, load_json
 
 TIMEOUT_S = 15.0
+MAX_REPLY_BYTES = 1024 * 1024
 MAX_HOPS = 10
 _SECRET_PARAMS = frozenset({"code", "userToken", "refreshToken"})
 SHOWN_CHARS = 300
@@ -250,9 +252,9 @@ class DriverChecker:
         if status != 200:
             raise CheckFailed(f"POST {url} -> HTTP {status}, expected 200: {_snippet(text)}")
         try:
-            body = json.loads(text)
-        except ValueError:
-            raise CheckFailed(f"POST {url} -> not JSON: {_snippet(text)}") from None
+            body = load_json(text.encode("utf-8", "surrogatepass"), max_bytes=MAX_REPLY_BYTES)
+        except JsonBodyInvalid as err:
+            raise CheckFailed(f"POST {url} -> not JSON a driver would send ({err}): {_snippet(text)}") from None
         if not isinstance(body, dict):
             raise CheckFailed(f"the reply must be a JSON object: {_snippet(text)}")
         if type(body.get("status")) is not int:

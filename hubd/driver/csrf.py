@@ -68,7 +68,8 @@ class CsrfGuard:
     def token_ok(self, token: str, callback: str, browser: str, now: float) -> bool:
         """Whether `token` was issued by this hub, to this browser, for this callbackURL, less than 10 minutes ago."""
         issued_text, _, mac = token.partition(".")
-        if not issued_text.isdigit() or not mac:
+        # compare_digest refuses non-ASCII text, and isdigit() alone takes other scripts' digits
+        if not token.isascii() or not issued_text.isdigit() or not mac:
             return False
         issued = int(issued_text)
         if not issued - CSRF_SKEW_S <= now <= issued + CSRF_TTL_S:

@@ -4,18 +4,18 @@ Owns `POST /driver/command` (OAuth, OAuthGetToken, OAuthRefresh and its alias re
 login page `GET/POST /oauth/authorize`, login limits, CSRF protection, and `verify_user_token` (with
 `recent_verdict`, its fallback while the database stalls, emptied whenever this driver revokes or rotates
 tokens), which the vendor endpoint uses for the token in AcceptGrant and directives. Imports config,
-errors, lifecycle, metrics, store and the hubd.driver modules; never logs a token, code or password.
+errors, lifecycle, metrics, store, the hubd.driver modules and the pure hubd.web modules (client
+address, bounded JSON); never logs a token, code or password.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
-import json
 import logging
 import math
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -25,8 +25,10 @@ from hubd.config import DriverConfig
 from hubd.driver import page as login_page
 from hubd.driver.csrf import CsrfGuard
 from hubd.driver.limits import LoginLimiter
-from hubd.driver.passwords import PasswordHashInvalid, check_hash, hash_password, is_hash, verify_password
+from hubd.driver.passwords import hash_password, is_hash, verify_password
+from hubd.driver.policy import driver_policy
 from hubd.driver.store import CodeReused, DriverRepo, Lifetimes, RefreshReused, TokenCheck, TokenStatus
+from hubd.driver.trust import DeviceCookies
 from hubd.driver.urls import (
     AUTHORIZE_PATH,
     CALLBACK_PARAM,
@@ -36,7 +38,6 @@ from hubd.driver.urls import (
     check_callback,
     get_ci,
     origin,
-    parse_callback_hosts,
 )
 from hubd.driver.verdicts import VerdictCache
 from hubd.errors import ConfigError, DriverError, StoreError
@@ -44,6 +45,8 @@ from hubd.jsonkind import json_kind
 from hubd.lifecycle import Clock, SystemClock
 from hubd.metrics import Metrics
 from hubd.store.db import Database
+from hubd.web.client_address import FORWARDED_FOR, client_address, throttle_key
+from hubd.web.jsonbody import JsonBodyInvalid, load_json
 
 __all__ = ["DriverService", "TokenCheck", "TokenStatus"]
 
@@ -51,6 +54,8 @@ log = logging.getLogger(__name__)
 
 DRIVER_ERROR = "E_DRIVER_ERROR"
 COMMANDS = "OAuth, OAuthGetToken or OAuthRefresh"
+MAX_COMMAND_BYTES = 16 * 1024  # a driver command is a small object: a callbackURL or a UserAuth
+COMMAND_EXAMPLE = '{"command": "OAuth", "params": {"callbackURL": "https://..."}}'
 
 _Command = Callable[[Mapping[str, Any]], Awaitable[Any]]
 
@@ -61,12 +66,15 @@ class DriverService:
     name = "driver"
 
     def __init__(
-        self, db: Database, config: DriverConfig, *, public_url: str, metrics: Metrics, clock: Clock | None = None
+        self, db: Database, config: DriverConfig, *, public_url: str, metrics: Metrics, clock: Clock | None = None,
+        auth_url: str | None = None, trusted_proxies: Sequence[str] = (),
     ) -> None:
         self._config = config
         self._public_url = public_url.rstrip("/")
         self._csrf = CsrfGuard(self._public_url)
-        self._callback_rules, self._host_problems = parse_callback_hosts(config.callback_hosts)
+        self._devices = DeviceCookies(self._public_url)
+        self._policy = driver_policy(config, auth_url=auth_url, trusted_proxies=trusted_proxies)
+        self._callback_rules = self._policy.callbacks
         self._clock: Clock = clock or SystemClock()
         self._accounts = {a.username: a.password.get_secret_value() for a in config.accounts}
         self._repo = DriverRepo(db, Lifetimes(user_s=config.token_ttl_s, refresh_s=config.refresh_ttl_s),
@@ -84,32 +92,16 @@ class DriverService:
                                             "result")
 
     async def start(self) -> None:
-        """Check driver.accounts and callback_hosts, warn about weak settings, load or create the CSRF key."""
-        problems: list[str] = list(self._host_problems)
-        seen: set[str] = set()
-        for i, account in enumerate(self._config.accounts):
-            if account.username in seen:
-                problems.append(f"driver.accounts[{i}].username: {account.username!r} is listed twice")
-            seen.add(account.username)
-            stored = account.password.get_secret_value()
-            if is_hash(stored):
-                try:
-                    check_hash(stored)
-                except PasswordHashInvalid as err:
-                    problems.append(f"driver.accounts[{i}].password: {err}")
-            else:
-                log.warning("driver account %r has a plain-text password in the config; "
-                            "replace it with the output of `hubd hash-password`", account.username)
-        if problems:
-            raise ConfigError(problems)
-        self._csrf.load_key(await self._repo.server_secret())
+        """Check driver.accounts, callback_hosts and http.trusted_proxies, warn about weak settings, load the key."""
+        if self._policy.problems:
+            raise ConfigError(self._policy.problems)
+        key = await self._repo.server_secret()
+        self._csrf.load_key(key)
+        self._devices.load_key(key)
         # One real scrypt run for unknown users too, so timing does not tell which usernames exist.
         self._dummy_hash = await asyncio.to_thread(hash_password, secrets.token_urlsafe(16))
-        if not self._accounts:
-            log.warning("driver.accounts is empty: nobody can log in on the authorize page")
-        if not self._config.callback_hosts:
-            log.warning("driver.callback_hosts is empty: a login may send its code to any host; "
-                        "set it to the platform's callback host")
+        for warning in self._policy.warnings:
+            log.warning("%s", warning)
         if _unspecified(urlsplit(self._public_url).hostname):
             log.warning("the driver hands out %s%s?... as the login page, which no phone can open; "
                         "set http.public_url to the URL browsers reach this hub at", self._public_url, AUTHORIZE_PATH)
@@ -156,18 +148,16 @@ class DriverService:
     async def _command_route(self, request: web.Request) -> web.Response:
         body: object = None
         try:
+            if request.content_length is not None and request.content_length > MAX_COMMAND_BYTES:
+                raise web.HTTPRequestEntityTooLarge(max_size=MAX_COMMAND_BYTES, actual_size=request.content_length)
             raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
-            reply = _error("the body is too large; a driver command is a small JSON object")
+            reply = _error(f"the body is too large; a driver command is a small JSON object such as {COMMAND_EXAMPLE}")
         else:
             try:
-                body = json.loads(raw)
-            except (ValueError, UnicodeDecodeError) as err:
-                reply = _error(f"the body is not valid JSON ({err}); send "
-                               '{"command": "OAuth", "params": {"callbackURL": "https://..."}}')
-            except RecursionError:
-                reply = _error("the body is nested too deeply; a driver command is a small JSON object such as "
-                               '{"command": "OAuth", "params": {"callbackURL": "https://..."}}')
+                body = load_json(raw, max_bytes=MAX_COMMAND_BYTES)
+            except JsonBodyInvalid as err:
+                reply = _error(f"{err}; send a small JSON object such as {COMMAND_EXAMPLE}")
             else:
                 try:
                     reply = await self.handle_command(body)
@@ -293,15 +283,15 @@ class DriverService:
             return again(400, "This sign-in form has expired or did not come from this hub. Please sign in again.")
         if not username or not password:
             return again(200, "Enter your username and password.")
-        address = request.remote or "unknown"
+        address = self._client(request)
         began = self._clock.monotonic()
+        device = self._devices.device_of(request, username, now)
         # Counted before the slow check (and taken back on success): no await between check and count.
-        wait_s = self._limiter.begin(username, address, began)
-        if wait_s > 0:
+        attempt = self._limiter.begin(username, throttle_key(address), device, began)
+        if attempt.wait_s > 0:
             self._login_count.inc(label="limited")
-            minutes = max(1, math.ceil(wait_s / 60))
-            return again(429, f"Too many failed sign-in attempts. Try again in {minutes} "
-                              f"minute{'s' if minutes != 1 else ''}.", {"Retry-After": str(math.ceil(wait_s))})
+            return again(429, f"Too many failed sign-in attempts. Try again in {_wait_text(attempt.wait_s)}.",
+                         {"Retry-After": str(math.ceil(attempt.wait_s))})
         if not await asyncio.to_thread(self._password_ok_blocking, username, password):
             self._login_count.inc(label="wrong_password")
             if username in self._accounts:
@@ -309,7 +299,7 @@ class DriverService:
             else:
                 log.warning("driver: login with an unknown username from %s", address)
             return again(200, "Wrong username or password.")
-        self._limiter.succeeded(username, address, began)
+        self._limiter.succeeded(attempt, self._clock.monotonic())
         self._login_count.inc(label="ok")
         if self._config.mode == "oauth2":
             code = await self._repo.issue_code(username, callback, now)
@@ -320,8 +310,15 @@ class DriverService:
             location = add_params(callback, {"userId": pair.user_id, "userToken": pair.user_token,
                                              "expiresIn": str(pair.expires_in), "refreshToken": pair.refresh_token})
         log.info("driver: %r signed in from %s; redirecting to %s", username, address, parts.hostname)
-        return web.Response(status=302, headers={"Location": location, "Cache-Control": "no-store",
-                                                 "Referrer-Policy": "no-referrer"})
+        response = web.Response(status=302, headers={"Location": location, "Cache-Control": "no-store",
+                                                     "Referrer-Policy": "no-referrer"})
+        if device is None:
+            self._devices.set_cookie(response, username, now)
+        return response
+
+    def _client(self, request: web.Request) -> str:
+        """The client's address: the peer's, or through a trusted proxy the one X-Forwarded-For names."""
+        return client_address(request.remote, request.headers.getall(FORWARDED_FOR, []), self._policy.proxies)
 
     def _page(
         self, status: int, callback: str | None, *, host: str | None = None, target: str | None = None,
@@ -373,6 +370,15 @@ def _number_text(value: int | float) -> str:
 
 def _form_text(value: object) -> str:
     return value if isinstance(value, str) else ""
+
+
+def _wait_text(wait_s: float) -> str:
+    """`1 second`, `12 seconds`, `15 minutes`: a wait, rounded up."""
+    if wait_s <= 90:
+        seconds = max(1, math.ceil(wait_s))
+        return f"{seconds} second{'s' if seconds != 1 else ''}"
+    minutes = math.ceil(wait_s / 60)
+    return f"{minutes} minutes"
 
 
 def _unspecified(host: str | None) -> bool:

@@ -4,8 +4,12 @@ Pure functions, shared by the service and `hubd check-driver`. Imports nothing f
 
 driver.callback_hosts entries (README "hubd as the brand's driver"): a bare `host` or `host:port`
 allows https on that port (443 by default); a loopback host (localhost, 127.x, [::1]) also allows
-http, and any port when none is given; `http://host[:port]` or `https://host[:port]` allows exactly
-that scheme and port (the scheme's default port when none is given).
+http, and any port when none is given; `https://host[:port]` (or, for a loopback host only,
+`http://host[:port]`) allows exactly that scheme and port (the scheme's default port when none is
+given); `["*"]` allows any host. Unset (or empty), it allows the host of platform.auth_url, or only
+loopback hosts without one. Whatever the entries, plain http goes to loopback hosts only, and a
+callbackURL that already carries a parameter the redirect adds (`code`, or in oauth mode `userId`,
+`userToken`, `expiresIn`, `refreshToken`) is refused: it would reach the app with two of them.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from hubd.errors import HubdError
 
 AUTHORIZE_PATH = "/oauth/authorize"
 CALLBACK_PARAM = "callbackURL"
+ANY_HOST = "*"
+# What the login redirect adds to the callbackURL, by driver.mode.
+ADDED_PARAMS = {"oauth2": ("code",), "oauth": ("userId", "userToken", "expiresIn", "refreshToken")}
 MAX_URL_CHARS = 2048
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # A host name is letters, digits, '-' and '.'; anything else (';', ',', "'", '\\', '_' ...) could
@@ -53,9 +60,57 @@ class HostRule:
         return scheme == "https" and port == (self.port or DEFAULT_PORTS["https"])
 
 
+@dataclass(frozen=True, slots=True)
+class CallbackRules:
+    """Where a callbackURL may point, and which parameters it must not carry yet."""
+
+    hosts: tuple[HostRule, ...] = ()
+    any_host: bool = False
+    any_loopback: bool = False  # any loopback host (localhost, 127.0.0.0/8, ::1), any port, http or https
+    added: tuple[str, ...] = ()  # the parameters the redirect adds
+    source: str = "driver.callback_hosts"  # where the hosts come from, for the refusal's message
+
+
 def authorize_url(public_url: str, callback_url: str) -> str:
     """The login page URL for `callback_url`, fully percent-encoded (PROTOCOL.md 10)."""
     return f"{public_url.rstrip('/')}{AUTHORIZE_PATH}?{CALLBACK_PARAM}={quote(callback_url, safe='')}"
+
+
+def callback_rules(entries: Sequence[str], *, auth_url: str | None, mode: str) -> tuple[CallbackRules, list[str]]:
+    """The rules of driver.callback_hosts (or its default) in driver.mode, and one line per bad entry."""
+    added = ADDED_PARAMS.get(mode, ())
+    if ANY_HOST in (entry.strip() for entry in entries):
+        problems = [] if len(entries) == 1 else [
+            f'driver.callback_hosts: "{ANY_HOST}" allows any host, so the other entries mean nothing; '
+            f'give ["{ANY_HOST}"] alone, or list the hosts without it']
+        return CallbackRules(any_host=True, added=added), problems
+    if entries:
+        hosts, problems = parse_callback_hosts(entries)
+        return CallbackRules(hosts, added=added), problems
+    return default_rules(auth_url, added), []
+
+
+def default_rules(auth_url: str | None, added: tuple[str, ...] = ()) -> CallbackRules:
+    """What an unset driver.callback_hosts allows: the host of platform.auth_url, or without one loopback hosts."""
+    loopback = CallbackRules(any_loopback=True, added=added,
+                             source="driver.callback_hosts (not set, and without platform.auth_url its default "
+                                    "allows only loopback hosts)")
+    if auth_url is None:
+        return loopback
+    try:
+        parts = urlsplit(auth_url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return loopback
+    if not host or _NETLOC.fullmatch(host if ":" not in host else f"[{host}]") is None:
+        return loopback
+    hosts = [HostRule(host.lower(), None, None)]
+    if parts.scheme.lower() == "https" and port not in (None, DEFAULT_PORTS["https"]):
+        hosts.append(HostRule(host.lower(), "https", port))
+    shown = f"[{host}]" if ":" in host else host
+    return CallbackRules(tuple(hosts), added=added,
+                         source=f"driver.callback_hosts (not set: its default allows only {shown}, the host of "
+                                "platform.auth_url)")
 
 
 def parse_callback_hosts(entries: Iterable[str]) -> tuple[tuple[HostRule, ...], list[str]]:
@@ -95,11 +150,18 @@ def host_rule(entry: str) -> HostRule:
         if not port_text.isdigit() or not 0 < int(port_text) < 65536:
             raise CallbackInvalid(f"{entry!r} has a bad port {port_text!r}; use a number from 1 to 65535")
         port = int(port_text)
-    return HostRule(match["host"].strip("[]").lower(), scheme, port)
+    host = match["host"].strip("[]").lower()
+    if scheme == "http" and not is_loopback(host):
+        raise CallbackInvalid(f"{entry!r} allows plain http to a host that is not this machine: the login's code "
+                              f"would cross the network unencrypted; write https://{match['host']}"
+                              f"{':' + port_text if port_text else ''} or the bare host (http:// is only for "
+                              "localhost, 127.0.0.1 and [::1])")
+    return HostRule(host, scheme, port)
 
 
-def check_callback(url: str, allowed: Sequence[HostRule]) -> SplitResult:
-    """The parsed callbackURL, or CallbackInvalid: http(s), a valid host, no credentials, an allowed host."""
+def check_callback(url: str, rules: CallbackRules) -> SplitResult:
+    """The parsed callbackURL, or CallbackInvalid: http(s), a valid host, no credentials, an allowed host,
+    http only to a loopback host, none of the parameters the redirect adds."""
     if not url:
         raise CallbackInvalid("callbackURL is empty")
     if len(url) > MAX_URL_CHARS:
@@ -129,13 +191,18 @@ def check_callback(url: str, allowed: Sequence[HostRule]) -> SplitResult:
         port = parts.port
     except ValueError as err:
         raise CallbackInvalid(f"callbackURL has a bad port: {err}") from None
-    if allowed:
-        scheme = parts.scheme.lower()
+    scheme = parts.scheme.lower()
+    if scheme == "http" and not is_loopback(hostname):
+        raise CallbackInvalid(f"callbackURL {origin(parts)!r} is plain http to another machine, which would carry "
+                              "the login's code unencrypted; only https:// is allowed there (http:// only to "
+                              "localhost, 127.0.0.1 and [::1])")
+    if not rules.any_host and not (rules.any_loopback and is_loopback(hostname)):
         effective = port if port is not None else DEFAULT_PORTS[scheme]
-        if not any(rule.allows(scheme, hostname, effective) for rule in allowed):
-            raise CallbackInvalid(f"callbackURL's origin {origin(parts)!r} is not allowed by driver.callback_hosts "
-                                  "(a bare host allows https on port 443 only; write the scheme and port, e.g. "
-                                  "http://host:8080, to allow others)")
+        if not any(rule.allows(scheme, hostname, effective) for rule in rules.hosts):
+            raise CallbackInvalid(f"callbackURL's origin {origin(parts)!r} is not allowed by {rules.source}; "
+                                  "add its host to driver.callback_hosts if it is the platform's (a bare host "
+                                  "allows https on port 443 only; write host:port to allow another port)")
+    _check_added(parts.query, rules.added)
     return parts
 
 
@@ -203,6 +270,17 @@ def get_ci(mapping: Mapping[str, object], name: str) -> object | None:
 def query_pairs(query: str) -> list[tuple[str, str]]:
     """A query string's (name, value) pairs in order, blanks kept."""
     return parse_qsl(query, keep_blank_values=True)
+
+
+def _check_added(query: str, added: Sequence[str]) -> None:
+    """Refuse a query that already has a parameter the redirect adds (by any case, split at & or ;)."""
+    wanted = {name.lower(): name for name in added}
+    for pair in re.split("[&;]", query):
+        name = unquote(pair.partition("=")[0].replace("+", " ")).strip().lower()
+        if name in wanted:
+            raise CallbackInvalid(f"callbackURL already carries a {wanted[name]!r} parameter; this hub adds its own "
+                                  "after the sign-in and never a second one, so it will not use this link (links "
+                                  "made by the platform carry none)")
 
 
 def _valid_host(host: str) -> bool:

@@ -76,4 +76,4 @@ class VerdictCache:
 
 
 def _digest(token: str) -> bytes:
-    return hashlib.sha256(token.encode()).digest()
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()

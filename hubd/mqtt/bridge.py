@@ -2,7 +2,9 @@
 
 Upstream flow: broker -> `MqttClient.next_batch` -> `MessageSink.handle` (which persists what the
 messages cause) -> manual PUBACK. Acking only after the sink returns is what makes "nothing the
-broker handed over is lost" true across a SIGKILL: unacked QoS 1 messages are redelivered.
+broker handed over is lost" true across a SIGKILL: unacked QoS 1 messages are redelivered. A sink that
+waits out a disk refusing writes (the registry does) holds the batch unacked meanwhile: the broker keeps
+the rest, and the pump goes on once the commit went through.
 Downstream: `publish()` for set/command messages, waiting briefly for a connection.
 """
 
@@ -14,8 +16,8 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
+from hubd.dialects.base import Decoded, Dialect, InputRejected, Outgoing, Route, input_kind
 from hubd.errors import MqttRejected, MqttUnavailable
-from hubd.events import DeviceMessage
 from hubd.lifecycle import Backoff, Clock, Health, SystemClock
 from hubd.metrics import Metrics
 from hubd.mqtt import topics
@@ -33,10 +35,17 @@ ANNOUNCE_TIMEOUT_S = 10.0
 
 
 class MessageSink(Protocol):
-    """The next stage: takes a batch of device messages and returns once their effects are durable."""
+    """The next stage: takes a batch of decoded device messages and returns once their effects are durable."""
 
-    async def handle(self, messages: Sequence[DeviceMessage]) -> None:
+    async def handle(self, batch: Sequence[Decoded]) -> None:
         """Process (and persist the effects of) a batch, in order."""
+
+
+class RouteBook(Protocol):
+    """The routes kept with the devices (the registry), for the dialects to restore at start."""
+
+    def routes(self, dialect: str) -> list[tuple[str, Route]]:
+        """(device_id, route) of each device of one dialect."""
 
 
 class MqttBridge:
@@ -44,23 +53,35 @@ class MqttBridge:
 
     name = "mqtt"
 
-    def __init__(self, client: MqttClient, *, base_topic: str, sink: MessageSink, health: Health,
-                 metrics: Metrics, backoff: Backoff | None = None, clock: Clock | None = None) -> None:
+    def __init__(self, client: MqttClient, *, base_topic: str, dialects: Sequence[Dialect], sink: MessageSink,
+                 health: Health, metrics: Metrics, routes: RouteBook | None = None, backoff: Backoff | None = None,
+                 clock: Clock | None = None) -> None:
         self._client = client
+        self._dialects = tuple(dialects)
+        self._routes = routes
+        self._new_subscriptions: asyncio.Queue[list[tuple[str, int]]] = asyncio.Queue()
         self._clock: Clock = clock or SystemClock()
         self._up_since: float | None = None
         self._base = base_topic
         self._sink = sink
         self._health = health
         self._backoff = backoff or Backoff(initial_s=0.5, cap_s=30.0)
+        self._short_sessions = 0  # sessions in a row that the broker ended soon after they began
         self._connected = asyncio.Event()
         self._received = metrics.counter("hubd_mqtt_messages_total", "MQTT messages received, by kind", "kind")
         self._ignored = metrics.counter("hubd_mqtt_ignored_total", "MQTT messages on topics hubd does not use")
+        self._failed = metrics.counter("hubd_device_messages_failed_total",
+                                       "device messages hubd failed on unexpectedly (a bug), by exception", "error")
+        self._failures_logged: set[str] = set()
         self._connects = metrics.counter("hubd_mqtt_connects_total", "successful connections to the broker")
         health.require("mqtt", "not connected yet")
 
     async def start(self) -> None:
-        """Nothing to acquire: connecting is part of run(), so a broker that is down delays readiness."""
+        """Prime the dialects from the kept routes; connecting is part of run(), so a broker that is down delays
+        readiness."""
+        if self._routes is not None:
+            for dialect in self._dialects:
+                dialect.restore(self._routes.routes(dialect.name))
 
     async def run(self) -> None:
         """Connect, subscribe, announce, pump messages; on loss back off and do it all again.
@@ -80,10 +101,15 @@ class MqttBridge:
             except MqttUnavailable as err:
                 self._lost(str(err))
                 up_for = self._uptime()
-                if up_for is not None and up_for < STABLE_AFTER_S:
-                    log.warning("MQTT connection lost %.1f s after connecting: %s (is another client connected with"
-                                " client id %r? the broker drops the older of two)", up_for, err,
-                                self._client.client_id)
+                # A broker restart drops us once and refuses us until it is back; another client with our
+                # client id takes the session over again and again while the broker stays up. So the hint
+                # comes only after a second short session in a row, with no failed connect between them.
+                self._short_sessions = self._short_sessions + 1 if up_for is not None and up_for < STABLE_AFTER_S \
+                    else 0
+                if self._short_sessions >= 2:
+                    log.warning("MQTT connection lost %.1f s after connecting, again: %s (is another client "
+                                "connected with client id %r? the broker drops the older of two; set a unique "
+                                "mqtt.client_id)", up_for, err, self._client.client_id)
                 else:
                     log.warning("MQTT connection lost or unavailable: %s", err)
             up_for = self._uptime()
@@ -107,8 +133,9 @@ class MqttBridge:
         """True while the session is up."""
         return self._connected.is_set()
 
-    async def publish(self, device_id: str, suffix: str, payload: bytes, *, timeout_s: float | None = None) -> None:
-        """Publish QoS 1 to `B/device/ID/suffix`; waits up to PUBLISH_WAIT_S for a connection.
+    async def publish(self, message: Outgoing, *, timeout_s: float | None = None) -> None:
+        """Publish one message a dialect made (a control, a speaker command); waits up to PUBLISH_WAIT_S for a
+        connection.
 
         With timeout_s, the whole call is bounded by it, and MqttUnconfirmed says the message went out
         but its PUBACK did not come in time (see MqttClient.publish).
@@ -120,11 +147,11 @@ class MqttBridge:
                 await self._connected.wait()
         except TimeoutError as err:
             raise MqttUnavailable("not connected to the MQTT broker") from err
-        topic = topics.device_topic(self._base, device_id, suffix)
         if deadline is None:
-            await self._client.publish(topic, payload, qos=1)
+            await self._client.publish(message.topic, message.payload, qos=message.qos, retain=message.retain)
         else:
-            await self._client.publish(topic, payload, qos=1, timeout_s=max(0.0, deadline - loop.time()))
+            await self._client.publish(message.topic, message.payload, qos=message.qos, retain=message.retain,
+                                       timeout_s=max(0.0, deadline - loop.time()))
 
     async def _session(self) -> None:
         """One connection: subscribe and announce while already taking in what the broker sends.
@@ -150,6 +177,7 @@ class MqttBridge:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._pump(), name="mqtt-pump")
                 group.create_task(self._announce(session_present), name="mqtt-announce")
+                group.create_task(self._subscribe_new(), name="mqtt-subscribe")
         except* MqttUnavailable as errors:
             failure = errors.exceptions[0]  # type: ignore[assignment]  # the only leaf type except* let through
         if failure is not None:
@@ -157,35 +185,67 @@ class MqttBridge:
 
     async def _announce(self, session_present: bool) -> None:
         # Subscribed again on every connection: a broker that lost its state knows nothing of us.
-        await self._client.subscribe(topics.subscriptions(self._base), timeout_s=ANNOUNCE_TIMEOUT_S)
+        filters = [f for dialect in self._dialects for f in dialect.subscriptions()]
+        await self._client.subscribe(filters, timeout_s=ANNOUNCE_TIMEOUT_S)
         await self._client.publish(topics.status_topic(self._base), b"online", qos=1, retain=True,
                                    timeout_s=ANNOUNCE_TIMEOUT_S)
         self._connects.inc()
         self._up_since = self._clock.monotonic()
         self._connected.set()
         self._health.set("mqtt", True, "connected")
-        log.info("MQTT connected (session present: %s), subscribed under %s/device/+", session_present,
-                 self._base)
+        log.info("MQTT connected (session present: %s), subscribed to %d topic filters (%s)", session_present,
+                 len(filters), ", ".join(d.name for d in self._dialects))
 
     async def _pump(self) -> None:
         while True:
             batch = await self._client.next_batch(BATCH_MAX)
             await self._sink.handle(self._decode(batch))
             self._client.ack(batch)
+            new = [f for dialect in self._dialects for f in dialect.pending_subscriptions()]
+            if new:
+                self._new_subscriptions.put_nowait(new)
 
-    def _decode(self, batch: Sequence[Message]) -> list[DeviceMessage]:
+    async def _subscribe_new(self) -> None:
+        """Subscribe to the topics the dialects learned of (a discovered device's state topic), as they come.
+
+        Not from the pump: amqtt reads no SUBSCRIBE while deliveries to us wait for their acknowledgement.
+        A failure ends the session; the next one subscribes to everything the dialects know.
+        """
+        while True:
+            filters = await self._new_subscriptions.get()
+            while not self._new_subscriptions.empty():
+                filters += self._new_subscriptions.get_nowait()
+            await self._client.subscribe(filters, timeout_s=ANNOUNCE_TIMEOUT_S)
+            log.debug("subscribed to %d more topics", len(filters))
+
+    def _decode(self, batch: Sequence[Message]) -> list[Decoded]:
         now = time.time()
-        out: list[DeviceMessage] = []
+        out: list[Decoded] = []
         for message in batch:
-            parsed = topics.parse(self._base, message.topic)
-            if parsed is None:
+            decoded = self._decode_one(message, now)
+            if decoded is None:
                 self._ignored.inc()
                 continue
-            device_id, kind = parsed
-            self._received.inc(label=kind)
-            out.append(DeviceMessage(kind=kind, device_id=device_id, payload=message.payload,
-                                     topic=message.topic, received_at=now, retained=message.retain))
+            self._received.inc(label=input_kind(decoded.inputs[0]) if decoded.inputs else "none")
+            out.append(decoded)
         return out
+
+    def _decode_one(self, message: Message, now: float) -> Decoded | None:
+        """The first claiming dialect's reading; a dialect's failure is this message's, never the batch's."""
+        for dialect in self._dialects:
+            if not dialect.claims(message.topic):
+                continue
+            try:
+                inputs = tuple(dialect.decode(message.topic, message.payload, now, message.retain))
+            except Exception as err:  # a dialect's bug for this message must not stop the others (nor hubd)
+                self._failed.inc(label=type(err).__name__)
+                first = type(err).__name__ not in self._failures_logged
+                self._failures_logged.add(type(err).__name__)
+                log.error("ignored message on %s: the %s dialect failed on it (%s: %s)", message.topic,
+                          dialect.name, type(err).__name__, str(err)[:200], exc_info=first)
+                inputs = (InputRejected("other", f"the {dialect.name} dialect failed on it ({type(err).__name__})"),)
+            return Decoded(message.topic, now, message.retain, inputs)
+        return None
 
     def _uptime(self) -> float | None:
         """Seconds the last session was up, or None if it never got that far."""
@@ -194,3 +254,4 @@ class MqttBridge:
     def _lost(self, detail: str) -> None:
         self._connected.clear()
         self._health.set("mqtt", False, detail)
+

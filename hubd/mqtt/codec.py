@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from hubd.errors import DeviceMessageInvalid
 
 MAX_PAYLOAD_BYTES = 64 * 1024
+# Deeper JSON is refused before it is parsed: json.loads recurses, and 2,000 levels are a RecursionError.
+MAX_NESTING = 32
 
 # PROTOCOL.md section 7: the platform's displayType values.
 DISPLAY_TYPES = frozenset({
@@ -54,6 +56,8 @@ class _CapabilityModel(BaseModel):
         brand = (info.context or {}).get("brand", "Service")
         for prefix in (f"{brand}.", "Service."):
             value = value.removeprefix(prefix)
+        if not value:
+            raise ValueError("must name an interface after the brand prefix, e.g. \"Switch\"")
         return value
 
     @field_validator("supportedOperations")
@@ -334,8 +338,8 @@ def parse_command_result(payload: bytes) -> CommandResult:
 
 def format_time(epoch_s: float) -> str:
     """ISO 8601 UTC with milliseconds and Z, as the platform wants it."""
-    moment = datetime.fromtimestamp(epoch_s, tz=UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    # isoformat, not strftime: glibc's %Y writes the year 999 as "999", which is not ISO 8601.
+    return datetime.fromtimestamp(epoch_s, tz=UTC).isoformat(timespec="milliseconds").removesuffix("+00:00") + "Z"
 
 
 _BASIC_RE = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2}):?(\d{2}):?(\d{2})(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$")
@@ -356,31 +360,90 @@ def _parse_time(value: object, field: str) -> str:
         raise DeviceMessageInvalid(f"{field}: {value!r} is not ISO 8601; use e.g. 2024-01-31T12:00:00.000Z") from err
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return format_time(moment.timestamp())
+    try:
+        return format_time(moment.timestamp())
+    except (ValueError, OverflowError, OSError) as err:  # 0001-01-01T00:00+05:00 is in year 0 in UTC
+        raise DeviceMessageInvalid(f"{field}: {value!r} is not a time in years 1 to 9999 UTC") from err
 
 
 def _value(value: object, field: str) -> StateValue:
     if isinstance(value, bool) or value is None:
         raise DeviceMessageInvalid(f"{field}: must be a string or a number (e.g. \"On\" or 21.5), got {value!r}")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise DeviceMessageInvalid(f"{field}: must be a finite number")
+    if isinstance(value, int | float) and not _finite(value):
+        raise DeviceMessageInvalid(f"{field}: must be a finite number within ±1.7e308")
     if isinstance(value, str | int | float):
         return value
     if isinstance(value, dict):
+        _require_finite(value, field)
         return value
     raise DeviceMessageInvalid(f"{field}: must be a string or a number, got {type(value).__name__}")
+
+
+def _finite(number: int | float) -> bool:
+    """A number the platform's JSON (doubles) and hubd's arithmetic (floats) can hold: no NaN, no Infinity,
+    no integer such as 1 followed by 400 zeros (JSON allows it; float() of it is an OverflowError)."""
+    return math.isfinite(number) if isinstance(number, float) else abs(number) <= sys.float_info.max
+
+
+def _require_finite(value: dict[str, Any], field: str) -> None:
+    """Refuse a number inside an object value that is not `_finite`."""
+    todo: list[object] = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, int | float) and not isinstance(item, bool) and not _finite(item):
+            raise DeviceMessageInvalid(f"{field}: must hold only finite numbers within ±1.7e308")
+        if isinstance(item, dict):
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
 
 
 def _json_object(payload: bytes) -> dict[str, Any]:
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise DeviceMessageInvalid(f"payload is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES}")
     try:
-        data = json.loads(payload)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        # Decoded here, not by json.loads(bytes): that would also take UTF-16 and UTF-32, where check_nesting,
+        # which reads UTF-8 bytes, miscounts after an escaped quote and lets deep nesting through.
+        text = payload.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise DeviceMessageInvalid(f"not UTF-8: {err}") from err
+    check_nesting(payload)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
         raise DeviceMessageInvalid(f"not JSON: {err}") from err
+    except (ValueError, RecursionError) as err:  # e.g. an integer of more than 4,300 digits
+        raise DeviceMessageInvalid(f"not JSON hubd can read ({str(err).split(';')[0]})") from err
     if not isinstance(data, dict):
         raise DeviceMessageInvalid(f"must be a JSON object, got {type(data).__name__}")
     return data
+
+
+def check_nesting(payload: bytes | str, max_depth: int = MAX_NESTING) -> None:
+    """Refuse JSON nested deeper than `max_depth` before a parser recurses into it (RecursionError).
+
+    Cheap on every real payload: only one with more brackets than `max_depth` in all is scanned. The scan reads
+    UTF-8, so parse the JSON from the payload decoded as UTF-8: json.loads(bytes) also reads UTF-16 and UTF-32,
+    in which an escaped quote hides the brackets after it from this scan.
+    """
+    data = payload.encode("utf-8", "surrogatepass") if isinstance(payload, str) else payload
+    if data.count(b"[") + data.count(b"{") <= max_depth:
+        return
+    depth = 0
+    for match in _NESTING_RE.finditer(data):
+        token = match.group()
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > max_depth:
+                raise DeviceMessageInvalid(f"JSON nested more than {max_depth} levels deep; a device payload is "
+                                           "a flat object of a few levels")
+        elif token in (b"]", b"}"):
+            depth -= 1
+
+
+# A JSON string (skipped whole, so brackets inside it do not count) or one bracket. An unterminated string
+# runs to the end: a scan that failed there and restarted at the next quote would take quadratic time.
+_NESTING_RE = re.compile(rb'"(?:[^"\\]|\\.)*+(?:"|\\?\Z)|[\[\]{}]', re.DOTALL)
 
 
 def _pydantic_reason(err: ValidationError) -> str:

@@ -42,6 +42,10 @@ def status_topic(base: str) -> str:
     return f"{base}/status"
 
 
+# The platform's endpointIds are short identifiers; a longer one is refused before it reaches the platform.
+MAX_DEVICE_ID_CHARS = 256
+
+
 def valid_device_id(device_id: str) -> bool:
-    """An endpointId usable in a topic: no '/', '+', '#' and not empty."""
-    return bool(device_id) and not any(c in device_id for c in "/+#\x00")
+    """An endpointId usable in a topic: no '/', '+', '#', not empty, at most MAX_DEVICE_ID_CHARS characters."""
+    return 0 < len(device_id) <= MAX_DEVICE_ID_CHARS and not any(c in device_id for c in "/+#\x00")

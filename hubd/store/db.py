@@ -1,13 +1,23 @@
 """The SQLite database: one connection, WAL, schema migrations by PRAGMA user_version.
 
 Owns the connection and the one thread that touches it: every query runs in that thread through
-`Database.run`, so the event loop never blocks on disk and paho's thread never sees the database.
-Repositories (`*Repo` in this package) hold the SQL; they pass blocking functions to `run`.
+`Database.call`, so the event loop never blocks on disk and paho's thread never sees the database.
+Repositories (`*Repo` in this package) hold the SQL; they pass blocking functions to `call`.
+
+Also owns the storage health, in this one place since every writer goes through `call`: an error that says
+the disk refused (full, read-only, I/O error) raises `StorageUnavailable` (the transaction rolled back,
+nothing written), fails the `storage` check of /healthz with the reason, and starts the probe in `run()`.
+Only a probe write (a file of PROBE_BYTES beside the database, then a one-page SQLite commit) declares the
+disk writable again, never a caller's small write that happened to fit: so a writer that waits for
+`writable()` and then retries does so at the probe's backoff, not in a loop. Any other sqlite error is a
+plain `StoreError`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import logging
 import os
 import re
@@ -21,11 +31,39 @@ from typing import Any, Literal, TypeVar
 
 from hubd.config import StorageConfig
 from hubd.errors import StoreError
+from hubd.lifecycle import Backoff, Clock, Health, SystemClock
+from hubd.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _MIGRATION_RE = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+# The probe writes this much (random, so a compressing filesystem cannot cheat) before writes are retried:
+# about what a full batch of device messages commits. A one-page commit alone would pass at once, into the
+# room a failed commit's frames left at the end of the WAL file.
+PROBE_BYTES = 1 << 20
+PROBE_CAP_S = 15.0  # the longest a recovered disk waits to be noticed
+# Writable for this long ends an outage: a failure after that is a new one (logged, backoff from the start).
+STABLE_AFTER_S = 10.0
+# SQLite's primary result codes that say the disk, not hubd, is the problem; each with what to tell the user.
+_STORAGE_CODES = {
+    sqlite3.SQLITE_FULL: "the disk is full",
+    sqlite3.SQLITE_IOERR: "the disk failed (I/O error)",
+    sqlite3.SQLITE_READONLY: "the database is read-only",
+    sqlite3.SQLITE_CANTOPEN: "a database file cannot be opened",
+}
+
+_STORAGE_ERRNOS = {
+    errno.ENOSPC: "the disk is full",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EIO: "the disk failed (I/O error)",
+    errno.EROFS: "the disk is read-only",
+}
+
+
+class StorageUnavailable(StoreError):
+    """The disk refused a write (full, read-only, I/O error); nothing was written: retry once
+    `Database.writable()` returns."""
 
 
 def migrations() -> list[tuple[int, str, str]]:
@@ -47,16 +85,31 @@ class Database:
 
     name = "store"
 
-    def __init__(self, path: Path, *, synchronous: Literal["full", "normal"] = "full") -> None:
+    def __init__(self, path: Path, *, synchronous: Literal["full", "normal"] = "full", health: Health | None = None,
+                 metrics: Metrics | None = None, backoff: Backoff | None = None, clock: Clock | None = None) -> None:
         self._path = path
         self._synchronous = synchronous.upper()
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
+        self._health = health
+        self._backoff = backoff or Backoff(initial_s=0.5, cap_s=PROBE_CAP_S)
+        self._clock: Clock = clock or SystemClock()
+        self._writable = asyncio.Event()
+        self._unwritable = asyncio.Event()
+        self._writable_since: float | None = None
+        self._failing_since: float | None = None
+        self._failures = None if metrics is None else metrics.counter(
+            "hubd_storage_failures_total", "database calls and probes the disk refused (full, read-only, I/O error)")
+        if metrics is not None:
+            metrics.gauge("hubd_storage_writable", "1 while the database takes writes",
+                          lambda: float(self._writable.is_set()))
+        if health is not None:
+            health.require("storage", "not open yet")
 
     @classmethod
-    def of(cls, storage: StorageConfig) -> Database:
+    def of(cls, storage: StorageConfig, *, health: Health | None = None, metrics: Metrics | None = None) -> Database:
         """The database `storage.path` names, with its `storage.synchronous` setting."""
-        return cls(storage.path, synchronous=storage.synchronous)
+        return cls(storage.path, synchronous=storage.synchronous, health=health, metrics=metrics)
 
     @property
     def path(self) -> Path:
@@ -64,13 +117,29 @@ class Database:
         return self._path
 
     async def start(self) -> None:
-        """Create (mode 0600) or open the database and apply pending migrations."""
+        """Create (mode 0600) or open the database and apply pending migrations; probe the disk once.
+
+        A disk that refuses the probe does not stop the start: hubd serves what needs no write, with the
+        `storage` check failing, and run() probes until the disk takes writes.
+        """
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hubd-db")
         await asyncio.get_running_loop().run_in_executor(self._executor, self._open_blocking)
+        try:
+            await self._in_thread(self._probe_blocking)
+        except StorageUnavailable:
+            return  # _in_thread noted it
+        self._recovered()
 
     async def run(self) -> None:
-        """Nothing to do between start and stop."""
-        await asyncio.Event().wait()
+        """While writes fail for want of storage, probe with backoff until a probe write goes through."""
+        while True:
+            await self._unwritable.wait()
+            await self._backoff.sleep()
+            try:
+                await self._in_thread(self._probe_blocking)
+            except StorageUnavailable:
+                continue  # _in_thread noted it: the check shows the latest reason
+            self._recovered()
 
     async def stop(self) -> None:
         """Close the connection; idempotent."""
@@ -81,10 +150,18 @@ class Database:
         self._executor = None
 
     async def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run `fn(connection, *args)` in the database thread; sqlite errors become StoreError."""
-        if self._executor is None:
-            raise StoreError("the database is not open")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._call, fn, args)
+        """Run `fn(connection, *args)` in the database thread; sqlite errors become StoreError, and those that
+        say the disk refused become StorageUnavailable (and fail the `storage` check until a probe passes)."""
+        return await self._in_thread(self._call, fn, args)
+
+    @property
+    def is_writable(self) -> bool:
+        """False from a write the disk refused until a probe write goes through."""
+        return self._writable.is_set()
+
+    async def writable(self) -> None:
+        """Return once writes may go through: at once, or when a probe write after a refused one has."""
+        await self._writable.wait()
 
     def call_blocking(self, fn: Callable[..., T], *args: Any) -> T:
         """Open, run `fn(connection, *args)`, close: for CLI commands that work without the daemon."""
@@ -102,8 +179,72 @@ class Database:
             return fn(conn, *args)
         except sqlite3.Error as err:
             if conn.in_transaction:
-                conn.rollback()
+                with contextlib.suppress(sqlite3.Error):  # a failed disk may refuse the rollback too
+                    conn.rollback()
+            what = _STORAGE_CODES.get(getattr(err, "sqlite_errorcode", -1) & 0xFF)
+            if what is not None:
+                raise StorageUnavailable(f"{what}: cannot write {self._path} ({err})") from err
             raise StoreError(f"{self._path}: {err}") from err
+
+    async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._executor is None:
+            raise StoreError("the database is not open")
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        except StorageUnavailable as err:
+            self._failed(str(err))
+            raise
+
+    def _failed(self, reason: str) -> None:
+        """A write was refused: fail the check, wake the probe; logged once per outage (a flap is not a new one)."""
+        if self._failures is not None:
+            self._failures.inc()
+        if self._health is not None:
+            self._health.set("storage", False, reason)
+        if self._unwritable.is_set():
+            return
+        self._writable.clear()
+        self._unwritable.set()
+        now = self._clock.monotonic()
+        if self._writable_since is not None and now - self._writable_since < STABLE_AFTER_S \
+                and self._failing_since is not None:
+            log.debug("the database refused a write again: %s", reason)
+            return
+        self._failing_since = now
+        self._backoff.reset()
+        log.warning("%s; device messages stay unacknowledged (the broker keeps them) and writes wait until a probe "
+                    "write goes through", reason)
+
+    def _recovered(self) -> None:
+        now = self._clock.monotonic()
+        if self._failing_since is not None:
+            log.info("the database takes writes again (%.0f s after the first refused one)", now - self._failing_since)
+        self._writable_since = now
+        self._unwritable.clear()
+        self._writable.set()
+        if self._health is not None:
+            self._health.set("storage", True, "writable")
+
+    def _probe_blocking(self) -> None:
+        """Write PROBE_BYTES to a file beside the database and sync it, then commit one page in SQLite."""
+        probe = self._path.with_name(self._path.name + "-probe")
+        try:
+            try:
+                fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                try:
+                    data = memoryview(os.urandom(PROBE_BYTES))
+                    while data:
+                        data = data[os.write(fd, data):]
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(probe)
+        except OSError as err:
+            what = _STORAGE_ERRNOS.get(err.errno or 0, "the disk refused a write")
+            raise StorageUnavailable(f"{what}: cannot write beside {self._path} ({err.strerror})") from err
+        self._call(_probe_commit_blocking, ())
 
     def _open_blocking(self) -> None:
         self._path.parent.mkdir(parents=True, exist_ok=True)
@@ -154,6 +295,14 @@ class Database:
             except sqlite3.Error:
                 conn.execute("ROLLBACK")
                 raise
+
+
+def _probe_commit_blocking(conn: sqlite3.Connection) -> None:
+    """A write transaction of one page (the header's user_version, rewritten unchanged)."""
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        conn.execute(f"PRAGMA user_version={version}")
 
 
 def _split_sql(sql: str) -> list[str]:

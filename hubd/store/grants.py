@@ -1,6 +1,7 @@
 """GrantRepo: the platform grants, one row per platform userId (table `grants`).
 
 Also the blocking functions `hubd grants list|remove` use (works with the daemon running or not).
+Writes raise `StorageUnavailable` when the disk refuses them; `writable()` says when to try again.
 """
 
 from __future__ import annotations
@@ -65,6 +66,20 @@ class GrantRepo:
     async def replace(self, grant: Grant) -> None:
         """Insert or replace a user's grant (a new AcceptGrant replaces the old, PROTOCOL.md D23)."""
         await self._db.call(replace_grant_blocking, grant)
+
+    async def writable(self) -> None:
+        """Return once the database takes writes again (at once if it does)."""
+        await self._db.writable()
+
+    async def store(self, grant: Grant) -> bool:
+        """Write every column of an existing grant (what memory holds); False if the grant was removed meanwhile."""
+        g = grant
+        cursor = await self._db.call(lambda c: c.execute(
+            "UPDATE grants SET driver_user=?, access_token=?, refresh_token=?, expires_at=?, obtained_at=?, status=?, "
+            "failure_reported=?, last_error=? WHERE user_id=?",
+            (g.driver_user, g.access_token, g.refresh_token, g.expires_at, g.obtained_at, g.status,
+             int(g.failure_reported), g.last_error, g.user_id)))
+        return bool(cursor.rowcount)
 
     async def update_tokens(self, user_id: str, access: str, refresh: str | None, expires_at: float,
                             obtained_at: float) -> bool:

@@ -41,6 +41,10 @@ class DirectiveReplyRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
 
+    async def writable(self) -> None:
+        """Return once the database takes writes again (at once if it does)."""
+        await self._db.writable()
+
     async def claim(self, key: ReplyKey, attempt: str, reply: dict[str, Any], now: float, *,
                     replaceable: frozenset[str]) -> StoredReply | None:
         """Write `reply` (unfinished) for `key` and return None; or return the row already there.

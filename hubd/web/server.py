@@ -1,10 +1,18 @@
-"""The HTTP server component: aiohttp AppRunner + TCPSite, the error middleware, /healthz, /metrics.
+"""The HTTP server component: its listeners, the error middleware, /healthz, /metrics.
 
-Feature modules (driver, vendor endpoint, webhook, status) contribute routes as `RouteSource`s;
-this module knows none of them. Errors become JSON in exactly one place: `_error_middleware`, in
-the shape of CONTRACT.md section 5: `{"error": "<what to do>", "details": [...]}`. A failure is
-logged with the route's pattern (`/trigger/with/{token}`), never the path, which may hold a secret;
-and the answer never carries an error's own text (it may name files).
+Feature modules (driver, vendor endpoint, webhook, status) contribute routes as `RouteSource`s; this
+module knows none of them. app.py hands them over in two groups: `sources`, served to anyone (what the
+platform and browsers logging in must reach), and `local_sources`, served only to the local network.
+With `local_port`, the local ones (and /metrics) are served on a listener of their own and nowhere
+else; without it, one listener serves all and a local route answers 403 to a peer outside loopback and
+the private ranges (`peers.py`; the TCP peer, never X-Forwarded-For).
+
+Connections are counted, capped and timed in `connections.py`. Errors become JSON in exactly one place:
+`_error_middleware`, in the shape of CONTRACT.md section 5: `{"error": "<what to do>", "details": [...]}`.
+A failure is logged with the route's pattern (`/trigger/with/{token}`), never the path, which may hold a
+secret; and the answer never carries an error's own text (it may name files). A client's own fault (a body
+that does not match its Content-Encoding, a connection dropped mid-body) is a 4xx without a traceback,
+also in aiohttp's log (`_ClientFaults`).
 """
 
 from __future__ import annotations
@@ -15,14 +23,43 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from aiohttp import web
+from aiohttp.http_exceptions import ContentEncodingError, HttpProcessingError
 
 from hubd.errors import HubdError, StoreError
 from hubd.lifecycle import Health
 from hubd.metrics import Metrics
+from hubd.web.connections import KEEPALIVE_S, REQUEST_TIMEOUT_S, ConnectionGuard, connection_cap, fd_limit
+from hubd.web.peers import is_local_address
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+NOT_LOCAL = ("this route is served only to the local network (loopback and private addresses): open it from "
+             "there, or set http.local_port to serve the local routes on a listener of their own")
+
+
+class _ClientFaults(logging.Filter):
+    """aiohttp's own log of a client's malformed request or body: one line at debug, not a traceback at error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Let through anything but a client's fault; turn that into a debug line (or drop it above debug)."""
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, HttpProcessingError | web.RequestPayloadError | ConnectionError):
+            return True
+        if not logging.getLogger(record.name).isEnabledFor(logging.DEBUG):
+            return False
+        record.msg = f"{record.getMessage()}: {type(exc).__name__}: {' '.join(str(exc).split())}"
+        record.args = None
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        record.exc_info = record.exc_text = None
+        return True
+
+
+# aiohttp logs through this (AppRunner's `logger`) rather than `aiohttp.server`: in 3.9 every malformed
+# request and, in every release, a body it could not decode are an ERROR with a traceback there.
+_aiohttp_log = logging.getLogger(f"{__name__}.aiohttp")
+_aiohttp_log.addFilter(_ClientFaults())
 
 
 class RouteSource(Protocol):
@@ -33,7 +70,7 @@ class RouteSource(Protocol):
 
 
 class HttpServer:
-    """Serves hubd's HTTP API on http.host:http.port."""
+    """Serves hubd's HTTP API on http.host:http.port, and the local routes on http.local_port when set."""
 
     name = "http"
 
@@ -46,72 +83,143 @@ class HttpServer:
         health: Health,
         metrics: Metrics,
         sources: Sequence[RouteSource],
+        local_sources: Sequence[RouteSource] = (),
+        local_host: str = "127.0.0.1",
+        local_port: int | None = None,
+        request_timeout_s: float = REQUEST_TIMEOUT_S,
+        max_connections: int | None = None,
     ) -> None:
         self._host = host
         self._port = port
+        self._local_host = local_host
+        self._local_port = local_port
         self._max_body = max_body_bytes
+        self._max_connections = max_connections
         self._health = health
         self._metrics = metrics
         self._sources = sources
-        self._runner: web.AppRunner | None = None
+        self._local_sources = local_sources
+        self._guard = ConnectionGuard(request_timeout_s=request_timeout_s, metrics=metrics)
+        self._runners: list[web.AppRunner] = []
+        self._local_resources: set[web.AbstractResource] = set()  # checked against the peer (one listener)
         self._requests = metrics.counter("hubd_http_requests_total", "HTTP requests served, by status", "status")
         self.bound_port: int | None = None
+        self.bound_local_port: int | None = None
         health.require("http", "not listening yet")
 
     async def start(self) -> None:
-        """Bind the port; fail fast if it is taken."""
-        app = web.Application(client_max_size=self._max_body, middlewares=[self._error_middleware])
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/metrics", self._metrics_route)
-        for source in self._sources:
-            app.router.add_routes(source.routes())
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
-        await runner.setup()
-        site = web.TCPSite(runner, self._host, self._port, reuse_address=True)
+        """Bind the port(s); fail fast if one is taken."""
+        limit = fd_limit()
+        self._guard.limit = limit
+        self._guard.cap = connection_cap(limit, self._max_connections)
+        if self._max_connections is not None and self._guard.cap < self._max_connections:
+            log.warning("http.max_connections %d is more than the file descriptor limit %d allows; using %d",
+                        self._max_connections, limit, self._guard.cap)
         try:
-            await site.start()
-        except OSError as err:
-            await runner.cleanup()
-            raise HubdError(f"cannot listen on {self._host}:{self._port}: {err.strerror}") from err
-        self._runner = runner
-        server = site._server  # aiohttp exposes no public accessor for the bound socket
-        sockets = getattr(server, "sockets", None) or []
-        self.bound_port = sockets[0].getsockname()[1] if sockets else self._port
-        log.info("HTTP listening on %s:%s", self._host, self.bound_port)
-        self._health.set("http", True, f"listening on {self._host}:{self.bound_port}")
+            if self._local_port is None:
+                app = self._app(self._sources, self._local_sources, serve_local=True, check_peers=True)
+                self.bound_port = await self._listen(app, self._host, self._port)
+                detail = f"listening on {_hostport(self._host, self.bound_port)}"
+            else:
+                public = self._app(self._sources, (), serve_local=False, check_peers=False)
+                local = self._app((), self._local_sources, serve_local=True, check_peers=False)
+                self.bound_port = await self._listen(public, self._host, self._port)
+                self.bound_local_port = await self._listen(local, self._local_host, self._local_port)
+                detail = (f"listening on {_hostport(self._host, self.bound_port)} and, for the local routes, "
+                          f"{_hostport(self._local_host, self.bound_local_port)}")
+        except BaseException:
+            await self._close()
+            raise
+        log.info("HTTP %s; at most %d connections at once (file descriptor limit %d)", detail, self._guard.cap, limit)
+        self._health.set("http", True, detail)
 
     async def run(self) -> None:
-        """aiohttp serves from its own tasks; nothing to loop over here."""
-        await asyncio.Event().wait()
+        """Close connections whose client takes too long to send its request (aiohttp serves from its own tasks)."""
+        await self._guard.run()
 
     async def stop(self) -> None:
         """aiohttp's graceful shutdown: stop accepting, finish in-flight requests, clean up."""
         self._health.set("http", False, "stopped")
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self._close()
+
+    async def _close(self) -> None:
+        self._guard.close()
+        runners, self._runners = self._runners, []
+        await asyncio.gather(*(runner.cleanup() for runner in runners))
+        self._guard.abort_all()
+
+    def _app(self, public: Sequence[RouteSource], local: Sequence[RouteSource], *, serve_local: bool,
+             check_peers: bool) -> web.Application:
+        """An application with /healthz, the public routes, and with `serve_local` /metrics and the local routes."""
+        app = web.Application(client_max_size=self._max_body, middlewares=[self._error_middleware])
+        app.router.add_get("/healthz", self._healthz)
+        for source in public:
+            app.router.add_routes(source.routes())
+        if serve_local:
+            routes = [web.get("/metrics", self._metrics_route)] + [r for source in local for r in source.routes()]
+            added = app.router.add_routes(routes)
+            if check_peers:  # by resource: it also holds the HEAD route aiohttp adds to each GET
+                self._local_resources.update(route.resource for route in added if route.resource is not None)
+        return app
+
+    async def _listen(self, app: web.Application, host: str, port: int) -> int:
+        """Serve `app` on host:port through the connection guard; the port bound."""
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0,
+                               keepalive_timeout=KEEPALIVE_S, logger=_aiohttp_log)
+        await runner.setup()
+        self._runners.append(runner)
+        server = runner.server
+        assert server is not None  # set by setup()
+        try:
+            return await self._guard.listen(host, port, server)
+        except OSError as err:
+            raise HubdError(f"cannot listen on {host}:{port}: {err.strerror}") from err
 
     @web.middleware
     async def _error_middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        self._guard.request_started(request)
         try:
-            response = await handler(request)
-        except web.HTTPException as err:
+            response = await self._answer(request, handler)
+        except web.HTTPException as err:  # a redirect
             self._requests.inc(label=str(err.status))
+            raise
+        finally:
+            self._guard.request_finished(request)
+        self._requests.inc(label=str(response.status))
+        return response
+
+    async def _answer(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """The handler's response, or the JSON error it comes to; only a redirect is raised."""
+        if self._local_resources and request.match_info.route.resource in self._local_resources:
+            peer = _peer_host(request)
+            if not is_local_address(peer):
+                return _json_error(403, NOT_LOCAL, [{"path": "(address)", "message": f"{peer or 'an unknown peer'} "
+                                                     "is not a loopback, private or link-local address"}])
+        try:
+            return await handler(request)
+        except web.HTTPException as err:
             if err.status < 400:
-                raise  # a redirect
+                raise
             return self._http_error(request, err)
+        except web.RequestPayloadError as err:
+            return _unreadable_body(request, err)
+        except (ConnectionError, RuntimeError):
+            # Reading from a connection that is gone: ConnectionResetError, or aiohttp's RuntimeError when it
+            # was gone before the read began. Anything else, or with the connection still there, is a fault.
+            if request.transport is not None and not request.transport.is_closing():
+                log.exception("%s %s failed", request.method, _route(request))
+                return _json_error(500, "internal error in hubd; see the hubd log", [])
+            log.debug("%s %s: the connection closed before the request was complete", request.method,
+                      _route(request))
+            return _json_error(400, "the connection closed before the request was complete", [])
         except HubdError as err:
-            self._requests.inc(label="500")
             log.error("%s %s failed: %s", request.method, _route(request), err)
             message = ("hubd's database failed while answering; try again shortly, and see the hubd log if it keeps "
                        "failing" if isinstance(err, StoreError) else "hubd could not answer; see the hubd log")
             return _json_error(500, message, [{"path": "(server)", "message": type(err).__name__}])
         except Exception:
-            self._requests.inc(label="500")
             log.exception("%s %s failed", request.method, _route(request))
             return _json_error(500, "internal error in hubd; see the hubd log", [])
-        self._requests.inc(label=str(response.status))
-        return response
 
     def _http_error(self, request: web.Request, err: web.HTTPException) -> web.Response:
         """aiohttp's own refusals (no such route, wrong method, body too large) as JSON."""
@@ -135,6 +243,30 @@ class HttpServer:
 
     async def _metrics_route(self, request: web.Request) -> web.Response:
         return web.Response(text=self._metrics.render(), content_type="text/plain", charset="utf-8")
+
+
+def _unreadable_body(request: web.Request, err: web.RequestPayloadError) -> web.Response:
+    """A body aiohttp could not read (e.g. `Content-Encoding: gzip` on one that is not): 400, connection closed."""
+    if isinstance(err.__cause__, ContentEncodingError):
+        message = ("the body is not what its Content-Encoding header says; send it uncompressed, or compressed "
+                   "as declared (gzip, deflate)")
+    else:
+        message = "the body could not be read as sent; check its Content-Length or Transfer-Encoding"
+    log.debug("%s %s: unreadable request body (%s)", request.method, _route(request), " ".join(str(err).split()))
+    response = _json_error(400, message, [{"path": "(body)", "message": type(err.__cause__ or err).__name__}])
+    response.force_close()  # the rest of the stream cannot be parsed
+    return response
+
+
+def _peer_host(request: web.Request) -> str | None:
+    """The TCP peer's address: the connection's own, whatever a forwarding header says."""
+    transport = request.transport
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    return str(peer[0]) if isinstance(peer, tuple) and peer else None
+
+
+def _hostport(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _route(request: web.Request) -> str:

@@ -22,7 +22,7 @@ _COLUMNS = ("ID", "NAME", "STATE", "CREATED", "CALLS 24H", "LAST CALL", "DEFAULT
 
 
 def _url(config: HubdConfig, token: str) -> str:
-    return f"{config.http.base_url}/trigger/with/{token}"
+    return f"{config.http.local_url}/trigger/with/{token}"
 
 
 def parse_default_action(text: str | None) -> Trigger | None:

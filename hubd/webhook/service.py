@@ -1,9 +1,15 @@
 """The local webhook (SPEC.md 4.6): `POST /trigger/with/<token>` makes speakers speak, play or obey.
 
-A call goes: address not blocked for guessing -> token found (SQLite, by hash) -> counted, and
-within the token's limits -> body checked -> speakers selected -> command written -> one QoS 1
-message per speaker on `B/device/ID/command`. Results arrive through the registry and the
-reporter (`record_results_blocking`); `GET /api/commands/<id>` shows them.
+A call goes: token found (SQLite, by hash) -> counted, and within the token's limits -> body
+checked -> speakers selected -> command written -> one QoS 1 message per speaker on
+`B/device/ID/command`. The token is looked up first, always: a right token is never refused for
+its address's wrong guesses (a token has 256 random bits, so guessing gets nowhere at any rate).
+An unknown token is a guess of its client address (`http.trusted_proxies` decides whether
+X-Forwarded-For names it): after GUESS_FREE of them the address gets 429 with a growing wait, and
+while it waits its tokens are checked against the known hashes in memory (reloaded at most once a
+second) before SQLite: a flood of made-up tokens costs no lookup each.
+Results arrive through the registry and the reporter (`record_results_blocking`);
+`GET /api/commands/<id>` shows them.
 
 Calls are counted in memory (`CallLimiter`) and saved to SQLite by `run()` at most once a second,
 in one transaction: a flood of refused calls costs no write per call. A crash loses at most the
@@ -15,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 import uuid
@@ -24,12 +29,14 @@ from typing import Any
 
 from aiohttp import web
 
-from hubd.directives import SetPublisher
-from hubd.driver.limits import SlidingWindow
-from hubd.errors import MqttUnavailable, StoreError
+from hubd.devices.commands import DeviceCommands
+from hubd.dialects.base import CommandRefused, Route
+from hubd.driver.limits import FailureThrottle
+from hubd.errors import ConfigError, MqttUnavailable, StoreError
 from hubd.metrics import Metrics
 from hubd.registry import DeviceRegistry
 from hubd.store.db import Database
+from hubd.web.client_address import FORWARDED_FOR, client_address, parse_trusted_proxies, throttle_key
 from hubd.webhook import store
 from hubd.webhook.limits import CallLimiter, Refusal
 from hubd.webhook.selection import NoMatch, Selection, Speaker, select, speakers
@@ -47,10 +54,11 @@ from hubd.webhook.trigger import (
 
 log = logging.getLogger(__name__)
 
-# An address that presents this many unknown tokens within GUESS_WINDOW_S is refused (429) until
-# the oldest of them leaves the window: about 43 guesses an hour against 2^256 possible tokens.
-GUESS_LIMIT = 10
-GUESS_WINDOW_S = 15 * 60.0
+# Unknown tokens an address may present before it waits: 1 s after the next, doubling up to 15
+# minutes; forgotten a day after the last. A signal to stop, not the guard: tokens have 256 bits.
+GUESS_FREE = 10
+GUESS_CAP_S = 15 * 60.0
+KNOWN_HASHES_MAX_AGE_S = 1.0  # a webhook made by the CLI is found from a waiting address within this
 PRUNE_EVERY_S = 3600.0
 SAVE_EVERY_S = 1.0  # counts are saved at most this often: one write a second under a flood
 SAVE_RETRY_S = 10.0  # after a failed save
@@ -62,20 +70,27 @@ class WebhookService:
 
     name = "webhook"
 
-    def __init__(self, db: Database, registry: DeviceRegistry, publisher: SetPublisher, *, per_minute: int,
-                 per_day: int, metrics: Metrics, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, db: Database, registry: DeviceRegistry, commands: DeviceCommands, *, per_minute: int,
+                 per_day: int, metrics: Metrics, clock: Callable[[], float] = time.time,
+                 trusted_proxies: Sequence[str] = ()) -> None:
         self._db = db
         self._registry = registry
-        self._publisher = publisher
+        self._device_commands = commands
         self._clock = clock
         self._limits = CallLimiter(per_minute=per_minute, per_day=per_day)
         self._counted = asyncio.Event()  # set when counts wait to be saved
-        self._guesses = SlidingWindow(GUESS_LIMIT, GUESS_WINDOW_S)
+        self._guesses = FailureThrottle(free=GUESS_FREE, cap_s=GUESS_CAP_S)
+        self._proxies, self._proxy_problems = parse_trusted_proxies(trusted_proxies)
+        self._known: frozenset[str] | None = None  # token hashes, for addresses that must wait
+        self._known_at = 0.0  # loop time of the last load
+        self._known_lock = asyncio.Lock()
         self._calls = metrics.counter("hubd_webhook_calls_total", "webhook calls, by outcome", "outcome")
         self._commands = metrics.counter("hubd_webhook_commands_total", "speaker commands published, by type", "type")
 
     async def start(self) -> None:
-        """Prune what is past keeping."""
+        """Check http.trusted_proxies; prune what is past keeping."""
+        if self._proxy_problems:
+            raise ConfigError(self._proxy_problems)
         await self._db.call(store.prune_blocking, self._clock())
 
     async def run(self) -> None:
@@ -110,21 +125,12 @@ class WebhookService:
 
     async def _trigger(self, request: web.Request) -> web.Response:
         now = self._clock()
-        address = request.remote or "unknown"
-        blocked = self._guesses.retry_after(address, now)
-        if blocked > 0:
-            self._calls.inc(label="guessing")
-            return _error(429, f"too many unknown webhook tokens from {address}; check the URL and try again later",
-                          [Problem("(address)", f"{GUESS_LIMIT} unknown tokens in {GUESS_WINDOW_S / 60:.0f} minutes")],
-                          retry_after=max(1, int(blocked + 0.999)))
         token = request.match_info["token"]
-        found = await self._db.call(store.lookup_blocking, token) if store.TOKEN_RE.fullmatch(token) else None
+        address = client_address(request.remote, request.headers.getall(FORWARDED_FOR, []), self._proxies)
+        source = throttle_key(address)
+        found = await self._find(token, source, now) if store.TOKEN_RE.fullmatch(token) else None
         if found is None:
-            self._guesses.add(address, now)
-            if self._guesses.retry_after(address, now) > 0:
-                log.warning("webhook: %s presented %d unknown tokens; refusing it for a while", address, GUESS_LIMIT)
-            self._calls.inc(label="unknown_token")
-            return _error(404, "unknown webhook token; check the URL, or make a new one with `hubd webhook create`")
+            return self._guess(address, source, now)
         if isinstance(found, store.RetiredToken):
             # A URL that worked once (a stale automation): not a guess, so it blocks nothing.
             self._calls.inc(label="retired_token")
@@ -152,6 +158,40 @@ class WebhookService:
             return _error(422, err.problem.message, [err.problem])
         return await self._dispatch(live, trigger, chosen, now)
 
+    async def _find(self, token: str, source: str, now: float) -> store.LiveToken | store.RetiredToken | None:
+        """The token's webhook, always found when it exists; from an address that must wait, an unknown hash is
+        told from memory, without a lookup."""
+        if self._guesses.wait(source, now) > 0 and not await self._maybe_known(store.digest(token)):
+            return None
+        return await self._db.call(store.lookup_blocking, token)
+
+    async def _maybe_known(self, wanted: str) -> bool:
+        """Whether `wanted` is among the token hashes, loaded at most once every KNOWN_HASHES_MAX_AGE_S."""
+        if self._known is not None and wanted in self._known:
+            return True
+        async with self._known_lock:
+            loop = asyncio.get_running_loop()
+            if self._known is None or loop.time() - self._known_at >= KNOWN_HASHES_MAX_AGE_S:
+                self._known = await self._db.call(store.hashes_blocking)
+                self._known_at = loop.time()
+            return wanted in self._known
+
+    def _guess(self, address: str, source: str, now: float) -> web.Response:
+        """An unknown token: a 404, or a 429 while its address must wait (then it is not counted)."""
+        wait = self._guesses.wait(source, now)
+        if wait > 0:
+            self._calls.inc(label="guessing")
+            failures = self._guesses.failures(source, now)
+            return _error(429, f"too many unknown webhook tokens from {address}; check the URL and try again later",
+                          [Problem("(address)", f"{failures} unknown tokens; the wait doubles with each further one, "
+                                                f"up to {GUESS_CAP_S / 60:.0f} minutes")],
+                          retry_after=max(1, int(wait + 0.999)))
+        self._guesses.fail(source, now)
+        if self._guesses.failures(source, now) == GUESS_FREE:
+            log.warning("webhook: %s presented %d unknown tokens; its further guesses must wait", address, GUESS_FREE)
+        self._calls.inc(label="unknown_token")
+        return _error(404, "unknown webhook token; check the URL, or make a new one with `hubd webhook create`")
+
     async def _read(self, request: web.Request, default_action: dict[str, Any] | None) -> Trigger:
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
             raise too_large(request.content_length)
@@ -169,7 +209,7 @@ class WebhookService:
 
     async def _dispatch(self, live: store.LiveToken, trigger: Trigger, chosen: Selection, now: float) -> web.Response:
         skipped = [{**s.as_dict(), "reason": "offline"} for s in chosen.offline]
-        if not self._publisher.connected:
+        if not self._device_commands.connected:
             self._calls.inc(label="unavailable")
             return _error(503, "hubd is not connected to the MQTT broker; nothing was sent, try again shortly", [])
         if not chosen.reachable:
@@ -182,8 +222,7 @@ class WebhookService:
         targets = [store.Target(s.endpoint_id, s.sn, "sent") for s in chosen.reachable] + \
                   [store.Target(s.endpoint_id, s.sn, "offline", "offline") for s in chosen.offline]
         await self._db.call(store.record_command_blocking, live.id, now, command_id, trigger, targets)
-        payload = json.dumps(trigger.command(command_id), separators=(",", ":")).encode()
-        failed = await self._publish_all(chosen.reachable, payload)
+        failed = await self._publish_all(chosen.reachable, trigger.command(command_id))
         if failed:
             await self._db.call(store.mark_unsent_blocking, command_id, [s.endpoint_id for s in failed],
                                 "could not publish: MQTT broker unreachable", self._clock())
@@ -200,13 +239,16 @@ class WebhookService:
         return web.json_response({"id": command_id, "type": trigger.type, "devices": [s.as_dict() for s in sent],
                                   "skipped": skipped})
 
-    async def _publish_all(self, targets: Sequence[Speaker], payload: bytes) -> list[Speaker]:
-        """Publish to every target at once; the ones that failed."""
+    async def _publish_all(self, targets: Sequence[Speaker], command: dict[str, Any]) -> list[Speaker]:
+        """Publish to every target at once, each in its own dialect; the ones that failed."""
         async def one(speaker: Speaker) -> Speaker | None:
+            device = self._registry.get(speaker.endpoint_id)
+            route = device.route if device is not None else Route("native", speaker.endpoint_id)
             try:
+                messages = self._device_commands.encode_speaker(speaker.endpoint_id, route, command)
                 async with asyncio.timeout(PUBLISH_TIMEOUT_S):
-                    await self._publisher.publish(speaker.endpoint_id, "command", payload)
-            except (MqttUnavailable, TimeoutError) as err:
+                    await self._device_commands.send(messages)
+            except (MqttUnavailable, TimeoutError, CommandRefused) as err:
                 log.warning("webhook: command to %s not published: %s", speaker.endpoint_id, err)
                 return speaker
             return None

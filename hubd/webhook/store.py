@@ -167,6 +167,12 @@ def lookup_blocking(conn: sqlite3.Connection, token: str) -> LiveToken | Retired
     return RetiredToken(old["token_id"], "rotated", old["retired_at"])
 
 
+def hashes_blocking(conn: sqlite3.Connection) -> frozenset[str]:
+    """Every token hash a lookup can find: live, revoked and rotated-out tokens."""
+    rows = conn.execute("SELECT token_hash FROM webhook_tokens UNION ALL SELECT token_hash FROM webhook_retired_hashes")
+    return frozenset(row[0] for row in rows)
+
+
 def recent_counts_blocking(conn: sqlite3.Connection, token_id: int, now: float) -> list[tuple[int, int]]:
     """This token's calls of the last 24 hours as (second, count), oldest first."""
     return [(r[0], r[1]) for r in conn.execute(

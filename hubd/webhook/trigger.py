@@ -1,17 +1,17 @@
 """The webhook trigger body (SPEC.md 2.8): parse and check it, with a message per field a user can act on.
 
 Hand-written rather than a pydantic model because every message must say what to send instead
-(the 422 body of CONTRACT.md section 5). Imports hubd.jsonkind only.
+(the 422 body of CONTRACT.md section 5). Imports hubd.jsonkind and hubd.web.jsonbody only.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from hubd.jsonkind import json_kind
+from hubd.web.jsonbody import JsonBodyInvalid, load_json
 
 TYPES = ("tts", "audio", "asr")
 MAX_TEXT = 1000  # characters of tts/asr text; a speaker says 1000 characters in about a minute
@@ -108,19 +108,13 @@ def too_large(size: int | None) -> TriggerInvalid:
 
 
 def parse_bytes(raw: bytes) -> Trigger:
-    """Decode and check a request body; raise TriggerInvalid."""
+    """Decode and check a request body (size and nesting bounded before it is parsed); raise TriggerInvalid."""
     if len(raw) > MAX_BODY_BYTES:
         raise too_large(len(raw))
     try:
-        text = raw.decode("utf-8-sig")  # a byte order mark in front is allowed (Windows tools add one)
-    except UnicodeDecodeError as err:
-        raise TriggerInvalid([Problem("(body)", f"the body is not UTF-8 (byte {err.start}); send UTF-8 JSON")]) \
-            from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise TriggerInvalid([Problem("(body)", f"the body is not valid JSON ({err.msg} at line {err.lineno} "
-                                                f"column {err.colno}); send an object like {EXAMPLE}")]) from None
+        data = load_json(raw, max_bytes=MAX_BODY_BYTES)
+    except JsonBodyInvalid as err:
+        raise TriggerInvalid([Problem("(body)", f"{err}; send a UTF-8 JSON object like {EXAMPLE}")]) from None
     return parse(data)
 
 

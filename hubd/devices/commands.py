@@ -1,0 +1,57 @@
+"""The device-command port: what directives and the webhook use to reach a device, whatever its dialect.
+
+A command is encoded by the dialect the device's route names (`hubd.dialects.base.Dialect`), then handed
+to the MQTT bridge as plain publishes. Encoding and sending are separate steps so that a caller can refuse
+a command it cannot express before it records anything (a directive claims its reply first, then sends).
+Imports the seam only; the bridge comes in through the `Publisher` port.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from hubd.dialects.base import CommandRefused, ControlRequest, Dialect, Outgoing, Route
+
+
+class Publisher(Protocol):
+    """The MQTT side (the bridge): publishes one message, waiting briefly for a connection."""
+
+    @property
+    def connected(self) -> bool:
+        """True while the broker session is up."""
+
+    async def publish(self, message: Outgoing, *, timeout_s: float | None = None) -> None:
+        """Publish; MqttUnavailable when not connected in time, MqttUnconfirmed when the PUBACK is late."""
+
+
+class DeviceCommands:
+    """Encodes controls and speaker commands with the device's dialect and sends them."""
+
+    def __init__(self, dialects: Sequence[Dialect], publisher: Publisher) -> None:
+        self._dialects = {d.name: d for d in dialects}
+        self._publisher = publisher
+
+    @property
+    def connected(self) -> bool:
+        """True while hubd is connected to its MQTT broker."""
+        return self._publisher.connected
+
+    def encode_control(self, device_id: str, route: Route, request: ControlRequest) -> list[Outgoing]:
+        """The publishes of a control; CommandRefused when the device's dialect cannot say it."""
+        return self._dialect(route).encode_control(device_id, route, request)
+
+    def encode_speaker(self, device_id: str, route: Route, command: dict[str, Any]) -> list[Outgoing]:
+        """The publishes of a speaker command; CommandRefused when the device cannot take one."""
+        return self._dialect(route).encode_speaker(device_id, route, command)
+
+    async def send(self, messages: Sequence[Outgoing], *, timeout_s: float | None = None) -> None:
+        """Publish each message in order (the whole call bounded by timeout_s, when given)."""
+        for message in messages:
+            await self._publisher.publish(message, timeout_s=timeout_s)
+
+    def _dialect(self, route: Route) -> Dialect:
+        dialect = self._dialects.get(route.dialect)
+        if dialect is None:
+            raise CommandRefused(f"the device came from {route.dialect}, which is not enabled in hubd's config")
+        return dialect

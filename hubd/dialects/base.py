@@ -1,0 +1,198 @@
+"""The seam between MQTT device dialects and the rest of hubd: typed device inputs, routes, the Dialect protocol.
+
+A dialect (hubd's own topics, Home Assistant MQTT discovery, zigbee2mqtt) turns the MQTT messages it claims
+into typed `DeviceInput`s, and a control or speaker command for one of its devices into `Outgoing` MQTT
+publishes. Everything after the seam (registry, reporter, directives, webhook) sees only these types and
+never knows which dialect a device came from. A device's `Route` (its dialect and the address that dialect
+gave it) is kept with the device in SQLite, so a command goes where the device listens, also after a restart.
+
+Imports only the device model: nothing of MQTT, storage or the platform.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from hubd.mqtt.codec import CommandResult, DeviceConfig, StateSample, StateValue
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Where a device listens: the dialect's name and an address only that dialect reads (JSON text)."""
+
+    dialect: str
+    address: str
+
+
+@dataclass(frozen=True, slots=True)
+class EntityNote:
+    """One entity (or exposed feature) of an imported device, and whether the platform gets it."""
+
+    name: str  # e.g. "sensor.battery", "binary_sensor.contact", "light.light_l1"
+    exported: bool
+    reason: str = ""  # why not, for one that is not: "no platform interface for device_class battery"
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a device came from, for the status page and `GET /api/devices`."""
+
+    source: str  # "native", "homeassistant" or "zigbee2mqtt"
+    entities: tuple[EntityNote, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigReceived:
+    """A device is announced or its description changed (its whole config, not a delta)."""
+
+    device_id: str
+    config: DeviceConfig
+    route: Route
+    origin: Origin = field(default_factory=lambda: Origin("native"))
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceGone:
+    """A device was removed (an empty retained config, its last exported entity removed, gone from a bridge)."""
+
+    device_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class StateReceived:
+    """Interface values a device reported (only interfaces it has; the registry decides what changed)."""
+
+    device_id: str
+    samples: tuple[StateSample, ...]
+    cause: str = "PHYSICAL_INTERACTION"
+
+
+@dataclass(frozen=True, slots=True)
+class PressReceived:
+    """A doorbell press (every one counts: never merged, never dropped)."""
+
+    device_id: str
+    timestamp: str  # ISO 8601 UTC with milliseconds
+
+
+@dataclass(frozen=True, slots=True)
+class AvailabilityReceived:
+    """A device is reachable (True) or not (False)."""
+
+    device_id: str
+    online: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ResultReceived:
+    """A speaker's answer to a command."""
+
+    device_id: str
+    result: CommandResult
+
+
+@dataclass(frozen=True, slots=True)
+class InputRejected:
+    """A message the dialect could not use: logged with the topic and counted, never raised further."""
+
+    kind: str  # the message kind for the metric label: "config", "state", "event", ...
+    reason: str  # one sentence naming the field and the fix
+
+
+DeviceInput = (ConfigReceived | DeviceGone | StateReceived | PressReceived | AvailabilityReceived | ResultReceived
+               | InputRejected)
+
+
+def input_kind(item: DeviceInput) -> str:
+    """The kind of message an input came from, for metrics labels: "config", "state", "event", ..."""
+    return item.kind if isinstance(item, InputRejected) else _KINDS[type(item)]
+
+
+_KINDS: dict[type, str] = {ConfigReceived: "config", DeviceGone: "config", StateReceived: "state",
+                           PressReceived: "event", AvailabilityReceived: "availability",
+                           ResultReceived: "command_result"}
+
+
+@dataclass(frozen=True, slots=True)
+class Decoded:
+    """What one MQTT message meant: zero or more inputs, in order, with where and when it arrived."""
+
+    topic: str
+    received_at: float  # epoch seconds
+    retained: bool
+    inputs: tuple[DeviceInput, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One MQTT publish a dialect asks for."""
+
+    topic: str
+    payload: bytes
+    qos: int = 1
+    retain: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ControlRequest:
+    """A control directive for one device, resolved to the state it must reach.
+
+    `value` is the target state in platform terms (Switch "On", Brightness 40, Color 0xFF8800, Temperature 21.5,
+    Position 30, Mode "Heat", FanSpeed 60, MotionSwitch "Off" = stop); None when only the device knows it
+    (an Adjust of an unknown state), with `delta` then. `states` are the device's current states by interface,
+    for dialects whose commands need more than one value (an RGB colour with its brightness).
+    """
+
+    command_id: str
+    interface: str
+    operation: str
+    value: StateValue | None
+    delta: float | None
+    states: dict[str, StateValue]
+
+
+class CommandRefused(Exception):
+    """A dialect cannot express this command for this device (the text says why, for the platform's error)."""
+
+
+class Dialect(Protocol):
+    """One way devices speak MQTT. Stateful where the format needs it (discovery configs, a bridge's device list)."""
+
+    name: str
+
+    def subscriptions(self) -> list[tuple[str, int]]:
+        """The topic filters to subscribe to, with their QoS."""
+
+    def restore(self, routes: Sequence[tuple[str, Route]]) -> None:
+        """Prime the dialect from the routes kept with its devices (device_id, route), before the first message.
+
+        Messages queued for hubd's persistent session arrive before the retained configs that describe
+        them: a dialect must be able to read a device's states from what its route kept.
+        """
+
+    def pending_subscriptions(self) -> list[tuple[str, int]]:
+        """Topic filters needed since the last call (learned from configs), to subscribe to as they appear."""
+
+    def claims(self, topic: str) -> bool:
+        """Whether a message on this topic is this dialect's to decode."""
+
+    def decode(self, topic: str, payload: bytes, received_at: float, retained: bool) -> list[DeviceInput]:
+        """The inputs a message means; a bad message is an InputRejected, never an exception."""
+
+    def encode_control(self, device_id: str, route: Route, request: ControlRequest) -> list[Outgoing]:
+        """The publishes that ask the device for the request's state; CommandRefused if it cannot be said."""
+
+    def encode_speaker(self, device_id: str, route: Route, command: dict[str, Any]) -> list[Outgoing]:
+        """The publishes of a speaker command (`{"id", "type", "text"?, "url"?}`); CommandRefused if not a speaker."""
+
+
+def decode_all(dialects: Sequence[Dialect], topic: str, payload: bytes, received_at: float,
+               retained: bool) -> Decoded | None:
+    """The first claiming dialect's reading of a message, or None when no dialect claims its topic."""
+    for dialect in dialects:
+        if dialect.claims(topic):
+            return Decoded(topic, received_at, retained,
+                           tuple(dialect.decode(topic, payload, received_at, retained)))
+    return None

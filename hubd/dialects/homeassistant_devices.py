@@ -1,0 +1,372 @@
+"""Discovered entities as platform devices: records, include/exclude, doorbells, one device's endpoints.
+
+A `Record` is one discovered entity with what the dialect keeps of it: its Entity, device block,
+availability and where its state goes. `device_endpoints` turns the records that share identifiers or
+connections into the device's endpoints (mapping.plan: one per device, a split-off one per repeated
+interface) with the whole DeviceConfig, the Route address and the Origin notes of every entity, exported or
+not and why. Pure; imports the mapping, the entities and the seam's types.
+
+The Route address (version 2, JSON with sorted keys, kept with the device in SQLite) holds the discovery
+config of each entity on the endpoint, expanded (full keys, `~` resolved) and without what hubd never reads,
+so that after a restart the dialect can both command the device and read its states before the retained
+configs come again (`HomeAssistantDialect.restore`):
+
+    {"v": 2,
+     "device": {"identifiers": [...], "name": ..., ...},   the device block its entities share, if any
+     "of": "<device id>",                                   only on a split-off endpoint: the device's id
+     "entities": [{"key": [component, discovery id],        (component, "[node_id ]object_id")
+                   "via": "[node_id/]object_id",            only for a device-based config: where it came from
+                   "interfaces": [...],                     what it takes on this endpoint (for commands)
+                   "config": {...}}]}                       its config; its own "device" only when it differs
+
+Version 1 (`{"v": 1, "entities": [{"component", "name", "interfaces", "config": <command keys>}]}`) is still
+read for commands (`read_address`); it restores nothing.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jinja2
+
+from hubd.dialects import mapping
+from hubd.dialects.base import EntityNote, Origin, Route
+from hubd.dialects.homeassistant_actuators import Climate
+from hubd.dialects.homeassistant_discovery import (
+    DEFAULT_AVAILABILITY_MODE,
+    DEFAULT_AVAILABLE,
+    DEFAULT_NOT_AVAILABLE,
+    Availability,
+    DeviceInfo,
+)
+from hubd.dialects.homeassistant_entities import Entity
+from hubd.mqtt.codec import ADDITIONAL_INFO_MAX_CHARS, DeviceConfig
+
+DIALECT = "homeassistant"
+ADDRESS_VERSION = 2
+ADDRESS_VERSIONS = (1, 2)  # read for commands; only version 2 restores
+ANY_EVENT = "*"
+# Which entity of a device carries a declared doorbell when several could (one press must be one DoorbellPress).
+_DOORBELL_SOURCES = ("event", "device_automation", "sensor", "binary_sensor")
+
+
+@dataclass(slots=True, eq=False)
+class Record:
+    """One discovered entity and what the dialect keeps of it."""
+
+    key: tuple[str, str]  # (component, discovery id)
+    object_id: str
+    unique_id: str | None
+    name: str | None
+    device: DeviceInfo | None
+    origin: str
+    entity: Entity
+    availability: Availability | None
+    included: bool
+    endpoint: str | None = None  # the endpoint its values go to, when exported
+    doorbell: str | None = None  # the event that presses it (ANY_EVENT: every event), when it is a doorbell
+    seen: dict[str, bool] = field(default_factory=dict)  # availability by topic
+    latest: bool | None = None
+    indexed: list[tuple[str, str]] = field(default_factory=list)  # (topic, role) it is read on
+    availability_templates: dict[str, jinja2.Template] = field(default_factory=dict)  # by topic, compiled once
+    via: str | None = None  # "[node_id/]object_id" of the device-based config that announced it, if one did
+    # On a record restored from a Route address: the id its device had, held (and handed on to the config that
+    # replaces it) until the device's records give that id themselves, so that a device never changes id while
+    # its configs come back one by one; and the endpoint it was restored for, until its group is next worked
+    # out (a device gone meanwhile, e.g. now excluded, is reported gone then).
+    pinned: str | None = None
+    restored: str | None = None
+
+    @property
+    def component(self) -> str:
+        """The Home Assistant component (sensor, light, ...)."""
+        return self.key[0]
+
+    @property
+    def label(self) -> str:
+        """How notes and log lines name it: `<component>.<object_id>`."""
+        return f"{self.component}.{self.object_id}"
+
+    @property
+    def exported(self) -> bool:
+        """Whether the platform gets it (a part, or a doorbell)."""
+        return self.included and (self.entity.part is not None or self.doorbell is not None)
+
+    def tokens(self) -> tuple[tuple[str, ...], ...]:
+        """What ties it to other entities of its device (itself alone without a device block)."""
+        return self.device.tokens() if self.device is not None else (("entity", *self.key),)
+
+    def available(self) -> bool | None:
+        """Its availability by `availability_mode` (None: not known yet, or it has none)."""
+        if self.availability is None:
+            return None
+        if self.availability.mode == "latest":
+            return self.latest
+        known = [self.seen.get(s.topic) for s in self.availability.sources]
+        if self.availability.mode == "all":
+            return False if False in known else (True if None not in known else None)
+        return True if True in known else (False if None not in known else None)
+
+
+class Globs:
+    """fnmatch patterns, case-insensitive, compiled once."""
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self._res = [re.compile(fnmatch.translate(p.casefold())) for p in patterns]
+
+    def any(self, names: Iterable[str | None]) -> bool:
+        """Whether a pattern matches one of the names."""
+        folded = [n.casefold() for n in names if n]
+        return any(r.match(n) for r in self._res for n in folded)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceEndpoint:
+    """One endpoint of a discovered device, as the dialect announces it."""
+
+    endpoint_id: str
+    config: DeviceConfig
+    route: Route
+    origin: Origin
+    keys: tuple[tuple[str, str], ...]  # the records whose values go here
+
+
+def names_of(record: Record) -> list[str | None]:
+    """What include/exclude and doorbell globs match: device name, identifiers, the entity's unique_id."""
+    device = record.device
+    names = [device.name if device else None, *(device.identifiers if device else ()), record.unique_id]
+    return names if any(names) else [record.label]  # an entity with none of them: its discovery name
+
+
+def assign_doorbells(records: Sequence[Record], declared: Sequence[tuple[Globs, str]]) -> None:
+    """Mark the device's doorbell entities: doorbell-class events, and per declaration its best candidate."""
+    for record in records:
+        record.doorbell = ANY_EVENT if record.component == "event" and record.entity.part is not None else None
+    for globs, event in declared:
+        candidates = []
+        for record in records:
+            possible = record.entity.press_events()
+            if not record.included or possible is None or not globs.any(names_of(record)):
+                continue
+            if possible and event.casefold() not in {p.casefold() for p in possible}:
+                continue
+            rank = _DOORBELL_SOURCES.index(record.component) if record.component in _DOORBELL_SOURCES else 9
+            candidates.append((rank, record.key, record))
+        if candidates:
+            best = min(candidates, key=lambda c: (c[0], c[1]))[2]
+            if best.doorbell is None:
+                best.doorbell = event
+
+
+def device_id_of(records: Sequence[Record]) -> str:
+    """The device's endpointId: its first identifier (else connection, else the entity's unique_id)."""
+    ordered = sorted(records, key=lambda r: r.key)
+    for record in ordered:
+        if record.device is not None and record.device.identifiers:
+            return mapping.endpoint_id(record.device.identifiers[0])
+    for record in ordered:
+        if record.device is not None and record.device.connections:
+            return mapping.endpoint_id("_".join(record.device.connections[0]))
+    first = ordered[0]
+    return mapping.endpoint_id(first.unique_id or f"{first.component}_{first.key[1]}")
+
+
+def device_endpoints(records: Sequence[Record]) -> list[DeviceEndpoint]:
+    """The endpoints of one device's records (sets each record's `endpoint`); [] when nothing is exported."""
+    for record in records:
+        record.endpoint = None
+    exported = [r for r in records if r.exported]
+    if not exported:
+        return []
+    device_id = device_id_of(records)
+    pinned = next((r.pinned for r in sorted(records, key=lambda r: r.key) if r.pinned is not None), None)
+    if pinned == device_id:
+        for record in records:
+            record.pinned = None  # its records give the id it was restored with: nothing to hold any more
+    device_id = pinned or device_id
+    by_part_key = _part_keys(exported)
+    parts = {k: r.entity.part or mapping.doorbell() for k, r in by_part_key.items()}
+    device = next((r.device for r in sorted(records, key=lambda r: r.key) if r.device is not None), None)
+    base_name = (device.name if device else None) or next((r.name for r in exported if r.name), None) or device_id
+    out = []
+    for planned in mapping.plan(device_id, parts):
+        members = [by_part_key[k] for k in planned.keys]
+        for record in members:
+            record.endpoint = planned.endpoint_id
+        if planned.split:
+            name = f"{base_name} {members[0].name or members[0].object_id}"
+            shown: Iterable[Record] = members
+        else:
+            name = base_name
+            split_keys = {k for k in by_part_key if k not in planned.keys}
+            shown = [r for r in records if r not in [by_part_key[k] for k in split_keys]]
+        config = DeviceConfig(displayName=name, displayType=planned.display_type, capabilities=planned.capabilities,
+                              recommendRoomName=device.suggested_area if device else None,
+                              additionalInfo=_additional_info(device, members))
+        out.append(DeviceEndpoint(planned.endpoint_id, config, Route(DIALECT, _address(device_id, members, planned)),
+                                  Origin(DIALECT, tuple(_note(r) for r in sorted(shown, key=lambda r: r.key))),
+                                  tuple(r.key for r in members)))
+    return out
+
+
+def _part_keys(records: Sequence[Record]) -> dict[str, Record]:
+    """Each exported record under its object_id (with its component when two share one)."""
+    counts: dict[str, int] = {}
+    for record in records:
+        counts[record.object_id] = counts.get(record.object_id, 0) + 1
+    return {(r.object_id if counts[r.object_id] == 1 else f"{r.object_id}_{r.component}"): r for r in records}
+
+
+def _note(record: Record) -> EntityNote:
+    if not record.included:
+        return EntityNote(record.label, False, "left out by homeassistant.include/exclude")
+    if record.exported:
+        if record.doorbell not in (None, ANY_EVENT):
+            return EntityNote(record.label, True, f"a declared doorbell: {record.doorbell!r} is a DoorbellPress")
+        return EntityNote(record.label, True)
+    return EntityNote(record.label, False, record.entity.reason)
+
+
+def _additional_info(device: DeviceInfo | None, members: Sequence[Record]) -> dict[str, str]:
+    info: dict[str, str] = {}
+    if device is not None:
+        for key, value in (("manufacturer", device.manufacturer), ("model", device.model),
+                           ("swVersion", device.sw_version), ("hwVersion", device.hw_version)):
+            if value:
+                info[key] = value[:ADDITIONAL_INFO_MAX_CHARS]
+    for record in members:
+        if isinstance(record.entity, Climate):
+            low, high = record.entity.limits_c()
+            info["minTemperature"], info["maxTemperature"] = _number_text(low), _number_text(high)
+    return info
+
+
+def _address(device_id: str, members: Sequence[Record], planned: mapping.Endpoint) -> str:
+    ordered = sorted(members, key=lambda r: r.key)
+    shared = next((r.device for r in ordered if r.device is not None), None)
+    address: dict[str, Any] = {"v": ADDRESS_VERSION}
+    if shared is not None:
+        address["device"] = device_data(shared)
+    if planned.endpoint_id != device_id:
+        address["of"] = device_id
+    entities: list[dict[str, Any]] = []
+    for record in ordered:
+        part = record.entity.part
+        config = record_config(record)
+        if record.device != shared:
+            config["device"] = device_data(record.device) if record.device is not None else None
+        entity: dict[str, Any] = {"key": list(record.key), "config": config, "interfaces": sorted(
+            part.interfaces & {c.interface for c in planned.capabilities}) if part else []}
+        if record.via is not None:
+            entity["via"] = record.via
+        entities.append(entity)
+    address["entities"] = entities
+    return json.dumps(address, sort_keys=True, separators=(",", ":"))
+
+
+def record_config(record: Record) -> dict[str, Any]:
+    """The record's discovery config as the address keeps it (the device block aside): what its entity kept,
+    and what the record read of the rest (name, unique_id, origin, availability), written back in full keys."""
+    config = dict(record.entity.conf.data)
+    if record.name is not None:
+        config["name"] = record.name
+    if record.unique_id is not None:
+        config["unique_id"] = record.unique_id
+    if record.origin:
+        config["origin"] = {"name": record.origin}
+    if record.availability is not None:
+        entries = []
+        for source in record.availability.sources:
+            entry = {"topic": source.topic}
+            if source.available != DEFAULT_AVAILABLE:
+                entry["payload_available"] = source.available
+            if source.not_available != DEFAULT_NOT_AVAILABLE:
+                entry["payload_not_available"] = source.not_available
+            if source.template is not None:
+                entry["value_template"] = source.template
+            entries.append(entry)
+        config["availability"] = entries
+        if record.availability.mode != DEFAULT_AVAILABILITY_MODE:
+            config["availability_mode"] = record.availability.mode
+    return config
+
+
+def device_data(device: DeviceInfo) -> dict[str, Any]:
+    """A device block in full keys, with only what `DeviceInfo.read` reads (it reads it back the same)."""
+    out: dict[str, Any] = {}
+    if device.identifiers:
+        out["identifiers"] = list(device.identifiers)
+    if device.connections:
+        out["connections"] = [list(c) for c in device.connections]
+    for key, value in (("name", device.name), ("suggested_area", device.suggested_area),
+                       ("manufacturer", device.manufacturer), ("model", device.model),
+                       ("sw_version", device.sw_version), ("hw_version", device.hw_version)):
+        if value is not None:
+            out[key] = value
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class AddressEntity:
+    """One entity of a Route address."""
+
+    component: str
+    label: str  # `<component>.<object_id>` (version 1: the name it was given)
+    interfaces: tuple[str, ...]
+    config: dict[str, Any]  # version 2: its discovery config, with its device block; version 1: its command keys
+    discovery_id: str | None = None  # version 2 only
+    via: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """A Route address, read."""
+
+    version: int
+    device_id: str | None  # the device's id when it is not the endpoint's (a split-off endpoint)
+    entities: tuple[AddressEntity, ...]
+
+
+def read_address(text: str) -> Address:
+    """A Route address of either version; ValueError for one that is not (another version, or damaged)."""
+    try:
+        data: Any = json.loads(text)
+    except RecursionError:
+        raise ValueError("too deeply nested") from None
+    version = data.get("v") if isinstance(data, dict) else None
+    if version not in ADDRESS_VERSIONS or not isinstance(data.get("entities"), list):
+        raise ValueError(f"not a Home Assistant discovery address of version {ADDRESS_VERSIONS}")
+    device_id, shared = data.get("of"), data.get("device")
+    if not isinstance(device_id, str | None) or not isinstance(shared, dict | None):
+        raise ValueError("of/device: must be a string and an object")
+    entities = []
+    for spec in data["entities"]:
+        if not isinstance(spec, dict):
+            raise ValueError("entities: must be objects")
+        interfaces, config = spec.get("interfaces", []), spec.get("config") or {}
+        if not isinstance(interfaces, list) or not isinstance(config, dict):
+            raise ValueError("entities[].interfaces/config: must be a list and an object")
+        if version == 1:
+            component, label, discovery_id, via = spec.get("component"), spec.get("name"), None, None
+        else:
+            key, via = spec.get("key"), spec.get("via")
+            if not (isinstance(key, list) and len(key) == 2 and all(isinstance(k, str) and k for k in key)):
+                raise ValueError("entities[].key: must be [component, discovery id]")
+            component, discovery_id = key
+            label = f"{component}.{discovery_id.split(' ')[-1]}"
+            if shared is not None and "device" not in config:
+                config = {**config, "device": shared}
+        if not isinstance(component, str) or not isinstance(via, str | None):
+            raise ValueError("entities[].component/via: must be strings")
+        entities.append(AddressEntity(component, str(label), tuple(str(i) for i in interfaces), config,
+                                      discovery_id, via))
+    return Address(version, device_id, tuple(entities))
+
+
+def _number_text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.2f}".rstrip("0")

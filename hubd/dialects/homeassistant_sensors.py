@@ -1,0 +1,191 @@
+"""Home Assistant entities that only report: sensor, binary_sensor, lock, event, device_automation.
+
+Temperature (°F and K converted) and humidity sensors; contact, motion and alarm binary sensors (open,
+detected, alarm = On); a lock read-only (locked = On; never commanded); an `event` entity (a doorbell when its
+device_class is doorbell) and a device_automation trigger, which press a declared doorbell. See
+homeassistant_entities for the Entity contract. Imports the entity base and the mapping.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hubd.dialects import mapping
+from hubd.dialects.homeassistant_discovery import Conf, ConfigProblem
+from hubd.dialects.homeassistant_entities import UNKNOWN, Entity, Reading, StateProblem, number
+from hubd.dialects.homeassistant_templates import Payload, Templates
+
+# A sensor whose value is a button's action (zigbee2mqtt's legacy `action` and `click` sensors).
+ACTION_SENSOR_SUFFIXES = ("action", "click")
+
+
+class Sensor(Entity):
+    """`sensor`: temperature and humidity are exported; every sensor may carry a declared doorbell's action."""
+
+    component = "sensor"
+
+    def __init__(self, conf: Conf, templates: Templates, object_id: str = "") -> None:
+        super().__init__(conf, templates)
+        self.unit = conf.text("unit_of_measurement")
+        self.compile("value_template")
+        self._object_id = object_id
+        self.part = mapping.sensor(self.device_class, self.unit)
+        if self.part is not None and self.device_class == "temperature" and self.unit is not None \
+                and not mapping.is_temperature_unit(self.unit):
+            self.part = None
+            self.reason = f"a temperature in {self.unit!r}; hubd converts °C, °F and K"
+        elif self.part is None:
+            self.reason = mapping.unmapped_reason("sensor", self.device_class)
+        if not conf.has("state_topic"):
+            self.part, self.reason = None, "no state_topic"
+
+    def topics(self) -> list[tuple[str, str]]:
+        return self.state_topics((("state_topic", "state"),))
+
+    def read(self, role: str, payload: Payload) -> Reading:
+        text = self.render_value("value_template", payload)
+        if self.part is None:
+            return Reading(events=(text,))
+        value = number(text, "the sensor's value")
+        if value is None:
+            return Reading()
+        if "Humidity" in self.part.interfaces:
+            return Reading({"Humidity": mapping.humidity_percent(value)})
+        celsius = mapping.celsius(value, self.unit)
+        return Reading({} if celsius is None else {"Temperature": celsius})
+
+    def press_events(self) -> tuple[str, ...] | None:
+        name = self._object_id.lower()
+        return () if self.part is None and name.endswith(ACTION_SENSOR_SUFFIXES) else None
+
+
+class BinarySensor(Entity):
+    """`binary_sensor`: door/window/opening/garage_door, motion/occupancy/presence, moisture/smoke/gas/... ."""
+
+    component = "binary_sensor"
+
+    def __init__(self, conf: Conf, templates: Templates) -> None:
+        super().__init__(conf, templates)
+        self.payload_on = conf.text("payload_on", "ON") or "ON"
+        self.payload_off = conf.text("payload_off", "OFF") or "OFF"
+        self.compile("value_template")
+        self.part = mapping.binary(self.device_class)
+        if self.part is None:
+            self.reason = mapping.unmapped_reason("binary_sensor", self.device_class) + \
+                ("" if self.device_class else "; give it one (door, motion, moisture, ...)")
+        if not conf.has("state_topic"):
+            self.part, self.reason = None, "no state_topic"
+
+    def topics(self) -> list[tuple[str, str]]:
+        return self.state_topics((("state_topic", "state"),))
+
+    def read(self, role: str, payload: Payload) -> Reading:
+        text = self.render_value("value_template", payload)
+        if text == self.payload_on:
+            return Reading({"Switch": "On"}, (text,))
+        if text == self.payload_off:
+            return Reading({"Switch": "Off"}, (text,))
+        if text in UNKNOWN:
+            return Reading()
+        raise StateProblem(f"{text[:40]!r} is neither payload_on ({self.payload_on!r}) nor payload_off "
+                           f"({self.payload_off!r})")
+
+    def press_events(self) -> tuple[str, ...] | None:
+        return (self.payload_on,)
+
+
+class Lock(Entity):
+    """`lock`: read-only on the platform (locked = On); hubd never locks or unlocks."""
+
+    component = "lock"
+
+    def __init__(self, conf: Conf, templates: Templates) -> None:
+        super().__init__(conf, templates)
+        self.locked = {conf.text("state_locked", "LOCKED")}
+        self.unlocked = {conf.text("state_unlocked", "UNLOCKED"), conf.text("state_open", "OPEN")}
+        self.compile("value_template")
+        if conf.has("state_topic"):
+            self.part = mapping.lock()
+        else:
+            self.reason = "a lock without a state_topic: nothing to report, and hubd never unlocks"
+
+    def topics(self) -> list[tuple[str, str]]:
+        return self.state_topics((("state_topic", "state"),))
+
+    def read(self, role: str, payload: Payload) -> Reading:
+        text = self.render_value("value_template", payload)
+        if text in self.locked:
+            return Reading({"Switch": "On"})
+        if text in self.unlocked:
+            return Reading({"Switch": "Off"})
+        return Reading()  # locking, unlocking, jammed: no Switch value
+
+
+class Event(Entity):
+    """`event`: each message is an event `{"event_type": ...}`; a doorbell's is a press."""
+
+    component = "event"
+
+    def __init__(self, conf: Conf, templates: Templates) -> None:
+        super().__init__(conf, templates)
+        self.event_types = conf.strings("event_types") or ()
+        self.compile("value_template")
+        if not conf.has("state_topic"):
+            self.reason = "no state_topic"
+        elif self.device_class == "doorbell":
+            self.part = mapping.doorbell()
+        else:
+            self.reason = (f"an event of device_class {self.device_class or 'none'} is not a doorbell; declare it "
+                           "under doorbells: to make it one")
+
+    def topics(self) -> list[tuple[str, str]]:
+        return self.state_topics((("state_topic", "state"),))
+
+    def read(self, role: str, payload: Payload) -> Reading:
+        text = self.render_value("value_template", payload)
+        if text in UNKNOWN or text == "{}":
+            return Reading()
+        try:
+            data: Any = json.loads(text)
+        except ValueError:
+            raise StateProblem(f"the event {text[:40]!r} is not JSON like {{\"event_type\": \"press\"}}") from None
+        event_type = data.get("event_type") if isinstance(data, dict) else None
+        if not isinstance(event_type, str) or not event_type:
+            raise StateProblem('the event has no "event_type"')
+        if self.event_types and event_type not in self.event_types:
+            raise StateProblem(f"event_type {event_type!r} is not one of its event_types {list(self.event_types)}")
+        return Reading(events=(event_type,))
+
+    def press_events(self) -> tuple[str, ...] | None:
+        return self.event_types
+
+
+class Trigger(Entity):
+    """`device_automation` (a trigger): a message on its topic (equal to its payload, if it has one) fires it."""
+
+    component = "device_automation"
+
+    def __init__(self, conf: Conf, templates: Templates) -> None:
+        super().__init__(conf, templates)
+        if conf.text("automation_type", "trigger") != "trigger":
+            raise ConfigProblem("automation_type: only \"trigger\" exists")
+        self.subtype = conf.text("subtype") or ""
+        self.payload = conf.text("payload")
+        self.compile("value_template")
+        if conf.topic("topic") is None:
+            raise ConfigProblem("topic: missing; a trigger needs the topic it fires on")
+        self.reason = f"a trigger ({conf.text('type') or 'action'} {self.subtype}); declare it under doorbells: " \
+                      "to make it a doorbell"
+
+    def topics(self) -> list[tuple[str, str]]:
+        return self.state_topics((("topic", "trigger"),))
+
+    def read(self, role: str, payload: Payload) -> Reading:
+        text = self.render_value("value_template", payload)
+        if self.payload is not None and text != self.payload:
+            return Reading()
+        return Reading(events=tuple(dict.fromkeys(e for e in (self.subtype, text) if e)))
+
+    def press_events(self) -> tuple[str, ...] | None:
+        return tuple(e for e in (self.subtype, self.payload) if e)

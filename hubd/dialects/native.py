@@ -1,0 +1,111 @@
+"""hubd's own device topics (`B/device/ID/config|state|event|availability|command/result`) as a dialect.
+
+A device that speaks this dialect publishes the platform's Endpoint itself (its config is the Endpoint
+without states), so decoding is the payload checks of `hubd.mqtt.codec`; a control goes back as one
+`B/device/ID/set` message and a speaker command as `B/device/ID/command`. The route's address is the
+device's id in the topic. Imports the seam, the codec and the topic names only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from hubd.dialects.base import (
+    AvailabilityReceived,
+    ConfigReceived,
+    ControlRequest,
+    DeviceGone,
+    DeviceInput,
+    InputRejected,
+    Origin,
+    Outgoing,
+    PressReceived,
+    ResultReceived,
+    Route,
+    StateReceived,
+)
+from hubd.errors import DeviceMessageInvalid
+from hubd.mqtt import codec, topics
+
+DIALECT = "native"
+_ORIGIN = Origin(DIALECT)
+
+
+class NativeDialect:
+    """Devices on `B/device/ID/...`: the format CONTRACT's MQTT topics section describes."""
+
+    name = DIALECT
+
+    def __init__(self, base_topic: str, *, brand: str = "Service") -> None:
+        self._base = base_topic
+        self._prefix = f"{base_topic}/device/"
+        self._brand = brand  # platform.namespace: a "<brand>.Switch" interface is "Switch"
+
+    def subscriptions(self) -> list[tuple[str, int]]:
+        """`B/device/+/<suffix>` for each inbound suffix, QoS 1."""
+        return topics.subscriptions(self._base)
+
+    def restore(self, routes: Sequence[tuple[str, Route]]) -> None:
+        """Nothing to prime: every topic names its device."""
+
+    def pending_subscriptions(self) -> list[tuple[str, int]]:
+        """None: the subscriptions are fixed."""
+        return []
+
+    def claims(self, topic: str) -> bool:
+        """Topics under `B/device/`."""
+        return topic.startswith(self._prefix)
+
+    def decode(self, topic: str, payload: bytes, received_at: float, retained: bool) -> list[DeviceInput]:
+        """One input per message; a bad payload is an InputRejected with the codec's reason."""
+        parsed = topics.parse(self._base, topic)
+        if parsed is None:
+            return [InputRejected("other", f"not a device topic of hubd's: use {self._prefix}<id>/config, state, "
+                                           "event, availability or command/result")]
+        device_id, kind = parsed
+        try:
+            return [self._decode(device_id, kind, payload, received_at)]
+        except DeviceMessageInvalid as err:
+            return [InputRejected(kind, str(err))]
+
+    def encode_control(self, device_id: str, route: Route, request: ControlRequest) -> list[Outgoing]:
+        """The `set` message: `{"id", "interface", "operation", "value"?, "delta"?}`."""
+        body: dict[str, Any] = {"id": request.command_id, "interface": request.interface,
+                                "operation": request.operation}
+        if request.value is not None:
+            body["value"] = request.value
+        if request.delta is not None:
+            body["delta"] = request.delta
+        return [Outgoing(topics.device_topic(self._base, _address(device_id, route), "set"), _json(body))]
+
+    def encode_speaker(self, device_id: str, route: Route, command: dict[str, Any]) -> list[Outgoing]:
+        """The `command` message, as the speaker agent and the simulators read it."""
+        return [Outgoing(topics.device_topic(self._base, _address(device_id, route), "command"), _json(command))]
+
+    def _decode(self, device_id: str, kind: str, payload: bytes, received_at: float) -> DeviceInput:
+        if kind == "config":
+            config = codec.parse_config(payload, self._brand)
+            if config is None:
+                return DeviceGone(device_id)
+            if config.endpointId is not None and config.endpointId != device_id:
+                raise DeviceMessageInvalid(f"endpointId {config.endpointId!r} differs from the topic's "
+                                           f"{device_id!r}; drop it or make them equal")
+            return ConfigReceived(device_id, config, Route(DIALECT, device_id), _ORIGIN)
+        if kind == "state":
+            update = codec.parse_state(payload, received_at)
+            return StateReceived(device_id, update.samples, update.cause)
+        if kind == "event":
+            return PressReceived(device_id, codec.parse_event(payload, received_at))
+        if kind == "availability":
+            return AvailabilityReceived(device_id, codec.parse_availability(payload))
+        return ResultReceived(device_id, codec.parse_command_result(payload))
+
+
+def _address(device_id: str, route: Route) -> str:
+    return route.address or device_id
+
+
+def _json(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()

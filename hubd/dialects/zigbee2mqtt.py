@@ -1,0 +1,380 @@
+"""The zigbee2mqtt dialect: a zigbee2mqtt installation's devices, natively (CONTRACT.md 6).
+
+zigbee2mqtt publishes, under its base topic, the retained device list (`bridge/devices`), its own state
+(`bridge/state`: `online`/`offline` or `{"state": ...}`), each device's whole state as one JSON object on
+`<base>/<friendly_name>` (a name may hold `/`: topics are matched to the longest known name) and its
+availability on `<base>/<friendly_name>/availability`; it takes commands on `<base>/<friendly_name>/set` and
+reads on `/get`. The dialect keeps the device list (zigbee2mqtt_devices builds each device's endpoints, the
+ieee_address is the endpointId, so renames keep it), announces what changed, reports only the exported values
+that changed (zigbee2mqtt republishes everything, linkquality and battery included, on every report), presses a
+declared doorbell on each publish of its action, and marks every device unreachable while the bridge is offline.
+Imports the seam, the codec's payload limits and its own zigbee2mqtt_* modules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from hubd.config import DoorbellConfig, Zigbee2MqttConfig
+from hubd.dialects.base import (
+    AvailabilityReceived,
+    CommandRefused,
+    ControlRequest,
+    DeviceGone,
+    DeviceInput,
+    InputRejected,
+    Origin,
+    Outgoing,
+    PressReceived,
+    Route,
+    StateReceived,
+)
+from hubd.dialects.zigbee2mqtt_devices import (
+    DIALECT,
+    Address,
+    Entry,
+    Globs,
+    Z2mDevice,
+    device_from_routes,
+    parse_address,
+    read_entry,
+)
+from hubd.dialects.zigbee2mqtt_exposes import Feature
+from hubd.dialects.zigbee2mqtt_features import command, get, part, read
+from hubd.errors import DeviceMessageInvalid
+from hubd.mqtt.codec import MAX_PAYLOAD_BYTES, StateSample, StateValue, check_nesting, format_time
+
+log = logging.getLogger(__name__)
+
+MAX_DEVICES = 2_000
+MAX_DEVICE_LIST_BYTES = 32 * 1024 * 1024  # bridge/devices carries every definition: a few KiB per device
+# What arrives for devices before the first bridge/devices (retained availability, say) is kept and read then.
+MAX_EARLY_MESSAGES = 1_000
+MAX_EARLY_BYTES = 4_096
+_AVAILABILITY = "availability"
+
+
+class Zigbee2MqttDialect:
+    """Devices of one zigbee2mqtt installation, from its bridge/devices list and their state topics."""
+
+    name = DIALECT
+
+    def __init__(self, config: Zigbee2MqttConfig, doorbells: Sequence[DoorbellConfig], *,
+                 max_devices: int = MAX_DEVICES) -> None:
+        self._base = config.base_topic
+        self._prefix = config.base_topic + "/"
+        self._include = Globs(config.include)
+        self._exclude = Globs(config.exclude)
+        self._doorbells = [(Globs([d.device]), d.event) for d in doorbells]
+        self._max_devices = max_devices
+        self._devices: dict[str, Z2mDevice] = {}  # by ieee_address
+        self._by_name: dict[str, str] = {}  # friendly_name → ieee_address
+        self._announced: dict[str, tuple[str, Route, Origin] | None] = {}  # endpoint id → what it was (None: restored)
+        self._raw: dict[str, dict[str, Any]] = {}  # ieee → the last value of each property its features read
+        self._sent: dict[str, dict[str, StateValue]] = {}  # endpoint id → the last value of each interface
+        self._bridge_online: bool | None = None
+        self._device_online: dict[str, bool] = {}  # ieee → what its availability topic said
+        self._online_sent: dict[str, bool] = {}  # endpoint id → the availability last reported
+        self._left_out: dict[str, str] = {}  # friendly_name → why it is not imported
+        self._listed = False  # a bridge/devices list was read
+        self._entries: dict[str, tuple[bytes, Entry]] = {}  # ieee → its last entry's digest and reading
+        self._early: dict[str, tuple[bytes, float]] = {}  # topic after the base → (payload, received at)
+
+    def subscriptions(self) -> list[tuple[str, int]]:
+        """Everything under the base topic, at QoS 1."""
+        return [(f"{self._base}/#", 1)]
+
+    def restore(self, routes: Sequence[tuple[str, Route]]) -> None:
+        """Know the devices of the kept routes (names, features), so states queued for hubd read before
+        bridge/devices arrives; the first bridge/devices then decides which still exist."""
+        grouped: dict[str, list[tuple[str, Address]]] = {}
+        for device_id, route in routes:
+            where = parse_address(route.address) if route.dialect == DIALECT else None
+            if where is None:
+                log.warning("%s: its kept zigbee2mqtt route is unreadable; it is updated when bridge/devices comes",
+                            device_id)
+                continue
+            grouped.setdefault(where.ieee, []).append((device_id, where))
+        for ieee, endpoints in grouped.items():
+            if ieee not in self._devices:
+                device = device_from_routes(ieee, sorted(endpoints, key=lambda e: e[0]))
+                self._devices[ieee] = device
+                self._by_name[device.name] = ieee
+                self._announced.update({s.endpoint_id: None for s in device.slots})
+
+    def pending_subscriptions(self) -> list[tuple[str, int]]:
+        """None: `<base>/#` covers every topic of the installation."""
+        return []
+
+    def claims(self, topic: str) -> bool:
+        """Topics under the base topic."""
+        return topic.startswith(self._prefix)
+
+    def decode(self, topic: str, payload: bytes, received_at: float, retained: bool) -> list[DeviceInput]:
+        """The inputs a message means; a bad one is an InputRejected naming the topic and the fix."""
+        rest = topic[len(self._prefix):]
+        if rest == "bridge/devices":
+            return self._device_list(topic, payload)
+        if rest == "bridge/state":
+            online = self._online_value(topic, payload)
+            if isinstance(online, InputRejected):
+                return [online]
+            if online is not None:
+                self._bridge_online = online
+            return self._availability_changes(self._devices)
+        found = self._match(rest)
+        if found is None:
+            if not self._listed and not rest.startswith("bridge/") and len(payload) <= MAX_EARLY_BYTES \
+                    and (rest in self._early or len(self._early) < MAX_EARLY_MESSAGES):
+                self._early[rest] = (payload, received_at)  # perhaps a device of the list still to come
+            return []  # other bridge topics, groups, devices not imported
+        ieee, sub = found
+        if sub == "":
+            return self._state(self._devices[ieee], topic, payload, received_at, retained)
+        if sub == _AVAILABILITY:
+            online = self._online_value(topic, payload)
+            if isinstance(online, InputRejected):
+                return [online]
+            if online is not None:
+                self._device_online[ieee] = online
+            return self._availability_changes([ieee])
+        return []  # our own /set and /get, the legacy /action topic, attribute output: not states
+
+    def encode_control(self, device_id: str, route: Route, request: ControlRequest) -> list[Outgoing]:
+        """One publish to `<base>/<current friendly_name>/set` in zigbee2mqtt's form."""
+        where, feature = self._feature(device_id, route, request.interface)
+        body = command(feature, request)
+        return [Outgoing(f"{self._prefix}{self._name_of(where)}/set", _json(body))]
+
+    def encode_refresh(self, device_id: str, route: Route, interfaces: Iterable[str]) -> list[Outgoing]:
+        """A `/get` asking the device for these interfaces' values (for a ReportState); [] when none is gettable."""
+        where = self._address(device_id, route)
+        body: dict[str, str] = {}
+        for feature in where.features:
+            body.update(get(feature, interfaces))
+        return [Outgoing(f"{self._prefix}{self._name_of(where)}/get", _json(body))] if body else []
+
+    def encode_speaker(self, device_id: str, route: Route, command: dict[str, Any]) -> list[Outgoing]:
+        """Never: zigbee2mqtt has no speaker hubd can command."""
+        raise CommandRefused(f"{device_id} is a zigbee2mqtt device, not a speaker")
+
+    def unexported_devices(self) -> dict[str, str]:
+        """Devices of the list that are not imported, by friendly name, with why (for the status page)."""
+        return dict(self._left_out)
+
+    # bridge/devices.
+
+    def _device_list(self, topic: str, payload: bytes) -> list[DeviceInput]:
+        if len(payload) > MAX_DEVICE_LIST_BYTES:
+            return [InputRejected("config", f"{topic}: {len(payload)} bytes; hubd reads at most "
+                                            f"{MAX_DEVICE_LIST_BYTES} (about {self._max_devices} devices)")]
+        if not payload.strip():
+            return []  # the retained list cleared by hand: zigbee2mqtt publishes it again when it starts
+        try:
+            # No check_nesting: scanning megabytes costs more than parsing them; the C parser's RecursionError
+            # stops a deep one, and nothing after it descends further than an expose's few levels.
+            data: Any = json.loads(payload.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as err:
+            return [InputRejected("config", f"{topic}: not the JSON device list zigbee2mqtt publishes "
+                                            f"({str(err)[:120]}); nothing changed")]
+        if not isinstance(data, list) or (data and not any(isinstance(e, dict) for e in data)):
+            what = f"a {type(data).__name__}" if not isinstance(data, list) else "a list of no device objects"
+            return [InputRejected("config", f"{topic}: {what}, not the list of devices zigbee2mqtt publishes; "
+                                            "nothing changed")]
+        if len(data) > self._max_devices:
+            return [InputRejected("config", f"{topic}: {len(data)} devices; hubd takes at most "
+                                            f"{self._max_devices}, so nothing changed")]
+        out: list[DeviceInput] = []
+        devices: dict[str, Z2mDevice] = {}
+        left_out: dict[str, str] = {}
+        previous, self._entries = self._entries, {}
+        for index, raw in enumerate(data):
+            entry = self._entry(raw, index, previous)
+            out += [InputRejected("config", f"{topic}: {p}; fix it in zigbee2mqtt") for p in entry.problems]
+            if entry.ieee is not None and entry.ieee in devices:
+                out.append(InputRejected("config", f"{topic}: entry {index}: ieee_address {entry.ieee} is listed "
+                                                   "twice; hubd keeps the first"))
+            elif entry.device is not None:
+                devices[entry.ieee or ""] = entry.device
+            elif entry.name is None and entry.ieee in self._devices:  # malformed now: keep what it was
+                devices[entry.ieee or ""] = self._devices[entry.ieee or ""]
+            elif entry.name is not None:
+                left_out[entry.name] = entry.reason
+        self._left_out = left_out
+        self._listed = True
+        out += self._apply(devices)
+        early, self._early = self._early, {}
+        for rest, (message, at) in early.items():
+            if not rest.endswith("/" + _AVAILABILITY) and self._match(rest) is not None:
+                out += self.decode(self._prefix + rest, message, at, True)  # as retained: it presses nothing
+        return out
+
+    def _entry(self, raw: Any, index: int, previous: dict[str, tuple[bytes, Entry]]) -> Entry:
+        """One entry read, or the same reading as last time when the entry is unchanged (a digest, not a copy)."""
+        ieee = raw.get("ieee_address") if isinstance(raw, dict) else None
+        digest = hashlib.blake2b(json.dumps(raw, separators=(",", ":")).encode(), digest_size=16).digest() \
+            if isinstance(ieee, str) else b""
+        cached = previous.get(ieee) if isinstance(ieee, str) else None
+        if cached is not None and cached[0] == digest and cached[1].problems == ():
+            entry = cached[1]
+        else:
+            entry = read_entry(raw, index, include=self._include, exclude=self._exclude, doorbells=self._doorbells)
+        if isinstance(ieee, str):
+            self._entries[ieee] = (digest, entry)
+        return entry
+
+    def _apply(self, devices: dict[str, Z2mDevice]) -> list[DeviceInput]:
+        out: list[DeviceInput] = []
+        self._devices = devices
+        self._by_name = {d.name: ieee for ieee, d in devices.items()}
+        for rest, (message, _) in self._early.items():
+            found = self._match(rest)
+            online = self._online_value(rest, message) if found is not None and found[1] == _AVAILABILITY else None
+            if isinstance(online, bool) and found is not None:
+                self._device_online[found[0]] = online
+        present: set[str] = set()
+        for ieee in sorted(devices):
+            device = devices[ieee]
+            present.update(s.endpoint_id for s in device.slots)
+            for item in device.configs:
+                seen = (item.config.canonical(), item.route, item.origin)
+                if self._announced.get(item.device_id) != seen:
+                    self._announced[item.device_id] = seen
+                    out.append(item)
+        for gone in sorted(set(self._announced) - present):
+            del self._announced[gone]
+            self._sent.pop(gone, None)
+            self._online_sent.pop(gone, None)
+            out.append(DeviceGone(gone))
+        for table in (self._raw, self._device_online):
+            for ieee in [i for i in table if i not in devices]:
+                del table[ieee]
+        return out + self._availability_changes(devices)
+
+    # States, availability, presses.
+
+    def _state(self, device: Z2mDevice, topic: str, payload: bytes, received_at: float,
+               retained: bool) -> list[DeviceInput]:
+        if len(payload) > MAX_PAYLOAD_BYTES:
+            return [InputRejected("state", f"{topic}: {len(payload)} bytes; a device state is at most "
+                                           f"{MAX_PAYLOAD_BYTES}")]
+        if not payload.strip():
+            return []  # zigbee2mqtt clears a retained state so
+        try:
+            check_nesting(payload)
+            data: Any = json.loads(payload.decode("utf-8"))
+        except (UnicodeDecodeError, DeviceMessageInvalid, ValueError, RecursionError):
+            data = None
+        if not isinstance(data, dict):
+            return [InputRejected("state", f"{topic}: not a JSON object; zigbee2mqtt publishes a device's state as "
+                                           "one (set its advanced.output to json or attribute_and_json)")]
+        raw = self._raw.setdefault(device.ieee, {})
+        raw.update((k, v) for k, v in data.items() if k in device.reads)
+        when = format_time(received_at)
+        out: list[DeviceInput] = []
+        problems: dict[str, str] = {}
+        for slot in device.slots:
+            values: dict[str, StateValue] = {}
+            for feature in slot.features:
+                found, bad = read(feature, raw)
+                values.update((i, v) for i, v in found.items() if i in slot.interfaces)
+                problems.update(bad)
+            sent = self._sent.setdefault(slot.endpoint_id, {})
+            changed = {i: v for i, v in values.items() if i not in sent or sent[i] != v}
+            if changed:
+                sent.update(changed)
+                out.append(StateReceived(slot.endpoint_id, tuple(StateSample(i, v, when) for i, v in changed.items())))
+        for prop, why in problems.items():
+            raw.pop(prop, None)  # reported once, not again with every later state
+            out.append(InputRejected("state", f"{topic}: {why}; hubd left it out"))
+        action = data.get("action")
+        if device.doorbell is not None and not retained and isinstance(action, str) and action \
+                and action.casefold() == device.doorbell[1].casefold():
+            out.append(PressReceived(device.doorbell[0], when))
+        return out
+
+    def _online_value(self, topic: str, payload: bytes) -> bool | InputRejected | None:
+        text = payload.decode("utf-8", errors="replace").strip()
+        if not text:
+            return None  # a retained availability cleared (the device was removed)
+        if text.startswith("{"):
+            try:
+                data: Any = json.loads(text) if len(payload) <= MAX_PAYLOAD_BYTES else None
+            except (ValueError, RecursionError):
+                data = None
+            state = data.get("state") if isinstance(data, dict) else None
+            text = state if isinstance(state, str) else ""
+        if text.casefold() in ("online", "offline"):
+            return text.casefold() == "online"
+        return InputRejected("availability", f"{topic}: {_short(payload)} is neither online/offline nor "
+                                             '{"state": "online"/"offline"}, as zigbee2mqtt publishes')
+
+    def _availability_changes(self, ieees: Iterable[str]) -> list[DeviceInput]:
+        out: list[DeviceInput] = []
+        for ieee in sorted(ieees):
+            device = self._devices.get(ieee)
+            online = self._online(ieee)
+            if device is None or online is None:
+                continue
+            for slot in device.slots:
+                if self._online_sent.get(slot.endpoint_id) is not online:
+                    self._online_sent[slot.endpoint_id] = online
+                    out.append(AvailabilityReceived(slot.endpoint_id, online))
+        return out
+
+    def _online(self, ieee: str) -> bool | None:
+        """Offline while the bridge is; else what its availability said, or online with the bridge."""
+        if self._bridge_online is False:
+            return False
+        return self._device_online.get(ieee, self._bridge_online)
+
+    # Helpers.
+
+    def _match(self, rest: str) -> tuple[str, str] | None:
+        """(ieee, subtopic) of the longest friendly name the topic starts with."""
+        candidate = rest
+        while candidate:
+            ieee = self._by_name.get(candidate)
+            if ieee is not None:
+                return ieee, rest[len(candidate) + 1:]
+            cut = candidate.rfind("/")
+            if cut < 0:
+                return None
+            candidate = candidate[:cut]
+        return None
+
+    def _address(self, device_id: str, route: Route) -> Address:
+        where = parse_address(route.address) if route.dialect == DIALECT else None
+        if where is None:
+            raise CommandRefused(f"{device_id}: its route is not a zigbee2mqtt address; wait for zigbee2mqtt's "
+                                 "bridge/devices to arrive again")
+        return where
+
+    def _feature(self, device_id: str, route: Route, interface: str) -> tuple[Address, Feature]:
+        where = self._address(device_id, route)
+        for feature in where.features:
+            found = part(feature)
+            if found is not None and interface in found.interfaces:
+                return where, feature
+        raise CommandRefused(f"{device_id} has no zigbee2mqtt feature that takes {interface}")
+
+    def _name_of(self, where: Address) -> str:
+        """The device's friendly name now (it follows renames), else the one in its route."""
+        device = self._devices.get(where.ieee)
+        name = device.name if device is not None else where.name
+        if not name or "+" in name or "#" in name:
+            raise CommandRefused(f"{where.ieee}: friendly name {name!r} is no topic hubd can publish to")
+        return name
+
+
+def _json(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _short(payload: bytes) -> str:
+    text = payload[:60].decode("utf-8", errors="replace")
+    return repr(text + ("..." if len(payload) > 60 else ""))

@@ -1,0 +1,263 @@
+"""zigbee2mqtt's bridge/devices entries as platform devices (pure).
+
+`read_entry` decides whether one entry is imported (interviewed, supported, not disabled, not the Coordinator,
+kept by include/exclude) and, if so, builds its `Z2mDevice`: the endpoints of mapping.plan_ranked (the device's
+own endpoint, the ieee_address, and a `<ieee>-<property>` one per feature whose interface is already taken),
+each with its whole DeviceConfig, its Route (JSON: the ieee, the friendly name, the features' specs) and the
+Origin notes of every expose feature, exported or not and why. `device_from_routes` rebuilds what reading
+states needs from the kept routes after a restart. Imports the mapping, the exposes reader, the features and the
+seam's types.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hubd.dialects import mapping
+from hubd.dialects.base import ConfigReceived, EntityNote, Origin, Route
+from hubd.dialects.zigbee2mqtt_exposes import ACTION, PUBLISHED, RANK_SENSOR, Exposes, Feature, read_exposes
+from hubd.dialects.zigbee2mqtt_features import part
+from hubd.mqtt.codec import ADDITIONAL_INFO_MAX_CHARS, DeviceConfig
+
+DIALECT = "zigbee2mqtt"
+ADDRESS_VERSION = 1
+MAX_NAME_CHARS = 128
+MAX_ID_CHARS = 64
+_OUTLET_WORDS = ("plug", "socket", "outlet")
+
+
+class Globs:
+    """fnmatch patterns, case-insensitive, compiled once."""
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self._res = [re.compile(fnmatch.translate(p.casefold())) for p in patterns]
+
+    def any(self, names: Iterable[str]) -> bool:
+        """Whether a pattern matches one of the names."""
+        folded = [n.casefold() for n in names if n]
+        return any(r.match(n) for r in self._res for n in folded)
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One endpoint of a device: the features whose values go there, and its interfaces."""
+
+    endpoint_id: str
+    features: tuple[Feature, ...]
+    interfaces: frozenset[str]
+
+
+@dataclass(slots=True)
+class Z2mDevice:
+    """An imported zigbee2mqtt device: its name, endpoints and what they read."""
+
+    ieee: str
+    name: str
+    slots: tuple[Slot, ...]
+    doorbell: tuple[str, str] | None = None  # (endpoint id, the action value that presses it)
+    configs: tuple[ConfigReceived, ...] = ()  # empty for one rebuilt from its routes
+    reads: frozenset[str] = field(default_factory=frozenset)  # the state properties its features read
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """What one bridge/devices entry gave: the device, or why it is not imported; and its problems."""
+
+    ieee: str | None
+    name: str | None
+    device: Z2mDevice | None
+    reason: str = ""
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """A Route address read back: the device, its friendly name then, the features of that endpoint."""
+
+    ieee: str
+    name: str
+    features: tuple[Feature, ...]
+    doorbell: str | None
+
+
+def read_entry(entry: Any, index: int, *, include: Globs, exclude: Globs,
+               doorbells: Sequence[tuple[Globs, str]]) -> Entry:
+    """One bridge/devices entry: its device if imported, else why not; a malformed one is a problem."""
+    if not isinstance(entry, dict):
+        return Entry(None, None, None, problems=(f"entry {index} is a {type(entry).__name__}, not an object",))
+    ieee, name = entry.get("ieee_address"), entry.get("friendly_name")
+    if not isinstance(ieee, str) or not _plain(ieee, MAX_ID_CHARS):
+        return Entry(None, None, None, problems=(f"entry {index}: ieee_address {_short(ieee)} is not an address "
+                                                 "such as 0x00158d0001a2b3c4",))
+    if not isinstance(name, str) or not _plain(name, 1_000):
+        return Entry(ieee, None, None, problems=(f"entry {index} ({ieee}): friendly_name {_short(name)} is not a "
+                                                 "name zigbee2mqtt allows (no '+' or '#'); rename the device",))
+    definition = entry.get("definition")
+    reason = ""
+    if entry.get("type") == "Coordinator":
+        reason = "the Coordinator (the Zigbee adapter itself)"
+    elif entry.get("disabled") is True:
+        reason = "disabled in zigbee2mqtt"
+    elif entry.get("interview_completed") is not True and entry.get("interview_state") != "SUCCESSFUL":
+        reason = f"not interviewed yet (interview_state {_short(entry.get('interview_state'))})"
+    elif entry.get("supported") is False or not isinstance(definition, dict):
+        reason = "not supported by zigbee2mqtt (it has no definition)"
+    elif not include.any((name, ieee)) or exclude.any((name, ieee)):
+        reason = "left out by zigbee2mqtt.include/exclude"
+    if reason or not isinstance(definition, dict):
+        return Entry(ieee, name, None, reason)
+    exposes = read_exposes(definition.get("exposes"), outlet=_is_outlet(definition))
+    event = next((e for globs, e in doorbells if globs.any((name, ieee))), None)
+    device = build(ieee, name, entry, exposes, event)
+    problems = tuple(f"{name} ({ieee}): {p}" for p in exposes.problems)
+    if not device.slots:
+        return Entry(ieee, name, None, _why_not(exposes, event), problems)
+    return Entry(ieee, name, device, problems=problems)
+
+
+def build(ieee: str, name: str, entry: dict[str, Any], exposes: Exposes, event: str | None) -> Z2mDevice:
+    """The device's endpoints (mapping.plan_ranked), configs, routes and notes."""
+    left_out = list(exposes.left_out)
+    features = list(exposes.features)
+    if event is not None:
+        doorbell = _doorbell(exposes, event)
+        if isinstance(doorbell, Feature):
+            features.append(doorbell)
+            left_out = [n for n in left_out if n.name != f"enum.{ACTION}"]
+        else:
+            left_out.append(EntityNote("doorbell", False, doorbell))
+    parts: dict[str, mapping.Part] = {}
+    by_key: dict[str, Feature] = {}
+    for feature in features:
+        found = part(feature)
+        if found is None or feature.key in parts or (not found.capabilities and feature.kind != "doorbell"):
+            why = "its property is exported by another feature" if feature.key in parts else \
+                "nothing of it reaches the platform (its access allows neither reading nor setting)"
+            left_out += [EntityNote(n, False, why) for n in feature.notes]
+            continue
+        parts[feature.key], by_key[feature.key] = found, feature
+    given = entry.get("definition")
+    definition: dict[str, Any] = given if isinstance(given, dict) else {}
+    slots: list[Slot] = []
+    configs: list[ConfigReceived] = []
+    bell: tuple[str, str] | None = None
+    for planned in mapping.plan_ranked(mapping.endpoint_id(ieee), parts, {k: f.rank for k, f in by_key.items()}):
+        members = tuple(by_key[k] for k in planned.keys)
+        shown = [EntityNote(n, True, _exported_reason(f)) for f in members for n in f.notes]
+        if not planned.split:
+            shown += left_out
+        display = f"{name} {members[0].label}" if planned.split else name
+        config = DeviceConfig(displayName=display[:MAX_NAME_CHARS], displayType=planned.display_type,
+                              capabilities=planned.capabilities, additionalInfo=_info(entry, definition, members))
+        route = Route(DIALECT, address(ieee, name, members))
+        configs.append(ConfigReceived(planned.endpoint_id, config, route,
+                                      Origin(DIALECT, tuple(sorted(shown, key=lambda n: n.name)))))
+        slots.append(Slot(planned.endpoint_id, members, frozenset(c.interface for c in planned.capabilities)))
+        bell = bell or next(((planned.endpoint_id, str(f.opts["event"])) for f in members if f.kind == "doorbell"),
+                            None)
+    return Z2mDevice(ieee, name, tuple(slots), bell, tuple(configs), _reads(by_key.values()))
+
+
+def address(ieee: str, name: str, features: Sequence[Feature]) -> str:
+    """The Route address of one endpoint (JSON): enough to read its states and command it after a restart."""
+    data: dict[str, Any] = {"v": ADDRESS_VERSION, "ieee": ieee, "name": name,
+                            "features": [f.spec() for f in features if f.kind != "doorbell"]}
+    bell = next((f for f in features if f.kind == "doorbell"), None)
+    if bell is not None:
+        data["doorbell"] = bell.opts["event"]
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def parse_address(text: str) -> Address | None:
+    """A Route address read back; None for one that is not this version's."""
+    try:
+        data: Any = json.loads(text)
+        if not isinstance(data, dict) or data.get("v") != ADDRESS_VERSION:
+            return None
+        ieee, name, features, bell = data["ieee"], data["name"], data["features"], data.get("doorbell")
+        if not isinstance(ieee, str) or not isinstance(name, str) or not isinstance(features, list) \
+                or not isinstance(bell, str | None):
+            return None
+        return Address(ieee, name, tuple(Feature.from_spec(f) for f in features), bell)
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return None
+
+
+def device_from_routes(ieee: str, endpoints: Sequence[tuple[str, Address]]) -> Z2mDevice:
+    """What reading a device's states needs, from its kept routes (before bridge/devices comes again)."""
+    slots: list[Slot] = []
+    bell: tuple[str, str] | None = None
+    for endpoint_id, where in endpoints:
+        interfaces = frozenset(i for f in where.features if (p := part(f)) is not None for i in p.interfaces)
+        slots.append(Slot(endpoint_id, where.features, interfaces))
+        if where.doorbell is not None and bell is None:
+            bell = (endpoint_id, where.doorbell)
+    name = endpoints[0][1].name if endpoints else ieee
+    return Z2mDevice(ieee, name, tuple(slots), bell, (), _reads(f for _, a in endpoints for f in a.features))
+
+
+def _doorbell(exposes: Exposes, event: str) -> Feature | str:
+    if exposes.actions is None:
+        return f"declared in doorbells (event {event!r}), but the device exposes no action"
+    if exposes.actions and event.casefold() not in {a.casefold() for a in exposes.actions}:
+        return f"declared in doorbells with event {event!r}, but its action is one of {list(exposes.actions)}"
+    return Feature("doorbell", ACTION, {"action": ACTION}, {"action": PUBLISHED}, {"event": event}, "Doorbell",
+                   RANK_SENSOR, (f"enum.{ACTION}",))
+
+
+def _exported_reason(feature: Feature) -> str:
+    if feature.kind == "doorbell":
+        return f"a declared doorbell: action {feature.opts['event']!r} is a DoorbellPress"
+    return ""
+
+
+def _why_not(exposes: Exposes, event: str | None) -> str:
+    """Why a device none of whose exposes is exported is not imported."""
+    names = dict.fromkeys(n.name.rsplit(".", 1)[-1] for n in exposes.left_out)
+    reason = f"nothing it exposes has a platform interface ({', '.join(names) or 'it exposes nothing'})"
+    if event is not None and isinstance(problem := _doorbell(exposes, event), str):
+        return f"{reason}; {problem}"
+    if exposes.actions is not None:
+        return f"{reason}; declare it in doorbells to make its action a DoorbellPress"
+    return reason
+
+
+def _info(entry: dict[str, Any], definition: dict[str, Any], members: Sequence[Feature]) -> dict[str, str]:
+    info: dict[str, str] = {}
+    for key, value in (("manufacturer", definition.get("vendor")), ("model", definition.get("model")),
+                       ("swVersion", entry.get("software_build_id"))):
+        if isinstance(value, str) and value.strip():
+            info[key] = value[:ADDITIONAL_INFO_MAX_CHARS]
+    for feature in members:
+        low, high, unit = feature.opts.get("min"), feature.opts.get("max"), str(feature.opts.get("unit") or "")
+        if feature.kind == "climate" and isinstance(low, int | float) and isinstance(high, int | float):
+            info["minTemperature"] = _number_text(mapping.celsius(low, unit) or low)
+            info["maxTemperature"] = _number_text(mapping.celsius(high, unit) or high)
+    return info
+
+
+def _reads(features: Iterable[Feature]) -> frozenset[str]:
+    return frozenset(p for f in features for p in f.props.values())
+
+
+def _is_outlet(definition: dict[str, Any]) -> bool:
+    text = " ".join(v for v in (definition.get("description"), definition.get("model")) if isinstance(v, str))
+    return any(word in text.casefold() for word in _OUTLET_WORDS)
+
+
+def _plain(text: str, limit: int) -> bool:
+    return 0 < len(text) <= limit and "+" not in text and "#" not in text and "\x00" not in text
+
+
+def _number_text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.2f}".rstrip("0")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,0 +1,141 @@
+"""The shared device mapping (hubd/dialects/mapping.py), the discovery templates' sandbox, and the config
+sections of CONTRACT.md 6 (`homeassistant:`, `doorbells:`). Pure."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hubd.config import parse_config
+from hubd.dialects import mapping
+from hubd.dialects.homeassistant_templates import Payload, TemplateError, Templates
+from hubd.errors import ConfigError
+
+
+def test_parts_of_one_device_share_its_endpoint_until_an_interface_repeats() -> None:
+    parts = {"temperature": mapping.sensor("temperature", "°C"), "humidity": mapping.sensor("humidity", "%"),
+             "temperature_2": mapping.sensor("temperature", "°F"), "light": mapping.light(
+                 dimmable=True, color_temperature=False, color=False)}
+
+    planned = mapping.plan("dev:1", parts)
+
+    assert [(e.endpoint_id, e.keys, e.display_type, e.split) for e in planned] == [
+        ("dev_1", ("humidity", "light", "temperature"), "light", False),
+        ("dev_1-temperature_2", ("temperature_2",), "unknown", True)]
+    assert [c.interface for c in planned[0].capabilities] == ["Brightness", "Humidity", "Switch", "Temperature"]
+
+
+def test_the_split_is_the_same_whatever_order_the_parts_come_in() -> None:
+    one = {"b": mapping.switch(), "a": mapping.switch(outlet=True)}
+    two = {"a": mapping.switch(outlet=True), "b": mapping.switch()}
+
+    assert mapping.plan("x", one) == mapping.plan("x", two)
+    assert mapping.plan("x", one)[0].display_type == "socket"
+
+
+def test_the_mapping_table_of_the_contract() -> None:
+    def ops(part: mapping.Part | None) -> dict[str, tuple[str, ...]]:
+        assert part is not None
+        return {c.interface: c.supportedOperations for c in part.capabilities}
+
+    assert ops(mapping.binary("garage_door")) == {"Switch": ()}
+    assert mapping.binary("smoke") is not None and mapping.binary("smoke").display_type == "alarm"  # type: ignore
+    assert mapping.binary("battery") is None and mapping.sensor("pressure", "hPa") is None
+    assert ops(mapping.cover(position=True, set_position=True, open_close=True, stop=True)) == {
+        "Switch": ("On", "Off"), "Position": ("Set", "Adjust"), "MotionSwitch": ("Off",)}
+    climate = mapping.climate(modes=["off", "heat", "cool", "auto"], settable_mode=True, target=True,
+                              settable_target=True, power=False)
+    assert climate.display_type == "ac"
+    assert ops(climate) == {"Temperature": ("Set", "Adjust"), "Mode": ("Auto", "Cool", "Heat"), "Switch": ("On", "Off")}
+    assert ops(mapping.fan(speed=True))["FanSpeed"][:4] == ("Set", "SetMax", "SetMin", "Adjust")
+    assert ops(mapping.scene()) == {"Switch": ("On",)} and ops(mapping.lock()) == {"Switch": ()}
+    assert mapping.doorbell().capabilities == ()
+
+
+def test_value_conversions() -> None:
+    assert mapping.brightness_percent(254, 254) == 100 and mapping.brightness_percent(1, 254) == 1
+    assert mapping.brightness_value(50, 254) == 127 and mapping.brightness_value(1, 254) == 3
+    assert mapping.color_temperature_percent_from_mireds(454, 250, 454) == 0
+    assert mapping.mireds_from_percent(100, 153, 500) == 153
+    assert mapping.kelvin_from_percent(0, 2000, 6500) == 2000
+    assert mapping.color_temperature_percent_from_kelvin(6500, 2000, 6500) == 100
+    assert mapping.rgb_value(255, 136, 0) == 0xFF8800 and mapping.rgb_parts(0xFF8800) == (255, 136, 0)
+    assert mapping.rgb_from_hs(240, 100) == 0x0000FF and mapping.hs_from_rgb(0x00FF00) == (120.0, 100.0)
+    x, y = mapping.xy_from_rgb(0xFF0000)
+    assert mapping.rgb_from_xy(x, y) == 0xFF0000
+    assert mapping.celsius(71.6, "°F") == 22 and mapping.celsius(300, "K") == 26.85
+    assert mapping.celsius(20, "lx") is None and mapping.from_celsius(22, "°F") == pytest.approx(71.6)
+    assert mapping.ranged_percent(2, 1, 4) == 50 and mapping.ranged_value(60, 1, 4) == 3
+    assert mapping.ranged_value(0, 1, 4) == 0 and mapping.ranged_percent(0, 1, 4) == 0
+    assert mapping.device_mode("Auto", ["off", "heat_cool"]) == "heat_cool"
+    assert mapping.endpoint_id("zigbee2mqtt 0x00/1#") == "zigbee2mqtt_0x00_1_"
+
+
+def test_templates_real_producers_publish_render() -> None:
+    templates = Templates()
+
+    def render(source: str, payload: object) -> str:
+        text = payload if isinstance(payload, str) else json.dumps(payload)
+        return templates.render_value(templates.compile(source), Payload(text))
+
+    thermostat = ("{% set values = {None:None,'idle':'idle','heat':'heating','cool':'cooling','fan_only':'fan'} %}"
+                  "{{ values[value_json[\"running_state\"]] }}")
+    assert render(thermostat, {"running_state": "heat"}) == "heating"
+    assert render("{{ value_json.state }}", {"state": "online"}) == "online"
+    assert render("{{ value_json.missing }}", {"state": "online"}) == ""
+    assert render("{{value_json['ENERGY'].Total}}", {"ENERGY": {"Total": 1.5}}) == "1.5"
+    assert render("{{ value | float(0) | round(1) }}", "21.56") == "21.6"
+    assert render("{{ value | int(default=7) }}", "x") == "7"
+    assert render("{{ iif(value == 'ON', 'on', 'off') }}", "ON") == "on"
+    assert render("{{ (value | from_json).a | to_json }}", '{"a": [1]}') == "[1]"
+    assert render("{{ value | regex_replace('[^0-9]', '') }}", "a1b2") == "12"
+    assert render("{{ value_json.temperature | is_defined }}", {"temperature": 2}) == "2"
+    assert render("{% for i in range(3) %}{% if i == 1 %}{% continue %}{% endif %}{{ i }}{% endfor %}", "") == "02"
+
+
+def test_a_template_fails_with_one_line_never_an_exception_of_its_own() -> None:
+    templates = Templates()
+    for source, payload in [("{{ value_json.a.b }}", "{}"), ("{{ value | float }}", "warm"),
+                            ("{{ value_json.temperature | is_defined }}", "{}"), ("{{ 'x' * 10 ** 9 }}", ""),
+                            ("{% for i in range(10 ** 6) %}{% endfor %}", ""), ("{{ [].append(1) }}", ""),
+                            ("{{ 1 / 0 }}", ""), ("{{ ''.__class__.__mro__ }}", "")]:
+        template = templates.compile(source)
+        with pytest.raises(TemplateError):
+            templates.render_value(template, Payload(payload))
+    # The sandbox hides what a template must not reach: it is undefined, so renders as nothing.
+    assert templates.render_value(templates.compile("{{ ''.__class__ }}"), Payload("")) == ""
+    with pytest.raises(TemplateError, match="not a valid template"):
+        templates.compile("{{ x ")
+
+
+def test_the_same_template_source_is_compiled_once() -> None:
+    templates = Templates()
+    first = templates.compile("{{ value_json.state }}")
+
+    assert templates.compile("{{ value_json.state }}") is first
+    assert templates.compiles == 1
+
+
+def test_the_homeassistant_and_doorbells_sections() -> None:
+    config = parse_config("homeassistant:\n  enabled: true\n  exclude: ['*battery*']\n"
+                          "doorbells:\n  - {device: 'Front*', event: single}\n", {})
+
+    assert (config.homeassistant.enabled, config.homeassistant.discovery_prefix) == (True, "homeassistant")
+    assert (config.homeassistant.include, config.homeassistant.exclude) == (["*"], ["*battery*"])
+    assert [(d.device, d.event) for d in config.doorbells] == [("Front*", "single")]
+    defaults = parse_config("{}", {})
+    assert not defaults.homeassistant.enabled and defaults.doorbells == []
+
+
+@pytest.mark.parametrize("text", [
+    "homeassistant: {discovery_prefix: 'ha/#'}",
+    "homeassistant: {include: ['']}",
+    "homeassistant: {colour: red}",
+    "doorbells: [{device: 'x'}]",
+    "doorbells: [{device: 'x', event: ' '}]",
+    "doorbells: [{device: 'x', event: 'single', room: 'hall'}]",
+])
+def test_bad_homeassistant_or_doorbell_settings_are_reported(text: str) -> None:
+    with pytest.raises(ConfigError):
+        parse_config(text, {})
