@@ -91,17 +91,18 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
         will=Will(status_topic(config.mqtt.base_topic), b"offline", qos=1, retain=True),
         keepalive_s=config.mqtt.keepalive_s,
     )
-    # The device dialects, hubd's own topics first: each claims its topics and turns messages into typed inputs.
+    # The device dialects, hubd's own topics first, then zigbee2mqtt (all under its base topic) before discovery:
+    # each claims its topics and turns messages into typed inputs; the first that claims a topic decodes it.
     dialects: list[Dialect] = [NativeDialect(config.mqtt.base_topic, brand=config.platform.namespace)]
+    if config.zigbee2mqtt.enabled:
+        from hubd.dialects.zigbee2mqtt import Zigbee2MqttDialect
+
+        dialects.append(Zigbee2MqttDialect(config.zigbee2mqtt, config.doorbells))
     if config.homeassistant.enabled:
         from hubd.dialects.homeassistant import HomeAssistantDialect
 
         dialects.append(HomeAssistantDialect(config.homeassistant, config.doorbells,
                                              defer_zigbee2mqtt=config.zigbee2mqtt.enabled))
-    if config.zigbee2mqtt.enabled:
-        from hubd.dialects.zigbee2mqtt import Zigbee2MqttDialect
-
-        dialects.append(Zigbee2MqttDialect(config.zigbee2mqtt, config.doorbells))
     bridge = MqttBridge(client, base_topic=config.mqtt.base_topic, dialects=dialects, sink=registry, routes=registry,
                         health=health, metrics=metrics)
     components.append(bridge)

@@ -23,6 +23,11 @@ class StoreError(HubdError):
     """The SQLite database failed (disk full, corrupt, locked, newer schema)."""
 
 
+class StorageUnavailable(StoreError):
+    """The disk refused a write (full, read-only, I/O error); nothing was written: retry once
+    `Database.writable()` returns."""
+
+
 class DeviceMessageInvalid(HubdError):
     """An MQTT message from a device could not be understood; the text says why."""
 

@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from hubd.cloud.messages import new_message_id, with_token_json
-from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
+from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable, StorageUnavailable
 from hubd.events import BARRIER_LANE
 from hubd.lifecycle import Backoff, Clock
 from hubd.metrics import Metrics
-from hubd.store.db import Database, StorageUnavailable
+from hubd.store.db import Database
 
 log = logging.getLogger(__name__)
 

@@ -36,12 +36,12 @@ from hubd.dialects.base import (
     StateReceived,
     input_kind,
 )
-from hubd.errors import DeviceMessageInvalid
+from hubd.errors import DeviceMessageInvalid, StorageUnavailable
 from hubd.metrics import Metrics
 from hubd.mqtt import codec
 from hubd.mqtt.codec import CommandResult, DeviceConfig, StateSample
 from hubd.mqtt.topics import MAX_DEVICE_ID_CHARS, valid_device_id
-from hubd.store.db import Database, StorageUnavailable
+from hubd.store.db import Database
 
 log = logging.getLogger(__name__)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hubd.cloud import messages
+from hubd.errors import StorageUnavailable
 from hubd.events import BARRIER_LANE
 from hubd.metrics import Metrics
 from hubd.registry import (
@@ -33,7 +34,7 @@ from hubd.registry import (
     load_devices_blocking,
     write_rows_blocking,
 )
-from hubd.store.db import Database, StorageUnavailable
+from hubd.store.db import Database
 from hubd.store.grants import Grant, replace_grant_blocking
 from hubd.webhook.store import record_results_blocking
 

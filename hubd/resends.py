@@ -28,9 +28,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from hubd.errors import DirectiveError, StoreError
+from hubd.errors import DirectiveError, StorageUnavailable, StoreError
 from hubd.metrics import Metrics
-from hubd.store.db import StorageUnavailable
 from hubd.store.replies import ReplyKey, StoredReply
 from hubd.vendor import BUSY, Directive
 

@@ -13,7 +13,6 @@ it is a non-empty string (DIFF-14). DirectiveError is turned into an ErrorRespon
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -27,6 +26,7 @@ from hubd.driver.store import TokenCheck, TokenStatus
 from hubd.errors import CloudAuthError, CloudUnavailable, DirectiveError, StoreError
 from hubd.metrics import Metrics
 from hubd.reporter import Reporter
+from hubd.web.jsonbody import JsonBodyInvalid, load_json
 
 log = logging.getLogger(__name__)
 
@@ -109,12 +109,10 @@ class VendorEndpoint:
                 "a small JSON object")
         else:
             try:
-                message = json.loads(raw)
-            except (UnicodeDecodeError, ValueError, RecursionError) as err:  # JSONDecodeError is a ValueError
-                detail = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+                message = load_json(raw, max_bytes=max(len(raw), request.client_max_size))
+            except JsonBodyInvalid as err:
                 reply = messages.error_response(self._brand, messages.new_message_id(), "E_INTERNAL_ERROR",
-                                                f"the body is not valid JSON ({detail}); send "
-                                                "{header, endpoint?, payload?}")
+                                                f"{err}; send a JSON object {{header, endpoint?, payload?}}")
             else:
                 reply = await self.handle(message, received_at=received_at)
         self._directives.inc(label=str(reply["header"]["name"]))

@@ -66,8 +66,8 @@ async def start_bridge() -> AsyncIterator[Callable[..., Awaitable[Running]]]:
 
     async def start(client: MqttClient, *, wait_connected: bool = True) -> Running:
         backoff, health, clock = RecordingBackoff(), Health(), FakeClock()
-        bridge = MqttBridge(client, base_topic="hubd", dialects=[NativeDialect("hubd")], sink=Sink(), health=health, metrics=Metrics(),
-                            backoff=backoff, clock=clock)
+        bridge = MqttBridge(client, base_topic="hubd", dialects=[NativeDialect("hubd")], sink=Sink(), health=health,
+                            metrics=Metrics(), backoff=backoff, clock=clock)
         bridges.append(bridge)
         task = asyncio.create_task(bridge.run())
         tasks.append(task)

@@ -576,7 +576,7 @@ async def test_the_message_id_is_echoed_with_a_bad_payload(hub: Hub) -> None:
 async def test_every_body_gets_http_200_and_an_error_response(hub: Hub) -> None:
     nested = b"[" * 30_000 + b"]" * 30_000  # 60 KB of nesting: RecursionError in the JSON parser
     too_large = json.dumps({"header": {"messageId": "big"}, "pad": "x" * MAX_BODY_BYTES}).encode()
-    for body, words in ((nested, "nested too deeply"), (b"\xff\xfe{", "not valid JSON"), (b"{", "not valid JSON"),
+    for body, words in ((nested, "levels deep"), (b"\xff\xfe{", "not UTF-8"), (b"{", "not valid JSON"),
                         (too_large, f"http.max_body_bytes ({MAX_BODY_BYTES} bytes)"), (b"[]", "a JSON object")):
         status, reply = await hub.post(body)
         assert status == 200, body[:20]

@@ -26,7 +26,7 @@ from unit_helpers import FakeClock, device_message, eventually
 from hubd.cloud.client import TokenSet
 from hubd.cloud.tokens import TokenManager
 from hubd.dialects.base import Decoded
-from hubd.errors import DirectiveError, StoreError
+from hubd.errors import DirectiveError, StorageUnavailable, StoreError
 from hubd.lifecycle import Backoff, Health
 from hubd.metrics import Metrics
 from hubd.outbox import OutboxSender
@@ -34,7 +34,7 @@ from hubd.registry import DeviceRegistry
 from hubd.reporter import PendingEvent, Reporter, insert_events_blocking
 from hubd.resends import Attempt, Resends
 from hubd.store import db as store_db
-from hubd.store.db import Database, StorageUnavailable
+from hubd.store.db import Database
 from hubd.store.grants import Grant, GrantRepo, replace_grant_blocking
 from hubd.store.replies import DirectiveReplyRepo
 from hubd.vendor import BUSY, Directive

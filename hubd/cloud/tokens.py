@@ -24,10 +24,9 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from hubd.cloud.client import TokenSet
-from hubd.errors import CloudAuthError, CloudError, CloudRejected, CloudUnavailable
+from hubd.errors import CloudAuthError, CloudError, CloudRejected, CloudUnavailable, StorageUnavailable
 from hubd.lifecycle import Backoff, Clock
 from hubd.metrics import Metrics
-from hubd.store.db import StorageUnavailable
 from hubd.store.grants import Grant, GrantRepo
 
 log = logging.getLogger(__name__)

@@ -162,9 +162,9 @@ class Zigbee2MqttDialect:
         """Never: zigbee2mqtt has no speaker hubd can command."""
         raise CommandRefused(f"{device_id} is a zigbee2mqtt device, not a speaker")
 
-    def unexported_devices(self) -> dict[str, str]:
+    def unexported_devices(self) -> dict[str, list[str]]:
         """Devices of the list that are not imported, by friendly name, with why (for the status page)."""
-        return dict(self._left_out)
+        return {name: [reason] for name, reason in self._left_out.items()}
 
     # bridge/devices.
 

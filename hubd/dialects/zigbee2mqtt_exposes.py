@@ -124,7 +124,7 @@ def endpoint_suffix(feature: Feature) -> str:
     return state[len("state"):] if state.startswith("state_") else ""
 
 
-# Specific exposes.
+# One expose; specific ones first.
 
 
 def _expose(expose: Any, outlet: bool, out: Exposes) -> None:

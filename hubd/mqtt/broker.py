@@ -39,7 +39,9 @@ import asyncio
 import hmac
 import logging
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from amqtt.broker import Broker
 from amqtt.errors import BrokerError
@@ -77,6 +79,10 @@ class EmbeddedBroker:
         # amqtt would report a taken port with a logged traceback; check first to say it plainly.
         self._check_port_free()
         broker = Broker(self._config())
+        # amqtt 0.12.1 walks its subscriptions with an await between topics when a client with a session
+        # connects; hubd subscribing to a newly discovered device's topic meanwhile made that walk fail
+        # ("dictionary changed size during iteration") and drop the connecting client. Walk a snapshot.
+        broker._subscriptions = _SnapshotDict(broker._subscriptions)
         try:
             await broker.start()
         except BrokerError as err:
@@ -147,3 +153,13 @@ class _UsersAuthPlugin(BaseAuthPlugin):  # type: ignore[misc]
         expected = config.users.get(session.username)
         given = session.password or ""
         return expected is not None and hmac.compare_digest(expected.encode(), given.encode())
+
+
+class _SnapshotDict(dict[Any, Any]):
+    """A dict whose iteration walks a copy of its keys or items: changing it meanwhile is allowed."""
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(list(super().__iter__()))
+
+    def items(self) -> Any:
+        return list(super().items())

@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from hubd.errors import DeviceMessageInvalid
+from hubd.jsondepth import too_deep
 
 MAX_PAYLOAD_BYTES = 64 * 1024
 # Deeper JSON is refused before it is parsed: json.loads recurses, and 2,000 levels are a RecursionError.
@@ -427,23 +428,9 @@ def check_nesting(payload: bytes | str, max_depth: int = MAX_NESTING) -> None:
     in which an escaped quote hides the brackets after it from this scan.
     """
     data = payload.encode("utf-8", "surrogatepass") if isinstance(payload, str) else payload
-    if data.count(b"[") + data.count(b"{") <= max_depth:
-        return
-    depth = 0
-    for match in _NESTING_RE.finditer(data):
-        token = match.group()
-        if token in (b"[", b"{"):
-            depth += 1
-            if depth > max_depth:
-                raise DeviceMessageInvalid(f"JSON nested more than {max_depth} levels deep; a device payload is "
-                                           "a flat object of a few levels")
-        elif token in (b"]", b"}"):
-            depth -= 1
-
-
-# A JSON string (skipped whole, so brackets inside it do not count) or one bracket. An unterminated string
-# runs to the end: a scan that failed there and restarted at the next quote would take quadratic time.
-_NESTING_RE = re.compile(rb'"(?:[^"\\]|\\.)*+(?:"|\\?\Z)|[\[\]{}]', re.DOTALL)
+    if too_deep(data, max_depth):
+        raise DeviceMessageInvalid(f"JSON nested more than {max_depth} levels deep; a device payload is a flat "
+                                   "object of a few levels")
 
 
 def _pydantic_reason(err: ValidationError) -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from hubd.config import StorageConfig
-from hubd.errors import StoreError
+from hubd.errors import StorageUnavailable, StoreError
 from hubd.lifecycle import Backoff, Clock, Health, SystemClock
 from hubd.metrics import Metrics
 
@@ -59,11 +59,6 @@ _STORAGE_ERRNOS = {
     errno.EIO: "the disk failed (I/O error)",
     errno.EROFS: "the disk is read-only",
 }
-
-
-class StorageUnavailable(StoreError):
-    """The disk refused a write (full, read-only, I/O error); nothing was written: retry once
-    `Database.writable()` returns."""
 
 
 def migrations() -> list[tuple[int, str, str]]:

@@ -3,44 +3,21 @@
 `json.loads` recurses once per nested array or object and raises RecursionError somewhere past
 1,000 levels (how far depends on the stack already in use), and a number of more than 4,300
 digits is a ValueError that is not a JSONDecodeError. Both are turned into `JsonBodyInvalid`
-with a message a client can act on. Pure: imports nothing from hubd.
+with a message a client can act on. Pure: imports only hubd.jsondepth.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from typing import Any
 
+from hubd.jsondepth import too_deep
+
 MAX_DEPTH = 32  # hubd's request bodies nest 3 or 4 levels
-
-# A JSON string (skipped whole, so brackets inside it do not count) or one bracket. The closing quote
-# is optional: an unterminated string runs to the end, so no position is scanned twice.
-_NESTING_RE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.DOTALL)
-
 
 class JsonBodyInvalid(ValueError):
     """The body cannot be read as JSON; the text says why and what to send."""
-
-
-def too_deep(raw: bytes, max_depth: int) -> bool:
-    """Whether arrays and objects nest more than `max_depth` levels deep in `raw` (read as JSON text).
-
-    Linear, and cheap on a body with few brackets: one with at most `max_depth` of them is not scanned.
-    """
-    if raw.count(b"[") + raw.count(b"{") <= max_depth:
-        return False
-    depth = 0
-    for match in _NESTING_RE.finditer(raw):
-        token = match.group()
-        if token in (b"[", b"{"):
-            depth += 1
-            if depth > max_depth:
-                return True
-        elif token in (b"]", b"}"):
-            depth -= 1
-    return False
 
 
 def load_json(raw: bytes, *, max_bytes: int, max_depth: int = MAX_DEPTH) -> Any:

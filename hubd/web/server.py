@@ -25,7 +25,7 @@ from typing import Protocol
 from aiohttp import web
 from aiohttp.http_exceptions import ContentEncodingError, HttpProcessingError
 
-from hubd.errors import HubdError, StoreError
+from hubd.errors import HubdError, StorageUnavailable, StoreError
 from hubd.lifecycle import Health
 from hubd.metrics import Metrics
 from hubd.web.connections import KEEPALIVE_S, REQUEST_TIMEOUT_S, ConnectionGuard, connection_cap, fd_limit
@@ -34,6 +34,9 @@ from hubd.web.peers import is_local_address
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+# What a request that needed a write is told while the disk refuses writes: the storage probe retries meanwhile.
+STORAGE_RETRY_AFTER_S = 10
 
 NOT_LOCAL = ("this route is served only to the local network (loopback and private addresses): open it from "
              "there, or set http.local_port to serve the local routes on a listener of their own")
@@ -212,6 +215,12 @@ class HttpServer:
             log.debug("%s %s: the connection closed before the request was complete", request.method,
                       _route(request))
             return _json_error(400, "the connection closed before the request was complete", [])
+        except StorageUnavailable as err:  # the disk refuses writes: hubd says so on /healthz and recovers
+            log.warning("%s %s: not answered, the database takes no writes: %s", request.method, _route(request),
+                        err)
+            return _json_error(503, "hubd cannot save anything right now (its disk refuses writes); nothing was "
+                               "done, try again shortly", [{"path": "(server)", "message": "storage"}],
+                               {"Retry-After": str(STORAGE_RETRY_AFTER_S)})
         except HubdError as err:
             log.error("%s %s failed: %s", request.method, _route(request), err)
             message = ("hubd's database failed while answering; try again shortly, and see the hubd log if it keeps "

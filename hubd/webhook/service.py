@@ -32,7 +32,7 @@ from aiohttp import web
 from hubd.devices.commands import DeviceCommands
 from hubd.dialects.base import CommandRefused, Route
 from hubd.driver.limits import FailureThrottle
-from hubd.errors import ConfigError, MqttUnavailable, StoreError
+from hubd.errors import ConfigError, MqttUnavailable, StorageUnavailable, StoreError
 from hubd.metrics import Metrics
 from hubd.registry import DeviceRegistry
 from hubd.store.db import Database
@@ -274,6 +274,11 @@ async def save_counts(db: Database, limits: CallLimiter) -> bool:
             for (token_id, token_hash), seconds in unsaved.items() for second, calls in seconds.items()]
     try:
         await db.call(store.save_counts_blocking, rows)
+    except StorageUnavailable as err:  # the disk refuses writes: said once by the database; wait for it
+        limits.restore_unsaved(unsaved)
+        log.debug("webhook: call counts kept in memory until the disk takes writes: %s", err)
+        await db.writable()
+        return False
     except StoreError as err:
         limits.restore_unsaved(unsaved)
         log.warning("webhook: could not save the call counts (kept in memory, trying again in %.0f s): %s",
