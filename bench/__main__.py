@@ -1,7 +1,8 @@
 """`python -m bench`: run hubd's benchmark suite (see BENCHMARKS.md) and print a markdown table.
 
 Starts its own mosquitto, the strict platform simulator (bench.receiver) and, one after the other, hubd,
-the bare forwarder and Node-RED; runs the scenarios; writes bench/results/<time>.json.
+the bare forwarder and Node-RED; runs the scenarios; then hubd with its device imports (Home Assistant
+discovery, zigbee2mqtt: bench.imports); writes bench/results/<time>.json.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import scenarios
+from bench import imports, scenarios
 from bench.load import Publisher
 from bench.procs import REPO, Broker
 from bench.profile import profile_hubd
@@ -29,7 +30,9 @@ from bench.report import markdown
 from bench.rig import Receiver, node_red_missing
 from bench.scenarios import Contender, Params, Rig
 
-SCENARIOS = ("throughput", "latency", "scale", "backlog", "webhook")
+SCENARIOS = ("throughput", "latency", "scale", "backlog", "webhook", *imports.IMPORTS)
+# The scenarios that run against every contender (the others are hubd's alone).
+PER_CONTENDER = frozenset({"throughput", "latency", "backlog", "webhook"})
 CONTENDERS = ("hubd", "forwarder", "node-red")
 
 
@@ -38,8 +41,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="everything small: about a minute")
     parser.add_argument("--only", default=",".join(SCENARIOS), help=f"comma-separated subset of {SCENARIOS}")
     parser.add_argument("--contenders", default=",".join(CONTENDERS), help=f"comma-separated subset of {CONTENDERS}")
-    parser.add_argument("--devices", type=int, help="devices publishing in throughput/latency/backlog [1000]")
-    parser.add_argument("--events", type=int, help="events in the throughput scenario [30000]")
+    parser.add_argument("--devices", type=int,
+                        help="devices publishing in throughput/latency/backlog and imported in discovery/zigbee2mqtt "
+                             "[1000]")
+    parser.add_argument("--events", type=int, help="events in the throughput runs (native and imports) [30000]")
     parser.add_argument("--rates", help="comma-separated fixed rates for the latency scenario [100,1000]")
     parser.add_argument("--latency-seconds", type=float, help="seconds per latency rate [10]")
     parser.add_argument("--scale-devices", type=int, help="devices with retained configs in the scale scenario [10000]")
@@ -54,7 +59,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="run the scale scenario with zeroconf off, on, or both [both]")
     parser.add_argument("--profile", type=Path, metavar="OUT",
                         help="instead of the scenarios: py-spy hubd during a throughput run; write OUT.txt (raw) "
-                             "and print the top costs")
+                             "and print the top costs (with --only discovery or --only zigbee2mqtt: that import's "
+                             "throughput run)")
     parser.add_argument("--profile-rate", type=float, metavar="N",
                         help="with --profile: profile a latency run at N events/s instead of the throughput run")
     parser.add_argument("--json", type=Path, help="where to write the results [bench/results/<time>.json]")
@@ -170,15 +176,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rig = Rig(workdir, broker, receiver, publisher, params)
     try:
         if args.profile:
-            results["profile"] = profile_hubd(rig, args.profile, args.profile_rate)
+            target = only & set(imports.IMPORTS)
+            if len(target) == 1 and only == target:
+                start = imports.starter(target.pop())
+                results["profile"] = profile_hubd(rig, args.profile, args.profile_rate, start)
+            else:
+                results["profile"] = profile_hubd(rig, args.profile, args.profile_rate)
             return results
-        for name in contenders:
-            _run_contender(rig, name, only, results)
+        if only & PER_CONTENDER:
+            for name in contenders:
+                _run_contender(rig, name, only, results)
         if "scale" in only and "hubd" in contenders:
             modes = {"both": (False, True), "off": (False,), "on": (True,)}[args.scale_zeroconf]
             for zeroconf in modes:
                 _step(results, f"scale.zeroconf_{'on' if zeroconf else 'off'}",
                       lambda zeroconf=zeroconf: scenarios.scale(rig, zeroconf=zeroconf))  # type: ignore[misc]
+        if "hubd" in contenders:
+            for name in imports.IMPORTS:
+                if name in only:
+                    _run_import(rig, name, results)
     finally:
         publisher.close()
         receiver.stop()
@@ -223,6 +239,32 @@ def _run_contender(rig: Rig, name: str, only: set[str], results: dict[str, Any])
         results[f"{name}.rss_after_mib"] = who.stats().rss_mib
     finally:
         who.proc.stop()
+
+
+def _run_import(rig: Rig, name: str, results: dict[str, Any]) -> None:
+    """hubd importing devices through one dialect: ready time, then throughput and latency as for native topics."""
+    print(f"[bench] starting hubd with the {name} import", flush=True)
+    holder: list[imports.Imported] = []
+
+    def begin() -> dict[str, Any]:
+        holder.append(imports.start(rig, name))
+        return holder[0].ready
+
+    _step(results, f"{name}.ready", begin)
+    if not holder:
+        return
+    started = holder[0]
+    who, hub = started.who, started.hub
+    try:
+        results[f"{name}.idle_rss_mib"] = who.stats().rss_mib
+        _step(results, f"throughput.{name}", lambda: scenarios.throughput(rig, who))
+        for rate in rig.params.rates:
+            _step(results, f"latency.{name}.{rate:g}", lambda rate=rate: scenarios.latency(rig, who, rate))  # type: ignore[misc]
+        results[f"{name}.rss_after_mib"] = who.stats().rss_mib
+        results[f"{name}.problems"] = imports.problems(hub)
+    finally:
+        hub.stop()
+        imports.clear(rig, started.fleet)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,9 @@
 
 Every state publish carries `{"Temperature": SEQ}` with SEQ unique across the run, so every publish is a
 change (a ChangeReport) and the receiver can match each receipt to its publish time by the value alone.
-Publishes are QoS 1 with a bounded number outstanding (paho's message ids wrap at 65,535).
+Publishes are QoS 1 with a bounded number outstanding (paho's message ids wrap at 65,535). The device-import
+scenarios (bench.imports) pass a `StateShape` instead: the topic and payload of device `index` carrying SEQ in
+their own dialect (a Home Assistant state topic, a zigbee2mqtt full state), still one unique SEQ per publish.
 """
 
 from __future__ import annotations
@@ -10,12 +12,14 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
 MAX_OUTSTANDING = 10_000
+# (device index, SEQ) -> (topic, payload): how one state publish looks in a dialect other than hubd's own.
+StateShape = Callable[[int, int], tuple[str, bytes]]
 SENSOR_CONFIG = {
     "displayName": "Bench Sensor",
     "displayType": "unknown",
@@ -63,25 +67,30 @@ class Publisher:
         for i in indexes:
             self.publish(f"{base}/device/{device_id(i)}/config", b"", retain=True)
 
-    def state(self, base: str, index: int) -> int:
-        """Publish the next sequence number as device `index`'s temperature; return the sequence number."""
+    def state(self, base: str, index: int, shape: StateShape | None = None) -> int:
+        """Publish the next sequence number as device `index`'s temperature; return the sequence number.
+
+        Without `shape`, on hubd's own topics under `base`; with one, wherever and however it says."""
         self.seq += 1
         seq = self.seq
-        topic = f"{base}/device/{device_id(index)}/state"
-        payload = b'{"Temperature": %d}' % seq
+        if shape is None:
+            topic = f"{base}/device/{device_id(index)}/state"
+            payload = b'{"Temperature": %d}' % seq
+        else:
+            topic, payload = shape(index, seq)
         self._slots.acquire()
         self.sent_at[seq] = time.time()
         self._client.publish(topic, payload, qos=1)
         return seq
 
-    def burst(self, base: str, devices: int, count: int) -> tuple[float, float]:
+    def burst(self, base: str, devices: int, count: int, shape: StateShape | None = None) -> tuple[float, float]:
         """Publish `count` states round-robin over `devices` devices as fast as the broker takes them."""
         start = time.time()
         for n in range(count):
-            self.state(base, n % devices)
+            self.state(base, n % devices, shape)
         return start, time.time()
 
-    def paced(self, base: str, devices: int, rate: float, duration_s: float) -> int:
+    def paced(self, base: str, devices: int, rate: float, duration_s: float, shape: StateShape | None = None) -> int:
         """Publish at `rate` per second for `duration_s`, round-robin; return how many were published."""
         start = time.monotonic()
         total = int(rate * duration_s)
@@ -89,7 +98,7 @@ class Publisher:
         while n < total:
             due = min(total, int((time.monotonic() - start) * rate) + 1)
             while n < due:
-                self.state(base, n % devices)
+                self.state(base, n % devices, shape)
                 n += 1
             next_at = start + n / rate
             delay = next_at - time.monotonic()

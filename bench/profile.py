@@ -11,11 +11,13 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench import scenarios
-from bench.scenarios import Rig
+from bench.rig import Hubd
+from bench.scenarios import Contender, Rig
 
 TOP = 25
 # Leaf frames that are waiting, not working: the event loop's epoll and the database thread's queue. py-spy
@@ -68,9 +70,12 @@ def _short(frame: str) -> str:
     return f"{name} ({short})"
 
 
-def profile_hubd(rig: Rig, out: Path, rate: float | None = None) -> dict[str, Any]:
-    """Start hubd and run the throughput scenario (or, with `rate`, the latency one) with py-spy attached."""
-    who, hub = scenarios.start_hubd(rig)
+def profile_hubd(rig: Rig, out: Path, rate: float | None = None,
+                 start: Callable[[Rig], tuple[Contender, Hubd]] = scenarios.start_hubd) -> dict[str, Any]:
+    """Start hubd and run the throughput scenario (or, with `rate`, the latency one) with py-spy attached.
+
+    `start`: how hubd starts with its devices known (hubd's own topics; bench.imports.starter for an import)."""
+    who, hub = start(rig)
     raw = out.with_suffix(".txt")
     raw.parent.mkdir(parents=True, exist_ok=True)
     spy = subprocess.Popen([_py_spy(), "record", "--format", "raw", "--rate", "200", "--threads", "-o", str(raw),
@@ -88,7 +93,7 @@ def profile_hubd(rig: Rig, out: Path, rate: float | None = None) -> dict[str, An
     summary = summarize(raw)
     pace = (f"{result.get('events_per_s', 0):.0f} events/s" if rate is None
             else f"at {rate:.0f}/s, p99 {result.get('p99_ms', 0):.1f} ms")
-    print(f"\nprofile of hubd during {result.get('events')} events ({pace} under py-spy); "
+    print(f"\nprofile of hubd ({who.name}) during {result.get('events')} events ({pace} under py-spy); "
           f"{summary['samples']} samples; raw stacks in {raw}")
     print("\ntop self time:")
     for name, share in summary["self"]:

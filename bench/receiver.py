@@ -72,6 +72,7 @@ class Receiver:
         app.router.add_post("/bench/outage", self._outage)
         app.router.add_get("/bench/stats", self._stats)
         app.router.add_post("/bench/take", self._take)
+        app.router.add_post("/bench/endpoints", self._endpoints)
         return app
 
     async def _token(self, request: web.Request) -> web.Response:
@@ -95,6 +96,12 @@ class Receiver:
             rejected[key] = rejected.get(key, 0) + 1
         return web.json_response({"users": users, "rejected": rejected,
                                   "lastRejection": self.sim.rejections[-1].error if self.sim.rejections else None})
+
+    async def _endpoints(self, request: web.Request) -> web.Response:
+        """The endpointIds a user's AddOrUpdateReports announced (the import scenarios check which ones)."""
+        self.drain()
+        user = self.users.get(str((await request.json())["userId"])) or UserReceipts()
+        return web.json_response({"endpoints": sorted(user.endpoints)})
 
     async def _take(self, request: web.Request) -> web.Response:
         """Hand over a user's (seq, receipt time) pairs and forget them."""

@@ -114,7 +114,61 @@ def markdown(results: dict[str, Any]) -> str:
         lines.append(f"| webhook | error: {hook['error'][:120]} |")
     for what, why in results.get("skipped", {}).items():
         lines.append(f"| {what} | skipped: {why} |")
+    lines += _imports(results)
     return "\n".join(lines)
+
+
+IMPORTS = ("discovery", "zigbee2mqtt")
+
+
+def _imports(results: dict[str, Any]) -> list[str]:
+    """hubd's device imports next to its native topics, from the same run (bench.imports)."""
+    present = [name for name in IMPORTS if any(k.startswith((f"{name}.", f"throughput.{name}")) for k in results)]
+    if not present:
+        return []
+    columns = ("hubd", *IMPORTS)  # "throughput.hubd" etc.: hubd on its own topics
+    lines = ["", "| hubd, devices imported | native topics | HA discovery | zigbee2mqtt | discovery ÷ native | "
+                 "zigbee2mqtt ÷ native |", "|---|---:|---:|---:|---:|---:|"]
+
+    def row(label: str, key: str, *path: str, digits: int = 0) -> None:
+        values = [_get(results, key.format(c=c), *path) for c in columns]
+        cells = [_num(v, digits) for v in values]
+        ratios = [_ratio(other, values[0]) for other in values[1:]]
+        lines.append(f"| {label} | {' | '.join(cells)} | {' | '.join(ratios)} |")
+
+    for name in IMPORTS:
+        ready = results.get(f"{name}.ready")
+        if isinstance(ready, dict) and "error" in ready:
+            lines.append(f"| {name} | error: {str(ready['error'])[:120]} | | | | |")
+    params = results.get("params", {})
+    devices = [params.get("devices") if results.get("throughput.hubd") else None,
+               *(_get(results, f"{n}.ready", "endpoints") for n in IMPORTS)]
+    lines.append(f"| devices (platform endpoints) | {' | '.join(_num(d) for d in devices)} | | |")
+    row("retained configs published → platform has every endpoint, s", "{c}.ready", "configs_to_all_endpoints_s",
+        digits=2)
+    delivered = [_get(results, f"throughput.{c}") for c in columns]
+    cells = [f"{d['received']:,} / {d['events']:,}" if isinstance(d, dict) and "received" in d else "–"
+             for d in delivered]
+    lines.append(f"| throughput: delivered / published | {' | '.join(cells)} | | |")
+    row("throughput: offered (publish calls/s by the bench)", "throughput.{c}", "publish_rate")
+    row("throughput, events/s (first publish → last receipt)", "throughput.{c}", "events_per_s")
+    row("throughput, sustained events/s (10th–90th percentile of receipts)", "throughput.{c}",
+        "sustained_events_per_s")
+    row("CPU s per 1,000 events", "throughput.{c}", "cpu_s_per_1000", digits=3)
+    row("peak RSS during throughput, MiB", "throughput.{c}", "peak_rss_mib")
+    row("RSS idle (devices known), MiB", "{c}.idle_rss_mib")
+    rates = params.get("rates", [])
+    for rate in rates:
+        for q in ("p50", "p99"):
+            row(f"latency at {rate:g}/s, {q} ms", f"latency.{{c}}.{rate:g}", f"{q}_ms", digits=1)
+    problems = []
+    for c in columns:
+        found = results.get(f"{c}.problems")
+        problems.append(_num(sum(found.values())) if isinstance(found, dict) else "–")
+    lines.append(f"| messages hubd rejected, failed on or ignored (whole scenario) | {' | '.join(problems)} | | |")
+    lines += ["", "Ratios here are import ÷ native for every row: for throughput higher is better (goal: "
+              "≥ 0.70×), for CPU, memory, time and latency lower is better."]
+    return lines
 
 
 if __name__ == "__main__":

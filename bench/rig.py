@@ -123,6 +123,23 @@ class Receiver:
         self._wait(lambda: self.user(user_id)["endpoints"] >= count, timeout_s, f"{count} endpoints for {user_id}",
                    0.05)
 
+    def endpoints(self, user_id: str) -> set[str]:
+        """The endpointIds the user's AddOrUpdateReports announced so far."""
+        return set(self._control("POST", "/bench/endpoints", {"userId": user_id})["endpoints"])
+
+    def wait_endpoint_ids(self, user_id: str, ids: set[str], timeout_s: float) -> None:
+        """Wait until every endpointId in `ids` was announced; name a few missing (and unexpected) ones if not."""
+        def done() -> bool:  # the cheap count first, the list only once it may be complete
+            return self.user(user_id)["endpoints"] >= len(ids) and ids <= self.endpoints(user_id)
+
+        try:
+            self._wait(done, timeout_s, f"{len(ids)} endpoints for {user_id}", 0.05)
+        except TimeoutError as err:
+            known = self.endpoints(user_id)
+            missing, extra = sorted(ids - known), sorted(known - ids)
+            raise TimeoutError(f"{err}; {len(missing)} missing (e.g. {missing[:3]}), {len(extra)} unexpected "
+                               f"(e.g. {extra[:3]})") from None
+
     def _wait(self, check: Any, timeout_s: float, what: str, interval_s: float) -> None:
         """wait_until, naming the rejections as they are when it gives up (not as they were before)."""
         try:

@@ -1,4 +1,8 @@
-"""The five scenarios. Each returns a plain dict of numbers (it goes into the JSON as is)."""
+"""The five scenarios. Each returns a plain dict of numbers (it goes into the JSON as is).
+
+The device-import scenarios (bench.imports) reuse `throughput` and `latency` with a Contender whose `shape`
+says how its devices publish.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ from typing import Any, Protocol
 import paho.mqtt.client as mqtt
 from paho.mqtt.enums import CallbackAPIVersion
 
-from bench.load import Publisher
+from bench.load import Publisher, StateShape
 from bench.procs import REPO, Broker, Child, ProcStats
 from bench.rig import Forwarder, Hubd, NodeRed, Receiver, http_json, wait_until
 from bench.stats import latency_summary, sustained_rate
@@ -61,12 +65,16 @@ class Running(Protocol):
 
 @dataclass
 class Contender:
-    """One MQTT -> platform translator under test, with its platform user and MQTT base topic."""
+    """One MQTT -> platform translator under test, with its platform user and MQTT base topic.
+
+    `shape`: how its devices' states are published when not on hubd's own topics under `base` (bench.imports).
+    """
 
     name: str
     user: str
     base: str
     proc: Running
+    shape: StateShape | None = None
 
     def stats(self) -> ProcStats:
         return self.proc.child.stats()
@@ -161,7 +169,7 @@ def throughput(rig: Rig, who: Contender) -> Result:
     rig.receiver.take(who.user)
     before = who.stats()
     with RssSampler(who.stats) as rss:
-        first_publish, last_publish = rig.publisher.burst(who.base, rig.params.devices, n)
+        first_publish, last_publish = rig.publisher.burst(who.base, rig.params.devices, n, who.shape)
         latencies, times, complete = _collect(rig, who, n, max(60.0, n / 200))
     after = who.stats()
     received = len(times)
@@ -178,7 +186,7 @@ def throughput(rig: Rig, who: Contender) -> Result:
 def latency(rig: Rig, who: Contender, rate: float) -> Result:
     """Publish at a fixed rate; publish-to-receipt percentiles."""
     rig.receiver.take(who.user)
-    n = rig.publisher.paced(who.base, rig.params.devices, rate, rig.params.latency_s)
+    n = rig.publisher.paced(who.base, rig.params.devices, rate, rig.params.latency_s, who.shape)
     latencies, _, complete = _collect(rig, who, n, 60)
     return {"rate": rate, "events": n, "received": len(latencies), "complete": complete,
             **latency_summary(latencies)}

@@ -35,7 +35,7 @@ from hubd.store.replies import DirectiveReplyRepo
 from hubd.systemd import Notifier
 from hubd.vendor import VendorEndpoint
 from hubd.web.server import HttpServer, RouteSource
-from hubd.web.status import StatusRoutes
+from hubd.web.status import DeviceImport, StatusRoutes
 from hubd.webhook.service import WebhookService
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,9 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     # Public: what the platform (directives, account linking) and a browser logging in must reach. Local: the
     # status page and API, and the webhook, for the LAN only (a listener of their own with http.local_port).
     public: list[RouteSource] = [driver, vendor]
-    local: list[RouteSource] = [StatusRoutes(registry, health, tokens, outbox), webhook]
+    status = StatusRoutes(registry, health, tokens, outbox,
+                          imports=[d for d in dialects if isinstance(d, DeviceImport)])  # what each leaves out
+    local: list[RouteSource] = [status, webhook]
     components.append(HttpServer(host=config.http.host, port=config.http.port,
                                  max_body_bytes=config.http.max_body_bytes, health=health, metrics=metrics,
                                  sources=public, local_sources=local, local_host=config.http.local_host,

@@ -87,8 +87,7 @@ class _DeviceConfigModel(BaseModel):
     @classmethod
     def _display_type(cls, value: str) -> str:
         if value not in DISPLAY_TYPES:
-            raise ValueError(f"{value!r} is not a platform displayType; use one of PROTOCOL.md section 7, "
-                             "e.g. light, curtain, ac, speaker, unknown")
+            raise ValueError(f"{value!r} is not a platform displayType; use one of {', '.join(sorted(DISPLAY_TYPES))}")
         return value
 
     @field_validator("recommendRoomName", "recommendHomeName")

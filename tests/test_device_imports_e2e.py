@@ -1,0 +1,363 @@
+"""Devices that announce themselves with Home Assistant MQTT discovery, end to end: a real mosquitto, the
+platform simulator and a real hubd process (`homeassistant: {enabled: true}`), driven by the discovery
+simulators (simulators/discovery_devices.py) and by the real payloads of tests/fixtures/homeassistant.
+
+Also holds what tests/test_zigbee2mqtt_e2e.py shares: the rig factory (tests/rig.py's, with list-valued
+overrides such as `doorbells` kept whole), publishing, and waiting on what hubd reported. Every wait is on a
+condition; "nothing more was sent" is checked after a barrier (`settle`) that hubd handles after everything
+published before it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from homeassistant_helpers import fixture
+from hubd_proc import HubdProcess, deep_merge
+from mosquitto import Mosquitto, publish
+from rig import Rig, invalid_total, platform_config
+from zigbee2mqtt_helpers import entries
+
+from simulators.discovery_devices import EspHomeClimateSensor, Zigbee2MqttButton, Zigbee2MqttLight
+from simulators.platform import PlatformSimulator
+from simulators.platform_directives import DirectiveClient
+
+MakeRig = Callable[..., Awaitable[Rig]]
+
+PORCH = "a4cf12f3c2d1"  # EspHomeClimateSensor's MAC, its device identifier
+GARAGE = "20500de464ec"  # the ESPHome board of tests/fixtures/homeassistant/esphome_garagedoor1_sht3x.json
+HALL_BULB = "zigbee2mqtt_0x000b57fffec6a5b2"  # zigbee2mqtt's identifier of the bulb, as discovery announces it
+BUTTON = "zigbee2mqtt_0x0017880104e45520"
+DOORBELL = {"device": "Front Door Button", "event": "single"}
+BATTERY_REASON = "no platform interface for device_class battery"
+_markers = itertools.count()
+
+
+async def import_rig_factory(tmp_path: Path, broker: Mosquitto) -> AsyncIterator[MakeRig]:
+    """`await make(hub_overrides)`: a Rig whose hubd config is deep-merged with the overrides, lists kept."""
+    rigs: list[Rig] = []
+
+    async def make(hub_overrides: dict[str, Any]) -> Rig:
+        sim = PlatformSimulator(client_id="sim-client", client_secret="sim-secret")
+        await sim.start()
+        hub = HubdProcess(tmp_path / f"hub{len(rigs)}", mqtt_port=broker.port,
+                          overrides=deep_merge(platform_config(sim), hub_overrides))
+        rigs.append(Rig(broker, sim, hub))
+        hub.start()
+        await hub.wait_ready()
+        return rigs[-1]
+
+    yield make
+    for rig in rigs:
+        rig.hub.kill()
+        await rig.sim.stop()
+
+
+@pytest.fixture
+async def make_import_rig(tmp_path: Path, mosquitto: Mosquitto) -> AsyncIterator[MakeRig]:
+    async for make in import_rig_factory(tmp_path, mosquitto):
+        yield make
+
+
+def send(rig: Rig, topic: str, payload: object, *, retain: bool = False) -> None:
+    """One QoS 1 publish, acknowledged by the broker (a str or bytes as it is, anything else as JSON)."""
+    publish(rig.broker.port, topic, payload if isinstance(payload, str | bytes) else json.dumps(payload),
+            retain=retain)
+
+
+def send_fixture(rig: Rig, name: str, *, states: bool = True) -> None:
+    """A Home Assistant fixture's discovery configs (retained, as their producers publish them), then its states
+    (retained too: hubd may learn a state topic from a config after the state was published)."""
+    data = fixture(name)
+    for item in data["configs"] + (data["states"] if states else []):
+        send(rig, item["topic"], item["payload"], retain=True)
+
+
+async def devices(rig: Rig) -> dict[str, dict[str, Any]]:
+    """GET /api/devices: the devices by endpointId."""
+    _, body = await rig.hub.get("/api/devices")
+    return {d["endpointId"]: d for d in body["devices"]}
+
+
+async def wait_devices(rig: Rig, *ids: str, check: Callable[[dict[str, Any]], bool] | None = None,
+                       ) -> dict[str, dict[str, Any]]:
+    """Wait until /api/devices lists these devices (each passing `check`); they, by endpointId."""
+    async def found() -> dict[str, dict[str, Any]] | None:
+        known = await devices(rig)
+        ok = all(i in known and (check is None or check(known[i])) for i in ids)
+        return {i: known[i] for i in ids} if ok else None
+    result: dict[str, dict[str, Any]] = await rig.hub.wait_for(found, what=f"devices {ids} in /api/devices")
+    return result
+
+
+def states_of(device: dict[str, Any]) -> dict[str, Any]:
+    """An endpoint's (or /api/devices device's) states, interface to value."""
+    return {s["interface"]: s["value"] for s in device.get("states", [])}
+
+
+async def announced(rig: Rig, *ids: str) -> dict[str, dict[str, Any]]:
+    """Wait until AddOrUpdateReports have carried these endpoints; the latest endpoint of each."""
+    async def found() -> dict[str, dict[str, Any]] | None:
+        latest = {e["endpointId"]: e for r in rig.events("AddOrUpdateReport")
+                  for e in r.message["payload"]["endpoints"]}
+        return latest if all(i in latest for i in ids) else None
+    result: dict[str, dict[str, Any]] = await rig.hub.wait_for(found, what=f"AddOrUpdateReport of {ids}")
+    return result
+
+
+def changes(rig: Rig, endpoint: str) -> list[dict[str, Any]]:
+    """The changed states of every ChangeReport about an endpoint, in arrival order (interface to value)."""
+    return [states_of(r.message["payload"]["change"]) for r in rig.events("ChangeReport", endpoint=endpoint)]
+
+
+async def wait_change(rig: Rig, endpoint: str, interface: str, value: object) -> None:
+    """Wait for a ChangeReport about `endpoint` that changed `interface` to `value`."""
+    async def found() -> bool:
+        return any(c.get(interface) == value for c in changes(rig, endpoint))
+    await rig.hub.wait_for(found, what=f"a ChangeReport of {endpoint} with {interface}={value!r}")
+
+
+async def settle(rig: Rig) -> None:
+    """Return once hubd has handled everything published before and delivered every event it queued (a user
+    must be bound).
+
+    hubd takes its MQTT messages in the order the broker forwards them and commits their events in that order,
+    so the events of everything published before a native marker device are in the outbox before the marker's
+    AddOrUpdateReport; once that arrived, the outbox is waited empty."""
+    marker = f"marker-{next(_markers)}"
+    rig.publish(marker, "config", {"displayName": "Marker", "displayType": "unknown", "capabilities": []})
+    await rig.wait_events(1, "AddOrUpdateReport", endpoint=marker)
+
+    async def delivered() -> bool:
+        return await rig.hub.metric("hubd_outbox_depth") == 0
+    await rig.hub.wait_for(delivered, what="the outbox delivered")
+
+
+async def restart(rig: Rig) -> None:
+    """kill -9, then the same hubd (config, database, MQTT session) again."""
+    rig.hub.kill()
+    rig.hub.start()
+    await rig.hub.wait_ready()
+
+
+async def test_discovery_devices_reach_the_platform_report_changes_and_obey_directives(
+        make_import_rig: MakeRig) -> None:
+    rig = await make_import_rig({"homeassistant": {"enabled": True}, "doorbells": [DOORBELL]})
+    host, port = rig.broker.host, rig.broker.port
+    sensor = EspHomeClimateSensor(host, port, area="Porch")
+    bulb = Zigbee2MqttLight(host, port, name="Hallway Bulb")
+    button = Zigbee2MqttButton(host, port, name="Front Door Button")
+    # An ESPHome thermometer that reports in °F (the captured board, its unit changed).
+    thermometer = fixture("esphome_garagedoor1_sht3x")["configs"][0]
+    send(rig, thermometer["topic"], {**json.loads(thermometer["payload"]), "unit_of_meas": "°F"}, retain=True)
+    try:
+        for device in (sensor, bulb, button):
+            await device.start()
+        await wait_devices(rig, PORCH, HALL_BULB, BUTTON, GARAGE)
+        bound = await rig.bind()
+
+        endpoints = await announced(rig, PORCH, HALL_BULB, BUTTON, GARAGE)
+        assert (endpoints[PORCH]["displayName"], endpoints[PORCH]["displayType"]) == ("Porch Climate", "unknown")
+        assert endpoints[PORCH]["recommendRoomName"] == "Porch"
+        assert states_of(endpoints[PORCH]) == {"Temperature": 21.5, "Humidity": 48}
+        assert (endpoints[HALL_BULB]["displayName"], endpoints[HALL_BULB]["displayType"]) == ("Hallway Bulb", "light")
+        assert {c["interface"] for c in endpoints[HALL_BULB]["capabilities"]} == \
+            {"Switch", "Brightness", "ColorTemperature"}
+        assert (endpoints[BUTTON]["displayName"], endpoints[BUTTON]["capabilities"]) == ("Front Door Button", [])
+
+        await sensor.set_temperature(23.5)
+        await wait_change(rig, PORCH, "Temperature", 23.5)
+        send(rig, "garagedoor1/sensor/garage_temperature/state", "71.60", retain=True)  # ESPHome retains
+        await wait_change(rig, GARAGE, "Temperature", 22)
+
+        async with DirectiveClient(rig.hub.url, token=bound.user_token) as client:
+            off = await client.control(HALL_BULB, "Switch.Off")
+            assert off.states["Switch"] == "Off" and bulb.state["state"] == "OFF"
+            dim = await client.control(HALL_BULB, "Brightness.Set", {"value": 40})
+            assert dim.states["Brightness"] == 40 and dim.states["Switch"] == "On"
+            assert bulb.state["brightness"] == 102 and bulb.state["state"] == "ON"  # 40 % of zigbee2mqtt's 254
+
+        await button.press("single")
+        await rig.wait_events(1, "DoorbellPress", endpoint=BUTTON)
+        await button.press("double")  # not the declared event
+        await button.press("single")  # the same again: its trigger is known now, a press all the same
+        await rig.wait_events(2, "DoorbellPress", endpoint=BUTTON)
+        await settle(rig)
+        assert len(rig.events("DoorbellPress", endpoint=BUTTON)) == 2
+        assert not rig.sim.rejections
+    finally:
+        for device in (sensor, bulb, button):
+            await device.stop()
+
+
+async def test_api_devices_and_the_status_page_show_the_source_and_why_an_entity_is_not_exported(
+        make_import_rig: MakeRig) -> None:
+    rig = await make_import_rig({"homeassistant": {"enabled": True}, "doorbells": [DOORBELL]})
+    button = Zigbee2MqttButton(rig.broker.host, rig.broker.port, name="Front Door Button")
+    # A plant sensor that only has a battery: none of its entities is exported, so it is no device of hubd's.
+    send(rig, "homeassistant/sensor/plant1/battery/config",
+         {"name": "Battery", "dev_cla": "battery", "unit_of_meas": "%", "stat_t": "plant1/battery",
+          "uniq_id": "plant1_battery", "dev": {"ids": "plant1", "name": "Fern Sensor"}}, retain=True)
+    rig.publish("lamp-1", "config", {"displayName": "Desk Lamp", "displayType": "light", "capabilities": [
+        {"interface": "Switch", "supportedOperations": ["On", "Off"], "proactivelyReported": True,
+         "retrievable": True}]}, retain=True)
+    try:
+        await button.start()
+        found = await wait_devices(rig, BUTTON, "lamp-1")
+
+        assert found["lamp-1"]["source"] == "native" and found["lamp-1"]["entities"] == []
+        item = found[BUTTON]
+        assert item["source"] == "homeassistant" and item["displayName"] == "Front Door Button"
+        entities = {e["name"]: e for e in item["entities"]}
+        assert entities["sensor.battery"] == {"name": "sensor.battery", "exported": False, "reason": BATTERY_REASON}
+        assert entities["event.action"] == {"name": "event.action", "exported": True}
+        assert all(e["reason"] for e in item["entities"] if not e["exported"])
+
+        async def plant_listed() -> list[dict[str, Any]]:
+            _, body = await rig.hub.get("/api/devices")
+            return [u for u in body["unexported"] if u["name"] == "Fern Sensor"]
+        plant = await rig.hub.wait_for(plant_listed, what="the plant sensor under unexported")
+        assert plant == [{"source": "homeassistant", "name": "Fern Sensor",
+                          "entities": [f"sensor.battery: {BATTERY_REASON}"]}]
+        assert "plant1" not in await devices(rig)
+
+        status, page = await rig.hub.get("/")
+        assert status == 200
+        assert f"sensor.battery: {BATTERY_REASON}" in page
+        assert "<td>homeassistant</td>" in page and "<td>native</td>" in page
+        assert "Fern Sensor" in page
+    finally:
+        await button.stop()
+
+
+async def test_after_a_kill_and_restart_what_came_meanwhile_is_reported_and_retained_replays_send_nothing(
+        make_import_rig: MakeRig) -> None:
+    rig = await make_import_rig({"homeassistant": {"enabled": True}, "doorbells": [DOORBELL]})
+    button = Zigbee2MqttButton(rig.broker.host, rig.broker.port, name="Front Door Button")
+    bulb_topic = "zigbee2mqtt/bulb"  # the bulb of z2m_light_LED1545G12: zigbee2mqtt does not retain its states
+    bulb_state = json.loads(fixture("z2m_light_LED1545G12")["states"][0]["payload"])
+    send_fixture(rig, "esphome_garagedoor1_sht3x")
+    send_fixture(rig, "z2m_light_LED1545G12", states=False)
+    send(rig, "zigbee2mqtt/bridge/state", {"state": "online"}, retain=True)
+    try:
+        await button.start()
+        await wait_devices(rig, GARAGE, HALL_BULB, BUTTON)
+        send(rig, bulb_topic, bulb_state)
+        await wait_devices(rig, HALL_BULB, check=lambda d: states_of(d).get("Switch") == "On")
+        await rig.bind()
+        await announced(rig, GARAGE, HALL_BULB, BUTTON)
+        await button.press("single")  # publishes its device_automation trigger config, retained
+        # A press on a state topic someone made retained (zigbee2mqtt's per-device `retain: true`).
+        send(rig, button.state_topic, {"action": "single", "battery": 100, "linkquality": 87}, retain=True)
+        await rig.wait_events(2, "DoorbellPress", endpoint=BUTTON)
+        await settle(rig)
+        before = {name: len(rig.events(name)) for name in ("AddOrUpdateReport", "DoorbellPress", "ChangeReport")}
+        sent_before = {e.message_id for e in rig.sim.events}
+
+        rig.hub.kill()
+        send(rig, bulb_topic, {**bulb_state, "state": "OFF"})  # queued for hubd's session, not retained
+        send(rig, "garagedoor1/sensor/garage_temperature/state", "23.00", retain=True)
+        rig.hub.start()
+        await rig.hub.wait_ready()
+
+        await wait_change(rig, HALL_BULB, "Switch", "Off")
+        await wait_change(rig, GARAGE, "Temperature", 23)
+        # Barriers after the replayed retained configs and states: a press and a reading, both live.
+        await button.press("single")
+        send(rig, "garagedoor1/sensor/garage_temperature/state", "23.50", retain=True)
+        await wait_change(rig, GARAGE, "Temperature", 23.5)
+        await rig.wait_events(before["DoorbellPress"] + 1, "DoorbellPress", endpoint=BUTTON)
+        await settle(rig)
+
+        assert len(rig.events("AddOrUpdateReport")) - before["AddOrUpdateReport"] == 1  # the new marker only
+        assert len(rig.events("DoorbellPress")) == before["DoorbellPress"] + 1
+        assert changes(rig, HALL_BULB)[-1:] == [{"Switch": "Off"}] and len(changes(rig, HALL_BULB)) == 1
+        assert [c for c in changes(rig, GARAGE)][-2:] == [{"Temperature": 23}, {"Temperature": 23.5}]
+        assert len(rig.events("ChangeReport")) == before["ChangeReport"] + 3
+        # At least once: rows delivered just before the kill may go again, but only with their first messageId.
+        assert {d.message_id for d in rig.sim.duplicates} <= sent_before
+    finally:
+        await button.stop()
+
+
+async def test_an_empty_retained_config_removes_the_entity_and_the_last_exported_one_deletes_the_device(
+        make_import_rig: MakeRig) -> None:
+    rig = await make_import_rig({"homeassistant": {"enabled": True}})
+    send_fixture(rig, "esphome_garagedoor1_sht3x")
+    await wait_devices(rig, GARAGE)
+    await rig.bind()
+    first = (await announced(rig, GARAGE))[GARAGE]
+    assert {c["interface"] for c in first["capabilities"]} == {"Temperature", "Humidity", "Switch"}
+
+    send(rig, "homeassistant/sensor/garagedoor1/garage_humidity/config", "", retain=True)
+    await rig.wait_events(2, "AddOrUpdateReport", endpoint=GARAGE)
+    second = rig.events("AddOrUpdateReport", endpoint=GARAGE)[-1].message["payload"]["endpoints"][0]
+    assert {c["interface"] for c in second["capabilities"]} == {"Temperature", "Switch"}
+
+    # The binary sensor (no device_class) was never exported: the light's config is the last exported one.
+    send(rig, "homeassistant/sensor/garagedoor1/garage_temperature/config", "", retain=True)
+    send(rig, "homeassistant/light/garagedoor1/garage_esp_status_led/config", "", retain=True)
+    await rig.wait_events(1, "DeleteReport", endpoint=GARAGE)
+    assert GARAGE not in await devices(rig)
+    _, body = await rig.hub.get("/api/devices")
+    assert [u["name"] for u in body["unexported"]] == ["GarageDoor1"]
+    await settle(rig)
+    assert len(rig.events("DeleteReport", endpoint=GARAGE)) == 1
+
+
+async def test_with_both_imports_a_device_zigbee2mqtt_announces_twice_is_imported_once_natively(
+        make_import_rig: MakeRig) -> None:
+    rig = await make_import_rig({"homeassistant": {"enabled": True}, "zigbee2mqtt": {"enabled": True}})
+    ieee = "0x000b57fffec6a5b2"
+    send(rig, "zigbee2mqtt/bridge/devices", entries("ikea_LED1545G12_bulb"), retain=True)
+    send_fixture(rig, "z2m_light_LED1545G12")  # the same bulb through zigbee2mqtt's discovery
+    sensor = EspHomeClimateSensor(rig.broker.host, rig.broker.port)
+    try:
+        await sensor.start()
+        await wait_devices(rig, ieee, PORCH)
+        await rig.bind()
+        await announced(rig, ieee, PORCH)
+        await settle(rig)
+
+        found = await devices(rig)
+        assert found[ieee]["source"] == "zigbee2mqtt" and found[PORCH]["source"] == "homeassistant"
+        assert HALL_BULB not in found
+        assert not rig.events(endpoint=HALL_BULB)
+    finally:
+        await sensor.stop()
+
+
+async def test_poison_messages_are_counted_and_hubd_goes_on(make_import_rig: MakeRig) -> None:
+    rig = await make_import_rig({"homeassistant": {"enabled": True}, "zigbee2mqtt": {"enabled": True}})
+    send(rig, "zigbee2mqtt/bridge/devices", entries("aqara_MCCGQ11LM_contact"), retain=True)
+    contact = "0x00158d00091e7bd6"
+    await wait_devices(rig, contact)
+    await rig.bind()
+    await announced(rig, contact)
+
+    send(rig, "homeassistant/sensor/deep/config", '{"a":' * 2000 + "1" + "}" * 2000)
+    send(rig, "homeassistant/sensor/bad/t/config",
+         {"name": "T", "stat_t": "bad/t", "uniq_id": "bad_t", "dev_cla": "temperature", "unit_of_meas": "°C",
+          "val_tpl": "{{ value_json.t / 0 }}"}, retain=True)
+    await wait_devices(rig, "bad_t")
+    send(rig, "bad/t", {"t": 1})
+    many = [{**entries("aqara_MCCGQ11LM_contact")[0], "ieee_address": f"0x{i:016x}", "friendly_name": f"d{i}"}
+            for i in range(10_000)]
+    send(rig, "zigbee2mqtt/bridge/devices", many, retain=True)
+    await rig.hub.wait_for(lambda: invalid_total(rig.hub, 3), what="three invalid messages counted")
+
+    status, health = await rig.hub.get("/healthz")
+    assert status == 200 and health["status"] == "ok"
+    send(rig, "zigbee2mqtt/Contact sensor", {"contact": False, "battery": 100})  # open: still imported
+    await wait_change(rig, contact, "Switch", "On")
+    await settle(rig)
+    assert not rig.events("DeleteReport")
+    _, text = await rig.hub.get("/metrics")
+    kinds = {line.split("{")[1].split("}")[0]: float(line.split()[-1]) for line in str(text).splitlines()
+             if line.startswith("hubd_device_messages_invalid_total{")}
+    assert kinds.get('kind="config"', 0) >= 2 and kinds.get('kind="state"', 0) >= 1, kinds
