@@ -346,7 +346,10 @@ async def test_poison_messages_are_counted_and_hubd_goes_on(make_import_rig: Mak
           "val_tpl": "{{ value_json.t / 0 }}"}, retain=True)
     await wait_devices(rig, "bad_t")
     send(rig, "bad/t", {"t": 1})
-    many = [{**entries("aqara_MCCGQ11LM_contact")[0], "ieee_address": f"0x{i:016x}", "friendly_name": f"d{i}"}
+    contact_expose = {"type": "binary", "name": "contact", "property": "contact", "access": 1, "value_on": False,
+                      "value_off": True}
+    many = [{"ieee_address": f"0x{i:016x}", "friendly_name": f"d{i}", "type": "EndDevice", "supported": True,
+             "interview_completed": True, "definition": {"model": "MCCGQ11LM", "exposes": [contact_expose]}}
             for i in range(10_000)]
     send(rig, "zigbee2mqtt/bridge/devices", many, retain=True)
     await rig.hub.wait_for(lambda: invalid_total(rig.hub, 3), what="three invalid messages counted")
