@@ -29,6 +29,11 @@ def _ratio(a: Any, b: Any, *, invert: bool = False) -> str:
     return f"{(b / a if invert else a / b):.2f}×"
 
 
+def _ran(results: dict[str, Any]) -> bool:
+    """Whether a contender ran throughput or latency (`throughput.hubd`, not an import's `throughput.discovery`)."""
+    return any(k.startswith(("throughput.", "latency.")) and k.split(".")[1] in NAMES for k in results)
+
+
 def markdown(results: dict[str, Any]) -> str:
     lines: list[str] = []
     rates = results["params"]["rates"]
@@ -38,82 +43,84 @@ def markdown(results: dict[str, Any]) -> str:
                   f"{before.get('python_loop_5m_s')} / {after.get('python_loop_5m_s', '–')} s; one SQLite commit "
                   f"with synchronous=FULL {before.get('sqlite_full_commit_ms')} / "
                   f"{after.get('sqlite_full_commit_ms', '–')} ms.", ""]
-    lines += ["| metric | hubd | bare forwarder | Node-RED | hubd vs forwarder | hubd vs Node-RED |",
-              "|---|---:|---:|---:|---:|---:|"]
+    if _ran(results):  # the contenders' table
+        lines += ["| metric | hubd | bare forwarder | Node-RED | hubd vs forwarder | hubd vs Node-RED |",
+                  "|---|---:|---:|---:|---:|---:|"]
 
-    def row(label: str, key: str, *path: str, digits: int = 0, lower_better: bool = False) -> None:
-        values = [_get(results, key.format(c=c), *path) for c in ("hubd", "forwarder", "node-red")]
-        cells = [_num(v, digits) for v in values]
-        ratios = [_ratio(values[0], other, invert=lower_better) for other in values[1:]]
-        lines.append(f"| {label} | {' | '.join(cells)} | {' | '.join(ratios)} |")
+        def row(label: str, key: str, *path: str, digits: int = 0, lower_better: bool = False) -> None:
+            values = [_get(results, key.format(c=c), *path) for c in ("hubd", "forwarder", "node-red")]
+            cells = [_num(v, digits) for v in values]
+            ratios = [_ratio(values[0], other, invert=lower_better) for other in values[1:]]
+            lines.append(f"| {label} | {' | '.join(cells)} | {' | '.join(ratios)} |")
 
-    delivered = [_get(results, f"throughput.{c}") for c in ("hubd", "forwarder", "node-red")]
-    cells = [f"{d['received']:,} / {d['events']:,}" if isinstance(d, dict) and "received" in d else "–"
-             for d in delivered]
-    lines.append(f"| throughput: delivered / published | {' | '.join(cells)} | | |")
-    row("throughput, events/s (first publish → last receipt)", "throughput.{c}", "events_per_s")
-    row("throughput, sustained events/s (10th–90th percentile of receipts)", "throughput.{c}",
-        "sustained_events_per_s")
-    row("CPU s per 1,000 events", "throughput.{c}", "cpu_s_per_1000", digits=3, lower_better=True)
-    row("peak RSS during throughput, MiB", "throughput.{c}", "peak_rss_mib", lower_better=True)
-    row("RSS idle (devices known), MiB", "{c}.idle_rss_mib", lower_better=True)
-    for rate in rates:
-        for q in ("p50", "p95", "p99", "max"):
-            row(f"latency at {rate:g}/s, {q} ms", f"latency.{{c}}.{rate:g}", f"{q}_ms", digits=1,
-                lower_better=True)
-    lines.append("")
-    lines.append("Throughput rates count the events that arrived; see the delivered row.")
-    lines.append("Ratios: throughput as hubd ÷ other; CPU, memory and latency as other ÷ hubd (above 1× means "
-                 "hubd is better).")
-    lines.append("")
+        delivered = [_get(results, f"throughput.{c}") for c in ("hubd", "forwarder", "node-red")]
+        cells = [f"{d['received']:,} / {d['events']:,}" if isinstance(d, dict) and "received" in d else "–"
+                 for d in delivered]
+        lines.append(f"| throughput: delivered / published | {' | '.join(cells)} | | |")
+        row("throughput, events/s (first publish → last receipt)", "throughput.{c}", "events_per_s")
+        row("throughput, sustained events/s (10th–90th percentile of receipts)", "throughput.{c}",
+            "sustained_events_per_s")
+        row("CPU s per 1,000 events", "throughput.{c}", "cpu_s_per_1000", digits=3, lower_better=True)
+        row("peak RSS during throughput, MiB", "throughput.{c}", "peak_rss_mib", lower_better=True)
+        row("RSS idle (devices known), MiB", "{c}.idle_rss_mib", lower_better=True)
+        for rate in rates:
+            for q in ("p50", "p95", "p99", "max"):
+                row(f"latency at {rate:g}/s, {q} ms", f"latency.{{c}}.{rate:g}", f"{q}_ms", digits=1,
+                    lower_better=True)
+        lines.append("")
+        lines.append("Throughput rates count the events that arrived; see the delivered row.")
+        lines.append("Ratios: throughput as hubd ÷ other; CPU, memory and latency as other ÷ hubd (above 1× means "
+                     "hubd is better).")
+        lines.append("")
 
-    lines += ["| hubd scenario | result |", "|---|---:|"]
-    for tag in ("off", "on"):
-        scale = results.get(f"scale.zeroconf_{tag}")
-        if isinstance(scale, dict) and "error" not in scale:
-            n = f"{scale['devices']:,}"
-            lines.append(f"| scale (zeroconf {tag}): {n} devices, start → ready (/healthz 200), s | "
-                         f"{_num(scale['ready_s'], 2)} |")
-            lines.append(f"| scale (zeroconf {tag}): start → platform has all {n} devices, s | "
-                         f"{_num(scale['all_known_s'], 2)} |")
-            lines.append(f"| scale (zeroconf {tag}): RSS at rest with {n} devices, MiB | "
-                         f"{_num(scale['rss_at_rest_mib'], 1)} |")
-            lines.append(f"| scale (zeroconf {tag}): RSS idle, no devices, MiB | "
-                         f"{_num(scale['idle_rss_no_devices_mib'], 1)} |")
-        elif isinstance(scale, dict):
-            lines.append(f"| scale (zeroconf {tag}) | error: {scale['error'][:120]} |")
-    backlog = results.get("backlog.hubd")
-    if isinstance(backlog, dict) and "error" not in backlog:
-        n = f"{backlog['events']:,}"
-        lines += [
-            f"| backlog: {n} events into the outbox during the outage, events/s | "
-            f"{_num(backlog['ingest_events_per_s'])} |",
-            f"| backlog: outage end → first delivery, s | {_num(backlog['first_delivery_after_s'], 2)} |",
-            f"| backlog: drain rate, events/s | {_num(backlog['drain_events_per_s'])} |",
-            f"| backlog: outage end → all {n} delivered, s | {_num(backlog['drain_total_s'], 1)} |",
-            f"| backlog: peak RSS, MiB | {_num(backlog['peak_rss_mib'], 1)} |",
-            f"| backlog: delivered / queued | {backlog['received']:,} / {backlog['events']:,} |",
-        ]
-    elif isinstance(backlog, dict):
-        lines.append(f"| backlog | error: {backlog['error'][:120]} |")
-    hook = results.get("webhook.hubd")
-    if isinstance(hook, dict) and "error" not in hook:
-        flood = hook.get("flood", {})
-        loaded = hook["events_under_flood"]
-        lines += [
-            f"| webhook: POST /trigger → speaker command, p50 ms | {_num(hook['trigger_p50_ms'], 1)} |",
-            f"| webhook: POST /trigger → speaker command, p99 ms | {_num(hook['trigger_p99_ms'], 1)} |",
-            f"| webhook flood: failing calls/s reached (404 + 429) | {_num(flood.get('rate'))} "
-            f"({', '.join(f'{k}: {v:,}' for k, v in sorted(flood.get('statuses', {}).items()))}) |",
-            f"| events at {hook['flood_event_rate']:g}/s: p99 ms unloaded → under the flood | "
-            f"{_num(hook['unloaded_p99_ms'], 1)} → {_num(loaded['p99_ms'], 1)} |",
-            f"| events at {hook['flood_event_rate']:g}/s under the flood: p50 / max ms | "
-            f"{_num(loaded['p50_ms'], 1)} / {_num(loaded['max_ms'], 1)} |",
-        ]
-    elif isinstance(hook, dict):
-        lines.append(f"| webhook | error: {hook['error'][:120]} |")
-    for what, why in results.get("skipped", {}).items():
-        lines.append(f"| {what} | skipped: {why} |")
+    if any(k.startswith(("scale.", "backlog.", "webhook.")) for k in results) or results.get("skipped"):
+        lines += ["| hubd scenario | result |", "|---|---:|"]
+        for tag in ("off", "on"):
+            scale = results.get(f"scale.zeroconf_{tag}")
+            if isinstance(scale, dict) and "error" not in scale:
+                n = f"{scale['devices']:,}"
+                lines.append(f"| scale (zeroconf {tag}): {n} devices, start → ready (/healthz 200), s | "
+                             f"{_num(scale['ready_s'], 2)} |")
+                lines.append(f"| scale (zeroconf {tag}): start → platform has all {n} devices, s | "
+                             f"{_num(scale['all_known_s'], 2)} |")
+                lines.append(f"| scale (zeroconf {tag}): RSS at rest with {n} devices, MiB | "
+                             f"{_num(scale['rss_at_rest_mib'], 1)} |")
+                lines.append(f"| scale (zeroconf {tag}): RSS idle, no devices, MiB | "
+                             f"{_num(scale['idle_rss_no_devices_mib'], 1)} |")
+            elif isinstance(scale, dict):
+                lines.append(f"| scale (zeroconf {tag}) | error: {scale['error'][:120]} |")
+        backlog = results.get("backlog.hubd")
+        if isinstance(backlog, dict) and "error" not in backlog:
+            n = f"{backlog['events']:,}"
+            lines += [
+                f"| backlog: {n} events into the outbox during the outage, events/s | "
+                f"{_num(backlog['ingest_events_per_s'])} |",
+                f"| backlog: outage end → first delivery, s | {_num(backlog['first_delivery_after_s'], 2)} |",
+                f"| backlog: drain rate, events/s | {_num(backlog['drain_events_per_s'])} |",
+                f"| backlog: outage end → all {n} delivered, s | {_num(backlog['drain_total_s'], 1)} |",
+                f"| backlog: peak RSS, MiB | {_num(backlog['peak_rss_mib'], 1)} |",
+                f"| backlog: delivered / queued | {backlog['received']:,} / {backlog['events']:,} |",
+            ]
+        elif isinstance(backlog, dict):
+            lines.append(f"| backlog | error: {backlog['error'][:120]} |")
+        hook = results.get("webhook.hubd")
+        if isinstance(hook, dict) and "error" not in hook:
+            flood = hook.get("flood", {})
+            loaded = hook["events_under_flood"]
+            lines += [
+                f"| webhook: POST /trigger → speaker command, p50 ms | {_num(hook['trigger_p50_ms'], 1)} |",
+                f"| webhook: POST /trigger → speaker command, p99 ms | {_num(hook['trigger_p99_ms'], 1)} |",
+                f"| webhook flood: failing calls/s reached (404 + 429) | {_num(flood.get('rate'))} "
+                f"({', '.join(f'{k}: {v:,}' for k, v in sorted(flood.get('statuses', {}).items()))}) |",
+                f"| events at {hook['flood_event_rate']:g}/s: p99 ms unloaded → under the flood | "
+                f"{_num(hook['unloaded_p99_ms'], 1)} → {_num(loaded['p99_ms'], 1)} |",
+                f"| events at {hook['flood_event_rate']:g}/s under the flood: p50 / max ms | "
+                f"{_num(loaded['p50_ms'], 1)} / {_num(loaded['max_ms'], 1)} |",
+            ]
+        elif isinstance(hook, dict):
+            lines.append(f"| webhook | error: {hook['error'][:120]} |")
+        for what, why in results.get("skipped", {}).items():
+            lines.append(f"| {what} | skipped: {why} |")
     lines += _imports(results)
     return "\n".join(lines)
 

@@ -110,6 +110,14 @@ def _parser() -> argparse.ArgumentParser:
     action(webhook, "rotate", "give a webhook a new token; the old URL stops working at once",
            _webhook_rotate).add_argument("id", help="the webhook's id (or its name)")
 
+    p = sub.add_parser("speaker", help="run the speaker agent: this machine's loudspeaker as a speaker on hubd's "
+                                       "MQTT topics")
+    p.add_argument("-c", "--config", required=True, type=Path, metavar="SPEAKER_CONFIG",
+                   help="the speaker's YAML config (see speaker.example.yaml)")
+    p.add_argument("--check", action="store_true",
+                   help="print the tts, player and mixer found, play a test sentence, exit (1: something is missing)")
+    p.set_defaults(handler=_speaker)
+
     p = sub.add_parser("demo", help="run hub, embedded broker, platform simulator and devices in one process")
     p.add_argument("--state-dir", type=Path, default=None, help="where the demo keeps its database")
     p.add_argument("--http-port", type=int, default=8080)
@@ -168,6 +176,21 @@ def _demo(args: argparse.Namespace) -> int:
 
     return asyncio.run(run_demo(state_dir=args.state_dir, http_port=args.http_port, mqtt_port=args.mqtt_port,
                                 platform_port=args.platform_port, doorbell_every_s=args.doorbell_every_s))
+
+
+def _speaker(args: argparse.Namespace) -> int:
+    from hubd.speaker.config import load_speaker_config
+
+    config = load_speaker_config(args.config)
+    if args.check:
+        setup_logging("warning")
+        from hubd.speaker.check import run_check
+
+        return asyncio.run(run_check(config))
+    setup_logging(config.log.level)
+    from hubd.speaker.agent import run_agent
+
+    return asyncio.run(run_agent(config))
 
 
 def _hash_password(args: argparse.Namespace) -> int:

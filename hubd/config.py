@@ -299,6 +299,18 @@ class _Problems:
 
 def parse_config(text: str, env: Mapping[str, str], source: str = "<config>") -> HubdConfig:
     """Validate YAML text; raise ConfigError with `<key.path>: <problem> (line N)` lines, all in one pass."""
+    return parse_yaml_model(HubdConfig, text, env, source, top_level="sections (storage, mqtt, http, ...)",
+                            example="config.example.yaml")
+
+
+M = typing.TypeVar("M", bound=BaseModel)
+CrossChecks = typing.Callable[[dict[str, Any]], list[tuple["KeyPath", str]]]
+
+
+def parse_yaml_model(model: type[M], text: str, env: Mapping[str, str], source: str, *, top_level: str,
+                     example: str, cross_checks: CrossChecks | None = None) -> M:
+    """YAML text validated against `model` (hubd's config, the speaker's): ConfigError with one
+    `<key.path>: <problem> (line N)` line per problem, all in one pass; `example` is the file naming every key."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as err:
@@ -311,16 +323,19 @@ def parse_config(text: str, env: Mapping[str, str], source: str = "<config>") ->
     if data is None and problems.lines():
         raise ConfigError(problems.lines())
     if not isinstance(data, dict):
-        raise ConfigError([f"{source}: the top level must be a mapping of sections (storage, mqtt, http, ...)"])
-    _read_secret_files(HubdConfig, data, (), lines, problems)
-    config: HubdConfig | None = None
+        raise ConfigError([f"{source}: the top level must be a mapping of {top_level}"])
+    _read_secret_files(model, data, (), lines, problems)
+    config: M | None = None
     try:
-        config = HubdConfig.model_validate(data)
+        config = model.model_validate(data)
     except ValidationError as err:
         for error in err.errors():
             loc = _loc(error)
             if not any(loc[:n] in problems.paths for n in range(1, len(loc) + 1)):
-                problems.add(loc, _message(error), _line(loc, lines))
+                problems.add(loc, _message(error, example), _line(loc, lines))
+    for loc, message in cross_checks(data) if cross_checks is not None else ():
+        if loc not in problems.paths:
+            problems.add(loc, message, _line(loc, lines))
     found = problems.lines()
     if found or config is None:
         raise ConfigError(found)
@@ -566,10 +581,10 @@ def _loc(error: Any) -> KeyPath:
     return tuple(p for p in error["loc"] if not (isinstance(p, str) and p.startswith("function-")))
 
 
-def _message(error: Any) -> str:
+def _message(error: Any, example: str = "config.example.yaml") -> str:
     message: str = error["msg"]
     if error["type"] == "extra_forbidden":
-        return "unknown key (check the spelling; see config.example.yaml for every key)"
+        return f"unknown key (check the spelling; see {example} for every key)"
     if message.startswith("Value error, "):
         return message[len("Value error, "):]
     return message

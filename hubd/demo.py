@@ -3,10 +3,11 @@
 Binds a demo user the way the platform does (the driver's login flow, then AcceptGrant) and prints
 one line per message the platform receives, until Ctrl-C. A small home automation (what Home
 Assistant or Node-RED would be) rings the speakers through hubd's webhook at every doorbell press.
-Beside hubd's own simulated devices, three announce themselves with Home Assistant MQTT discovery as
-real ones do (an ESPHome sensor, a zigbee2mqtt bulb, a zigbee2mqtt button declared as a doorbell); a
-short script shows a reading, a press and a control of the bulb. Picks free ports when the usual ones
-are taken (a mosquitto may already hold 1883).
+Beside hubd's own simulated devices, an ESPHome sensor announces itself with Home Assistant MQTT
+discovery, and a simulated zigbee2mqtt bridge (base topic zigbee2mqtt-home) brings a zigbee2mqtt home that
+hubd imports natively, its Garden Gate Button declared as a doorbell; short scripts show a reading, a door
+opening, a click and a control of a bulb. Picks free ports when the usual ones are taken (a mosquitto may
+already hold 1883).
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ DOORBELL_EVERY_S = 25.0
 DOORBELL_ACTION = {"type": "tts", "devices": {"tag": "announce"}, "data": {"text": "Someone is at the front door"}}
 DOORBELL_WEBHOOK = "demo doorbell"
 DOORBELL_BUTTON_ACTION = "single"  # the zigbee2mqtt button's click that is the demo's second doorbell
+# The simulated zigbee2mqtt's base topic: not `zigbee2mqtt`, which simulators.discovery_devices' devices use.
+Z2M_BASE_TOPIC = "zigbee2mqtt-home"
+# Devices of simulators.zigbee2mqtt_bridge's demo home; the button is the demo's second doorbell.
+Z2M_CONTACT, Z2M_DOORBELL, Z2M_BULB = "Back Door Contact", "Garden Gate Button", "Living Room Bulb"
 DISCOVERY_IMPORT_TIMEOUT_S = 30.0
 LIGHT_BRIGHTNESS_PERCENT = 40
 
@@ -90,6 +95,7 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
     from simulators.discovery_devices import make_demo_discovery_devices
     from simulators.platform import PlatformSimulator, bind_user
     from simulators.platform_directives import DirectiveClient
+    from simulators.zigbee2mqtt_bridge import make_demo_bridge
 
     # The simulated devices see the embedded broker go away as the hub stops: expected, not news.
     for name in ("simulators", "amqtt"):
@@ -102,7 +108,10 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
     sim = PlatformSimulator(port=free_or_other(platform_port), client_id="demo-client",
                             client_secret=client_secret)
     await sim.start()
-    discovered = make_demo_discovery_devices("127.0.0.1", mqtt_port)
+    # Only the ESPHome sensor: with zigbee2mqtt imported natively, hubd leaves every device zigbee2mqtt announces
+    # through discovery to that import (CONTRACT.md 6), so its discovery bulb and button would not appear.
+    sensor = make_demo_discovery_devices("127.0.0.1", mqtt_port)[0]
+    bridge = make_demo_bridge("127.0.0.1", mqtt_port, base_topic=Z2M_BASE_TOPIC)
     config = HubdConfig.model_validate({
         "storage": {"path": str(directory / "hubd.db"), "synchronous": "normal"},
         "mqtt": {"host": "127.0.0.1", "port": mqtt_port, "embedded": True, "client_id": "hubd-demo"},
@@ -113,10 +122,11 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
                    "callback_hosts": [urlsplit(CALLBACK_URL).hostname]},
         "zeroconf": {"enabled": False},
         "log": {"level": "warning"},
-        # Devices that announce themselves with Home Assistant MQTT discovery; the zigbee2mqtt button's click
-        # is a doorbell.
+        # A device that announces itself with Home Assistant MQTT discovery, and zigbee2mqtt's devices imported
+        # natively; the zigbee2mqtt button's click is a doorbell.
         "homeassistant": {"enabled": True},
-        "doorbells": [{"device": discovered[2].name, "event": DOORBELL_BUTTON_ACTION}],
+        "zigbee2mqtt": {"enabled": True, "base_topic": Z2M_BASE_TOPIC},
+        "doorbells": [{"device": Z2M_DOORBELL, "event": DOORBELL_BUTTON_ACTION}],
     })
     hub_url = f"http://127.0.0.1:{http_port}"
     # The automation's webhook: called without a body, it runs its default action.
@@ -134,7 +144,8 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
                 await _wait_ready(hub_url, hub)
                 # amqtt 0.12.1 drops a client that connects while the broker's subscriptions change (its CONNECT
                 # handling iterates them), and hubd subscribes to the topics of each device discovery announces.
-                # So every client connects first, and each discovery device only once hubd reads the one before.
+                # So every client connects first and the discovery sensor last. (zigbee2mqtt's topics are all under
+                # its base topic, to which hubd subscribed when it started.)
                 automation_ready = asyncio.Event()
                 helpers.append(group.create_task(_doorbell_automation(mqtt_port, f"{hub_url}/trigger/with/{token}",
                                                                       hub_url, automation_ready),
@@ -143,7 +154,8 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
                 fleet = make_demo_fleet(host="127.0.0.1", port=mqtt_port, out_dir=directory / "speech",
                                         press_every_s=doorbell_every_s)
                 await fleet.start()
-                await _start_discovered(hub_url, discovered)
+                await bridge.start()
+                await sensor.start()
                 helpers.append(group.create_task(_print_events(sim), name="demo.print"))
                 result = await bind_user(hub_url=hub_url, vendor_path=config.http.vendor_path, sim=sim,
                                          username="demo", password=password, user_id=DEMO_USER,
@@ -155,8 +167,9 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
                       "and the speakers tagged 'announce' say so through the webhook. Ctrl-C stops.", flush=True)
                 helpers.append(group.create_task(fleet.run_random(RANDOM_INTERVAL_S), name="demo.devices"))
                 directives = DirectiveClient(hub_url, token=result.user_token, vendor_path=config.http.vendor_path)
-                helpers.append(group.create_task(_discovery_script(sim, discovered, directives),
-                                                 name="demo.discovery"))
+                helpers.append(group.create_task(_discovery_script(sim, sensor), name="demo.discovery"))
+                helpers.append(group.create_task(_zigbee2mqtt_script(sim, bridge, directives),
+                                                 name="demo.zigbee2mqtt"))
             except Exception as err:  # any setup failure ends the demo with one clear line
                 print(f"hubd demo: {err}", file=sys.stderr, flush=True)
                 supervisor.request_stop()
@@ -166,78 +179,65 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
                 task.cancel()
             if fleet is not None:
                 await fleet.stop()
-            for device in discovered:
-                await device.stop()
+            await sensor.stop()
+            await bridge.stop()
     finally:
         await sim.stop()
     return code
 
 
-async def _start_discovered(hub_url: str, devices: tuple[Any, Any, Any]) -> None:
-    """Start the discovery devices one by one, each once hubd shows the one before online with its states."""
-    sensor, light, button = devices
-    waits: tuple[tuple[Any, str | None, set[str]], ...] = (
-        (sensor, endpoint_id(sensor.mac), {"Temperature", "Humidity"}),
-        (light, endpoint_id(f"zigbee2mqtt_{light.ieee}"), set()),
-        (button, None, set()),  # nothing connects after it
-    )
-    async with aiohttp.ClientSession() as session:
-        for device, endpoint, states in waits:
-            await device.start()
-            if endpoint is None:
-                continue
-            deadline = time.monotonic() + DISCOVERY_IMPORT_TIMEOUT_S
-            while not await _shown(session, f"{hub_url}/api/devices", endpoint, states):
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"hubd did not import {endpoint} from Home Assistant discovery in "
-                                       f"{DISCOVERY_IMPORT_TIMEOUT_S:.0f} s")
-                await asyncio.sleep(0.1)
+async def _discovery_script(sim: Any, sensor: Any) -> None:
+    """Once the platform knows the discovery sensor: a reading."""
+    sensor_id = endpoint_id(sensor.mac)
+    try:
+        await sim.wait_until(lambda: sensor_id in _added(sim), timeout_s=DISCOVERY_IMPORT_TIMEOUT_S)
+    except TimeoutError:
+        _say(f"discovery ▶ the platform got no AddOrUpdateReport for {sensor_id} in "
+             f"{DISCOVERY_IMPORT_TIMEOUT_S:.0f} s; is homeassistant discovery on?")
+        return
+    celsius = round(sensor.temperature_c + 0.5, 1)
+    try:
+        await sensor.set_temperature(celsius)
+    except (TimeoutError, RuntimeError) as err:  # a show: the demo goes on
+        _say(f"discovery ▶ the demo script stopped: {err!r}")
+        return
+    _say(f"esphome ▶ {sensor.friendly_name} reads {celsius} °C on {sensor.temperature_topic}")
 
 
-async def _shown(session: aiohttp.ClientSession, url: str, endpoint: str, states: set[str]) -> bool:
-    """Whether hubd lists the device online with these states (it subscribed to its topics)."""
-    status, body = await _call(session, "GET", url)
-    devices = body.get("devices") if status == 200 and isinstance(body, dict) else None
-    for device in devices if isinstance(devices, list) else []:
-        if isinstance(device, dict) and device.get("endpointId") == endpoint and device.get("online"):
-            return states <= {s.get("interface") for s in device.get("states", []) if isinstance(s, dict)}
-    return False
-
-
-async def _discovery_script(sim: Any, devices: tuple[Any, Any, Any], directives: Any) -> None:
-    """Once the platform knows the discovery devices: a reading, a press and a control, each with what it did."""
-    sensor, light, button = devices
-    sensor_id, light_id = endpoint_id(sensor.mac), endpoint_id(f"zigbee2mqtt_{light.ieee}")
-
-    def imported() -> bool:
-        added = {e for r in sim.events if r.name == "AddOrUpdateReport" for e in r.endpoint_ids}
-        return {sensor_id, light_id} <= added
-
+async def _zigbee2mqtt_script(sim: Any, bridge: Any, directives: Any) -> None:
+    """Once the platform knows the zigbee2mqtt devices: a door opens, the doorbell button clicks, a bulb is dimmed."""
+    contact, button, bulb = (bridge.device(name) for name in (Z2M_CONTACT, Z2M_DOORBELL, Z2M_BULB))
+    wanted = {contact.ieee_address, button.ieee_address, bulb.ieee_address}  # endpointIds: the ieee_address
     try:
         try:
-            await sim.wait_until(imported, timeout_s=DISCOVERY_IMPORT_TIMEOUT_S)
+            await sim.wait_until(lambda: wanted <= _added(sim), timeout_s=DISCOVERY_IMPORT_TIMEOUT_S)
         except TimeoutError:
-            _say(f"discovery ▶ the platform got no AddOrUpdateReport for {sensor_id} and {light_id} "
-                 f"in {DISCOVERY_IMPORT_TIMEOUT_S:.0f} s; is homeassistant discovery on?")
+            _say(f"zigbee2mqtt ▶ the platform got no AddOrUpdateReport for {', '.join(sorted(wanted))} in "
+                 f"{DISCOVERY_IMPORT_TIMEOUT_S:.0f} s; is zigbee2mqtt enabled?")
             return
-        celsius = round(sensor.temperature_c + 0.5, 1)
-        await sensor.set_temperature(celsius)
-        _say(f"esphome ▶ {sensor.friendly_name} reads {celsius} °C on {sensor.temperature_topic}")
-        await button.press(DOORBELL_BUTTON_ACTION)
-        _say(f"zigbee2mqtt ▶ {button.name} clicked {DOORBELL_BUTTON_ACTION!r}: the demo's doorbell "
-             f"(doorbells: [{{device: {button.name!r}, event: {DOORBELL_BUTTON_ACTION!r}}}])")
-        heard = len(light.received)
-        reply = await directives.control(light_id, "Brightness.Set", {"value": LIGHT_BRIGHTNESS_PERCENT})
+        await bridge.set_contact(contact.friendly_name, closed=False)
+        _say(f"zigbee2mqtt ▶ {contact.friendly_name} opened: contact false on "
+             f"{bridge.state_topic(contact.friendly_name)}")
+        await bridge.press(button.friendly_name, DOORBELL_BUTTON_ACTION)
+        _say(f"zigbee2mqtt ▶ {button.friendly_name} clicked {DOORBELL_BUTTON_ACTION!r}: the demo's doorbell "
+             f"(doorbells: [{{device: {button.friendly_name!r}, event: {DOORBELL_BUTTON_ACTION!r}}}])")
+        heard = len(bridge.received)
+        reply = await directives.control(bulb.ieee_address, "Brightness.Set", {"value": LIGHT_BRIGHTNESS_PERCENT})
         shown = ", ".join(f"{k}={v}" for k, v in reply.states.items()) or reply.error_message
-        _say(f"platform ▶ Brightness.Set {LIGHT_BRIGHTNESS_PERCENT} to {light_id}: {reply.name} {shown}")
-        if len(light.received) > heard:
-            command = light.received[heard]
-            _say(f"zigbee2mqtt ▶ {light.name} obeyed {command.payload.decode()} on {command.topic}: "
-                 f"state {light.state['state']}, brightness {light.state['brightness']}/254")
+        _say(f"platform ▶ Brightness.Set {LIGHT_BRIGHTNESS_PERCENT} to {bulb.ieee_address}: {reply.name} {shown}")
+        if len(bridge.received) > heard:
+            command = bridge.received[heard]
+            _say(f"zigbee2mqtt ▶ {bulb.friendly_name} obeyed {command.payload.decode()} on {command.topic}: "
+                 f"state {bulb.state['state']}, brightness {bulb.state['brightness']}/254")
     except (TimeoutError, RuntimeError, ValueError, aiohttp.ClientError) as err:  # a show: the demo goes on
-        _say(f"discovery ▶ the demo script stopped: {err!r}")
+        _say(f"zigbee2mqtt ▶ the demo script stopped: {err!r}")
     finally:
         await directives.close()
+
+
+def _added(sim: Any) -> set[str]:
+    """The endpointIds the platform got an AddOrUpdateReport for."""
+    return {e for r in sim.events if r.name == "AddOrUpdateReport" for e in r.endpoint_ids}
 
 
 def _say(text: str) -> None:

@@ -1,4 +1,4 @@
-"""`python -m simulators platform|devices|speaker|discovery ...`."""
+"""`python -m simulators platform|devices|speaker|discovery|zigbee2mqtt ...`."""
 
 from __future__ import annotations
 
@@ -11,15 +11,18 @@ COMMANDS = {
     "speaker": ("simulators.speaker", "an MQTT speaker that runs tts/audio/asr commands"),
     "discovery": ("simulators.discovery_devices",
                   "Home Assistant discovery: an ESPHome sensor, a zigbee2mqtt light and button"),
+    "zigbee2mqtt": ("simulators.zigbee2mqtt_bridge",
+                    "a zigbee2mqtt 2.x bridge: bridge/devices, states, availability, /set, one device per model"),
 }
 
 
 def main(argv: list[str]) -> int:
     """Dispatch to a simulator's own main()."""
     if not argv or argv[0] not in COMMANDS:
-        print("usage: python -m simulators {platform|devices|speaker|discovery} [--help]\n", file=sys.stderr)
+        print("usage: python -m simulators {platform|devices|speaker|discovery|zigbee2mqtt} [--help]\n",
+              file=sys.stderr)
         for name, (_, text) in COMMANDS.items():
-            print(f"  {name:9} {text}", file=sys.stderr)
+            print(f"  {name:11} {text}", file=sys.stderr)
         return 2
     module = importlib.import_module(COMMANDS[argv[0]][0])
     code: int = module.main(argv[1:])

@@ -99,8 +99,9 @@ async def rig_factory(tmp_path: Path, mosquitto: Mosquitto) -> AsyncIterator[Cal
         await sim.start()
         sims.append(sim)
         overrides = platform_config(sim)
-        for key, value in (hub_overrides or {}).items():
-            overrides[key] = {**overrides.get(key, {}), **value}  # type: ignore[dict-item]
+        for key, value in (hub_overrides or {}).items():  # sections merge; a list (doorbells) replaces
+            base = overrides.get(key)
+            overrides[key] = {**base, **value} if isinstance(base, dict) and isinstance(value, dict) else value
         hub = HubdProcess(tmp_path / f"hub{len(rigs)}", mqtt_port=mosquitto.port, overrides=overrides)
         hub.start()
         await hub.wait_ready()

@@ -11,11 +11,14 @@ import sys
 import time
 from pathlib import Path
 
-# The demo's Home Assistant discovery devices (simulators.discovery_devices): endpointIds from their identifiers.
+# The demo's Home Assistant discovery sensor (simulators.discovery_devices): endpointId from its identifiers.
 ESPHOME_SENSOR = "a4cf12f3c2d1"
-Z2M_LIGHT = "zigbee2mqtt_0x000b57fffec6a5b2"
-Z2M_BUTTON = "zigbee2mqtt_0x0017880104e45520"
+# The demo's zigbee2mqtt home (simulators.zigbee2mqtt_bridge), imported natively: endpointIds are ieee_addresses.
+Z2M_CONTACT = "0x00158d00091e7bd6"
+Z2M_BULB = "0x000b57fffec6a5c2"
+Z2M_BUTTON = "0x00158d0002b5c7e1"
 BUTTON_PRESSED = re.compile(rf"DoorbellPress +user=demo-user +{Z2M_BUTTON} ")
+DOOR_OPENED = re.compile(rf"ChangeReport +user=demo-user +{Z2M_CONTACT}: Switch=On\b")
 
 
 def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
@@ -38,7 +41,8 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
                 break
             lines.append(line)
             text = "".join(lines)
-            if "speakers ▶" in text and "Hallway Bulb obeyed" in text and BUTTON_PRESSED.search(text):
+            if "speakers ▶" in text and "Living Room Bulb obeyed" in text and BUTTON_PRESSED.search(text) \
+                    and DOOR_OPENED.search(text):
                 break
         text = "".join(lines)
         used = re.search(r"hub http://127\.0\.0\.1:(\d+), MQTT broker 127\.0\.0\.1:(\d+) \(embedded\), "
@@ -51,14 +55,22 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         # The demo's automation rang the speakers tagged 'announce' through the webhook, and they answered.
         assert "automation ▶ webhook: sim-doorbell-1 pressed, tts to sim-speaker-1" in text, text
         assert "speakers ▶ sim-speaker-1 done" in text, text
-        # The devices that announce themselves with Home Assistant discovery: imported, reporting, a doorbell,
-        # and the bulb obeys a control.
+        # The sensor that announces itself with Home Assistant discovery: imported and reporting.
         added = " ".join(line for line in lines if "AddOrUpdateReport user=demo-user" in line)
-        assert f"{ESPHOME_SENSOR} (Porch Climate)" in added and f"{Z2M_LIGHT} (Hallway Bulb)" in added, text
+        assert f"{ESPHOME_SENSOR} (Porch Climate)" in added, text
         assert re.search(rf"ChangeReport +user=demo-user +{ESPHOME_SENSOR}: Temperature=22\b", text), text
+        # The zigbee2mqtt home, imported natively: a door opens, the declared button is a doorbell, the bulb obeys.
+        for device in (f"{Z2M_CONTACT} (Back Door Contact)", f"{Z2M_BULB} (Living Room Bulb)",
+                       f"{Z2M_BUTTON} (Garden Gate Button)"):
+            assert device in added, text
+        opened = "zigbee2mqtt ▶ Back Door Contact opened: contact false on zigbee2mqtt-home/Back Door Contact"
+        assert opened in text, text
+        assert DOOR_OPENED.search(text), text
+        assert "zigbee2mqtt ▶ Garden Gate Button clicked 'single': the demo's doorbell" in text, text
         assert BUTTON_PRESSED.search(text), text
-        assert f"Brightness.Set 40 to {Z2M_LIGHT}: Response Brightness=40" in text, text
-        assert 'Hallway Bulb obeyed {"state":"ON","brightness":102} on zigbee2mqtt/Hallway Bulb/set' in text, text
+        assert f"Brightness.Set 40 to {Z2M_BULB}: Response Brightness=40" in text, text
+        assert ('Living Room Bulb obeyed {"brightness":102} on zigbee2mqtt-home/Living Room Bulb/set: state ON, '
+                "brightness 102/254") in text, text
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=20)
         assert proc.returncode == 0, text + rest

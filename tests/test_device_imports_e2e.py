@@ -95,6 +95,17 @@ async def wait_devices(rig: Rig, *ids: str, check: Callable[[dict[str, Any]], bo
     return result
 
 
+async def send_until_seen(rig: Rig, topic: str, payload: object, device_id: str,
+                          check: Callable[[dict[str, Any]], bool]) -> None:
+    """Publish a state that is not retained until hubd shows it: hubd subscribes to a discovered state topic
+    only after the device's config is handled, so a first publish may find nobody subscribed yet."""
+    async def seen() -> bool:
+        send(rig, topic, payload)
+        device = (await devices(rig)).get(device_id)
+        return device is not None and check(device)
+    await rig.hub.wait_for(seen, what=f"{device_id} showing what came on {topic}")
+
+
 def states_of(device: dict[str, Any]) -> dict[str, Any]:
     """An endpoint's (or /api/devices device's) states, interface to value."""
     return {s["interface"]: s["value"] for s in device.get("states", [])}
@@ -138,13 +149,6 @@ async def settle(rig: Rig) -> None:
     await rig.hub.wait_for(delivered, what="the outbox delivered")
 
 
-async def restart(rig: Rig) -> None:
-    """kill -9, then the same hubd (config, database, MQTT session) again."""
-    rig.hub.kill()
-    rig.hub.start()
-    await rig.hub.wait_ready()
-
-
 async def test_discovery_devices_reach_the_platform_report_changes_and_obey_directives(
         make_import_rig: MakeRig) -> None:
     rig = await make_import_rig({"homeassistant": {"enabled": True}, "doorbells": [DOORBELL]})
@@ -158,7 +162,8 @@ async def test_discovery_devices_reach_the_platform_report_changes_and_obey_dire
     try:
         for device in (sensor, bulb, button):
             await device.start()
-        await wait_devices(rig, PORCH, HALL_BULB, BUTTON, GARAGE)
+        await wait_devices(rig, HALL_BULB, BUTTON, GARAGE)
+        await wait_devices(rig, PORCH, check=lambda d: states_of(d) == {"Temperature": 21.5, "Humidity": 48})
         bound = await rig.bind()
 
         endpoints = await announced(rig, PORCH, HALL_BULB, BUTTON, GARAGE)
@@ -208,14 +213,16 @@ async def test_api_devices_and_the_status_page_show_the_source_and_why_an_entity
          "retrievable": True}]}, retain=True)
     try:
         await button.start()
-        found = await wait_devices(rig, BUTTON, "lamp-1")
+        found = await wait_devices(rig, BUTTON, "lamp-1", check=lambda d: d["source"] == "native" or {
+            "sensor.battery", "event.action", "sensor.action"} <= {e["name"] for e in d["entities"]})
 
         assert found["lamp-1"]["source"] == "native" and found["lamp-1"]["entities"] == []
         item = found[BUTTON]
         assert item["source"] == "homeassistant" and item["displayName"] == "Front Door Button"
         entities = {e["name"]: e for e in item["entities"]}
         assert entities["sensor.battery"] == {"name": "sensor.battery", "exported": False, "reason": BATTERY_REASON}
-        assert entities["event.action"] == {"name": "event.action", "exported": True}
+        assert entities["event.action"] == {"name": "event.action", "exported": True,
+                                            "reason": "a declared doorbell: 'single' is a DoorbellPress"}
         assert all(e["reason"] for e in item["entities"] if not e["exported"])
 
         async def plant_listed() -> list[dict[str, Any]]:
@@ -247,8 +254,7 @@ async def test_after_a_kill_and_restart_what_came_meanwhile_is_reported_and_reta
     try:
         await button.start()
         await wait_devices(rig, GARAGE, HALL_BULB, BUTTON)
-        send(rig, bulb_topic, bulb_state)
-        await wait_devices(rig, HALL_BULB, check=lambda d: states_of(d).get("Switch") == "On")
+        await send_until_seen(rig, bulb_topic, bulb_state, HALL_BULB, lambda d: states_of(d).get("Switch") == "On")
         await rig.bind()
         await announced(rig, GARAGE, HALL_BULB, BUTTON)
         await button.press("single")  # publishes its device_automation trigger config, retained
@@ -258,6 +264,7 @@ async def test_after_a_kill_and_restart_what_came_meanwhile_is_reported_and_reta
         await settle(rig)
         before = {name: len(rig.events(name)) for name in ("AddOrUpdateReport", "DoorbellPress", "ChangeReport")}
         sent_before = {e.message_id for e in rig.sim.events}
+        bulb_before, garage_before = len(changes(rig, HALL_BULB)), len(changes(rig, GARAGE))
 
         rig.hub.kill()
         send(rig, bulb_topic, {**bulb_state, "state": "OFF"})  # queued for hubd's session, not retained
@@ -276,8 +283,8 @@ async def test_after_a_kill_and_restart_what_came_meanwhile_is_reported_and_reta
 
         assert len(rig.events("AddOrUpdateReport")) - before["AddOrUpdateReport"] == 1  # the new marker only
         assert len(rig.events("DoorbellPress")) == before["DoorbellPress"] + 1
-        assert changes(rig, HALL_BULB)[-1:] == [{"Switch": "Off"}] and len(changes(rig, HALL_BULB)) == 1
-        assert [c for c in changes(rig, GARAGE)][-2:] == [{"Temperature": 23}, {"Temperature": 23.5}]
+        assert changes(rig, HALL_BULB)[bulb_before:] == [{"Switch": "Off"}]
+        assert changes(rig, GARAGE)[garage_before:] == [{"Temperature": 23}, {"Temperature": 23.5}]
         assert len(rig.events("ChangeReport")) == before["ChangeReport"] + 3
         # At least once: rows delivered just before the kill may go again, but only with their first messageId.
         assert {d.message_id for d in rig.sim.duplicates} <= sent_before
@@ -289,7 +296,7 @@ async def test_an_empty_retained_config_removes_the_entity_and_the_last_exported
         make_import_rig: MakeRig) -> None:
     rig = await make_import_rig({"homeassistant": {"enabled": True}})
     send_fixture(rig, "esphome_garagedoor1_sht3x")
-    await wait_devices(rig, GARAGE)
+    await wait_devices(rig, GARAGE, check=lambda d: len(d["capabilities"]) == 3)
     await rig.bind()
     first = (await announced(rig, GARAGE))[GARAGE]
     assert {c["interface"] for c in first["capabilities"]} == {"Temperature", "Humidity", "Switch"}
@@ -327,6 +334,8 @@ async def test_with_both_imports_a_device_zigbee2mqtt_announces_twice_is_importe
         found = await devices(rig)
         assert found[ieee]["source"] == "zigbee2mqtt" and found[PORCH]["source"] == "homeassistant"
         assert HALL_BULB not in found
+        _, body = await rig.hub.get("/api/devices")
+        assert body["unexported"] == []  # left to the native import, not left out
         assert not rig.events(endpoint=HALL_BULB)
     finally:
         await sensor.stop()
@@ -345,7 +354,7 @@ async def test_poison_messages_are_counted_and_hubd_goes_on(make_import_rig: Mak
          {"name": "T", "stat_t": "bad/t", "uniq_id": "bad_t", "dev_cla": "temperature", "unit_of_meas": "°C",
           "val_tpl": "{{ value_json.t / 0 }}"}, retain=True)
     await wait_devices(rig, "bad_t")
-    send(rig, "bad/t", {"t": 1})
+    send(rig, "bad/t", {"t": 1}, retain=True)  # retained: the topic may be subscribed to only after this
     contact_expose = {"type": "binary", "name": "contact", "property": "contact", "access": 1, "value_on": False,
                       "value_off": True}
     many = [{"ieee_address": f"0x{i:016x}", "friendly_name": f"d{i}", "type": "EndDevice", "supported": True,

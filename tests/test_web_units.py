@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from hubd.web.client_address import client_address, parse_trusted_proxies, throttle_key
 from hubd.jsondepth import too_deep
+from hubd.web.client_address import client_address, parse_trusted_proxies, throttle_key
 from hubd.web.jsonbody import JsonBodyInvalid, load_json
 
 

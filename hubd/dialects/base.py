@@ -175,6 +175,10 @@ class Dialect(Protocol):
     def pending_subscriptions(self) -> list[tuple[str, int]]:
         """Topic filters needed since the last call (learned from configs), to subscribe to as they appear."""
 
+    def announcements(self) -> list[Outgoing]:
+        """What to publish once subscribed (on every connection and after new subscriptions): e.g. Home
+        Assistant's birth message, on which discovery devices announce themselves and send their states again."""
+
     def claims(self, topic: str) -> bool:
         """Whether a message on this topic is this dialect's to decode."""
 

@@ -122,6 +122,13 @@ class HomeAssistantDialect:
         self._pending.clear()
         return [(f"{self._prefix}/#", 1), *((t, 1) for t in sorted(self._subscribed))]
 
+    def announcements(self) -> list[Outgoing]:
+        """Home Assistant's birth message (`<prefix>/status` `online`, not retained): on it ESPHome, Tasmota and
+        zigbee2mqtt announce their devices and send their states again, so a state sent before hubd had
+        subscribed to its topic (a device just discovered) is not missed for long. hubd sends no `offline`:
+        a Home Assistant on the same broker would be taken for gone."""
+        return [Outgoing(f"{self._prefix}/status", b"online", qos=1, retain=False)]
+
     def pending_subscriptions(self) -> list[tuple[str, int]]:
         """The topics needed since the last call (or `subscriptions()`); subscribe to them after a decode."""
         out, self._pending = [(t, 1) for t in self._pending], []

@@ -175,8 +175,8 @@ class Trigger(Entity):
         self.compile("value_template")
         if conf.topic("topic") is None:
             raise ConfigProblem("topic: missing; a trigger needs the topic it fires on")
-        self.reason = f"a trigger ({conf.text('type') or 'action'} {self.subtype}); declare it under doorbells: " \
-                      "to make it a doorbell"
+        self.reason = f"a device trigger ({conf.text('type') or 'action'} {self.subtype}): no platform interface; " \
+                      "a button's press rings when declared under doorbells: (one entity of it carries the presses)"
 
     def topics(self) -> list[tuple[str, str]]:
         return self.state_topics((("topic", "trigger"),))

@@ -54,6 +54,10 @@ class NativeDialect:
         """None: the subscriptions are fixed."""
         return []
 
+    def announcements(self) -> list[Outgoing]:
+        """None: hubd's `B/status` is the bridge's own."""
+        return []
+
     def claims(self, topic: str) -> bool:
         """Topics under `B/device/`."""
         return topic.startswith(self._prefix)

@@ -110,6 +110,10 @@ class Zigbee2MqttDialect:
         """None: `<base>/#` covers every topic of the installation."""
         return []
 
+    def announcements(self) -> list[Outgoing]:
+        """None: zigbee2mqtt keeps bridge/devices retained."""
+        return []
+
     def claims(self, topic: str) -> bool:
         """Topics under the base topic."""
         return topic.startswith(self._prefix)

@@ -187,6 +187,7 @@ class MqttBridge:
         # Subscribed again on every connection: a broker that lost its state knows nothing of us.
         filters = [f for dialect in self._dialects for f in dialect.subscriptions()]
         await self._client.subscribe(filters, timeout_s=ANNOUNCE_TIMEOUT_S)
+        await self._announce_dialects()
         await self._client.publish(topics.status_topic(self._base), b"online", qos=1, retain=True,
                                    timeout_s=ANNOUNCE_TIMEOUT_S)
         self._connects.inc()
@@ -217,6 +218,14 @@ class MqttBridge:
                 filters += self._new_subscriptions.get_nowait()
             await self._client.subscribe(filters, timeout_s=ANNOUNCE_TIMEOUT_S)
             log.debug("subscribed to %d more topics", len(filters))
+            await self._announce_dialects()
+
+    async def _announce_dialects(self) -> None:
+        """The dialects' announcements once subscribed (Home Assistant's birth message: devices send again)."""
+        for dialect in self._dialects:
+            for message in dialect.announcements():
+                await self._client.publish(message.topic, message.payload, qos=message.qos, retain=message.retain,
+                                           timeout_s=ANNOUNCE_TIMEOUT_S)
 
     def _decode(self, batch: Sequence[Message]) -> list[Decoded]:
         now = time.time()

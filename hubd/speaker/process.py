@@ -64,7 +64,7 @@ async def run_program(argv: Sequence[str], *, what: str, timeout_s: float, stdin
         raise ProcessFailed(f"{what}: cannot run `{argv[0]}`: {err.strerror or err}") from None
     try:
         async with asyncio.timeout(timeout_s):
-            out, err = await proc.communicate(stdin)
+            out, errors = await proc.communicate(stdin)
     except TimeoutError:
         await end_process(proc)
         raise ProcessFailed(f"{what} `{name}` took longer than {timeout_s:g} s and was stopped") from None
@@ -73,7 +73,7 @@ async def run_program(argv: Sequence[str], *, what: str, timeout_s: float, stdin
         raise
     code = proc.returncode
     if code != 0:
-        tail = " ".join(err.decode(errors="replace").split())[-STDERR_TAIL_CHARS:]
+        tail = " ".join(errors.decode(errors="replace").split())[-STDERR_TAIL_CHARS:]
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with {code}"
         raise ProcessFailed(f"{what} `{name}` {how}" + (f": {tail}" if tail else " (it printed nothing)"))
     return out if capture else b""

@@ -78,7 +78,7 @@ class StatusRoutes:
         for d in self._device_list():
             states = ", ".join(f"{s['interface']}={s['value']}" for s in d["states"]) or "–"
             online = {True: "online", False: "offline", None: "?"}[d["online"]]
-            left_out = "<br>".join(html.escape(f"{e['name']}: {e['reason']}") for e in d["entities"]
+            left_out = "<br>".join(html.escape(f"{e['name']}: {e.get('reason', '')}") for e in d["entities"]
                                    if not e["exported"])
             rows.append(f"<tr><td>{html.escape(d['endpointId'])}</td><td>{html.escape(d['displayName'])}</td>"
                         f"<td>{html.escape(d['displayType'])}</td><td>{html.escape(d['source'])}</td>"
@@ -112,7 +112,7 @@ def _entities(device: Device) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for note in device.origin.entities:
         item: dict[str, Any] = {"name": note.name, "exported": note.exported}
-        if not note.exported:
+        if note.reason:  # why not; for an exported one, what it is for (e.g. a declared doorbell)
             item["reason"] = note.reason
         out.append(item)
     return out

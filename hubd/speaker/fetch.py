@@ -1,0 +1,114 @@
+"""Audio downloads for `audio` commands: http and https only, a size cap, one timeout, audio content only.
+
+Owns what the agent takes from a URL: the size is held while reading (a server that sends no
+Content-Length, or a wrong one, is cut off at `audio.max_bytes`), the timeout covers the whole download,
+and the content type must be audio (`audio/*`, or `application/ogg`). Messages name the URL without its
+query (which may carry a token). Wraps aiohttp; imports nothing from hubd.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import mimetypes
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import aiohttp
+
+CHUNK_BYTES = 64 * 1024
+MAX_REDIRECTS = 5
+URL_SHOWN_CHARS = 120
+WAV_TYPES = frozenset({"audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave"})
+_EXTENSIONS = {"audio/mpeg": ".mp3", "audio/mp3": ".mp3", "audio/ogg": ".ogg", "application/ogg": ".ogg",
+               "audio/opus": ".opus", "audio/flac": ".flac", "audio/x-flac": ".flac", "audio/aac": ".aac",
+               "audio/mp4": ".m4a", "audio/webm": ".webm", **dict.fromkeys(WAV_TYPES, ".wav")}
+
+
+class DownloadFailed(Exception):
+    """The URL gave no playable audio; the text says why and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Downloaded:
+    """An audio file on disk."""
+
+    path: Path
+    content_type: str
+    size: int
+
+
+def shown(url: str) -> str:
+    """The URL for messages and logs: without query and fragment, shortened."""
+    parts = urlsplit(url)
+    text = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{parts.path}"
+    return text if len(text) <= URL_SHOWN_CHARS else text[:URL_SHOWN_CHARS - 1] + "…"
+
+
+def is_audio(content_type: str) -> bool:
+    """audio/* or application/ogg."""
+    return content_type.startswith("audio/") or content_type == "application/ogg"
+
+
+async def download(session: aiohttp.ClientSession, url: str, directory: Path, stem: str, *, max_bytes: int,
+                   timeout_s: float) -> Downloaded:
+    """Fetch `url` into `directory/<stem><extension>`; DownloadFailed with a reason a user can act on."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme not in ("http", "https"):
+        raise DownloadFailed(f"url: only http:// and https:// URLs are played, not {scheme or 'this'}: {shown(url)}")
+    name = shown(url)
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with session.get(url, allow_redirects=True, max_redirects=MAX_REDIRECTS) as response:
+                if response.status != 200:
+                    raise DownloadFailed(f"{name} answered HTTP {response.status} {response.reason or ''}".rstrip()
+                                         + ": check that the URL is right and the file is there")
+                content_type = response.content_type.lower()
+                if not is_audio(content_type):
+                    raise DownloadFailed(f"{name} is {content_type}, not audio: give the URL of an audio file "
+                                         "(served as audio/..., e.g. audio/mpeg)")
+                length = response.content_length
+                if length is not None and length > max_bytes:
+                    raise DownloadFailed(f"{name} is {length} bytes, more than audio.max_bytes ({max_bytes}); "
+                                         "use a shorter sound or raise audio.max_bytes")
+                body = await _read_capped(response, name, max_bytes)
+    except TimeoutError:
+        raise DownloadFailed(f"downloading {name} took longer than audio.timeout_s ({timeout_s:g} s); use a "
+                             "smaller file or a faster server, or raise audio.timeout_s") from None
+    except aiohttp.TooManyRedirects:
+        raise DownloadFailed(f"{name} redirects more than {MAX_REDIRECTS} times; give the final URL") from None
+    except aiohttp.ClientConnectorError as err:
+        code = err.os_error.errno if err.os_error is not None else None
+        why = os.strerror(code).lower() if code else str(err)
+        raise DownloadFailed(f"cannot connect to {err.host}:{err.port} for {name}: {why}; check the URL and that "
+                             "the server is up") from None
+    except aiohttp.InvalidURL:
+        raise DownloadFailed(f"url: {name} is not a valid URL") from None
+    except aiohttp.ClientError as err:
+        raise DownloadFailed(f"downloading {name} failed: {err}") from None
+    path = directory / f"{stem}{_extension(content_type, url)}"
+    await asyncio.to_thread(path.write_bytes, body)
+    return Downloaded(path, content_type, len(body))
+
+
+async def _read_capped(response: aiohttp.ClientResponse, name: str, max_bytes: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(CHUNK_BYTES):
+        size += len(chunk)
+        if size > max_bytes:
+            raise DownloadFailed(f"{name} is more than audio.max_bytes ({max_bytes} bytes; the server sent no "
+                                 "size, the download was stopped there); use a shorter sound or raise "
+                                 "audio.max_bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _extension(content_type: str, url: str) -> str:
+    """The file extension players expect: from the content type, else the URL's own."""
+    known = _EXTENSIONS.get(content_type) or mimetypes.guess_extension(content_type)
+    if known:
+        return known
+    suffix = Path(urlsplit(url).path).suffix.lower()
+    return suffix if suffix.isascii() and 1 < len(suffix) <= 6 and suffix[1:].isalnum() else ".audio"
