@@ -102,7 +102,8 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
         from hubd.dialects.homeassistant import HomeAssistantDialect
 
         dialects.append(HomeAssistantDialect(config.homeassistant, config.doorbells,
-                                             defer_zigbee2mqtt=config.zigbee2mqtt.enabled))
+                                             defer_zigbee2mqtt=config.zigbee2mqtt.enabled,
+                                             zigbee2mqtt_base=config.zigbee2mqtt.base_topic))
     bridge = MqttBridge(client, base_topic=config.mqtt.base_topic, dialects=dialects, sink=registry, routes=registry,
                         health=health, metrics=metrics)
     components.append(bridge)

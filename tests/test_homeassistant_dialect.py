@@ -672,3 +672,17 @@ def test_a_zigbee2mqtt_lights_route_address_stays_small() -> None:
     assert not {"effect", "effect_list", "object_id", "default_entity_id"} & set(config)
     assert set(address["device"]) == {"identifiers", "manufacturer", "model", "name"}
     assert config["origin"] == {"name": "Zigbee2MQTT"}
+
+
+def test_with_the_native_import_on_only_its_own_installation_is_left_to_it() -> None:
+    """A zigbee2mqtt on another base topic than the one hubd imports natively still comes in through discovery."""
+    from hubd.config import HomeAssistantConfig
+    from hubd.dialects.homeassistant import HomeAssistantDialect
+
+    def imported(base: str) -> list[str]:
+        dialect = HomeAssistantDialect(HomeAssistantConfig(enabled=True), [], defer_zigbee2mqtt=True,
+                                       zigbee2mqtt_base=base)
+        return [i.device_id for i in announce(dialect, "z2m_light_LED1545G12") if isinstance(i, ConfigReceived)]
+
+    assert imported("zigbee2mqtt") == []  # the fixture's state topic is zigbee2mqtt/bulb: the native import's
+    assert imported("zigbee2mqtt-upstairs") == ["zigbee2mqtt_0x000b57fffec6a5b2"]

@@ -135,7 +135,7 @@ def test_endpoint_suffixed_lights_and_covers_are_separate_endpoints() -> None:
     found = configs(announce(make(), entries("z2m_2.12.1_testsuite")))
 
     assert found[ZIGFRED].config.displayType == "light"
-    assert found[f"{ZIGFRED}-state_l2"].config.displayName == "zigfred_plus l2"
+    assert found[f"{ZIGFRED}-state_l2"].config.displayName == "zigfred_plus Two"  # "l2": endpoint 2, in words the platform takes
     cover = found[f"{ZIGFRED}-state_l6"]
     assert cover.config.displayType == "curtain"
     assert operations(cover) == {"MotionSwitch": ("Off",), "Position": ("Set", "Adjust"), "Switch": ("On", "Off")}
@@ -148,7 +148,7 @@ def test_a_dual_gang_switch_keeps_l1_on_the_device_and_splits_l2_off() -> None:
 
     assert sorted(found) == [DOUBLE, f"{DOUBLE}-state_l2"]
     assert found[DOUBLE].config.displayType == "switch"
-    assert found[f"{DOUBLE}-state_l2"].config.displayName == "Moes switch double l2"
+    assert found[f"{DOUBLE}-state_l2"].config.displayName == "Moes switch double Two"
     assert states(replay_states(dialect, "moes_MS-104BZ_dual_switch")) == {f"{DOUBLE}-state_l2": {"Switch": "On"}}
 
 

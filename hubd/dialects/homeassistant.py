@@ -97,13 +97,15 @@ class HomeAssistantDialect:
     name = DIALECT
 
     def __init__(self, config: HomeAssistantConfig, doorbells: Sequence[DoorbellConfig], *,
-                 defer_zigbee2mqtt: bool = False, max_entities: int = MAX_ENTITIES) -> None:
+                 defer_zigbee2mqtt: bool = False, zigbee2mqtt_base: str = "zigbee2mqtt",
+                 max_entities: int = MAX_ENTITIES) -> None:
         self.templates = Templates()
         self._prefix = config.discovery_prefix
         self._include = Globs(config.include)
         self._exclude = Globs(config.exclude)
         self._doorbells = [(Globs([d.device]), d.event) for d in doorbells]
         self._defer_z2m = defer_zigbee2mqtt
+        self._z2m_prefix = f"{zigbee2mqtt_base}/"  # only what that installation announced is left to it
         self._max_entities = max_entities
         self._records: dict[tuple[str, str], Record] = {}
         self._by_token: dict[tuple[str, ...], set[tuple[str, str]]] = {}
@@ -286,6 +288,12 @@ class HomeAssistantDialect:
             del self._device_configs[topic]
         return out + self._apply(changes)
 
+    def _under_native_z2m(self, data: dict[str, Any]) -> bool:
+        """Whether an entity's topics are those of the zigbee2mqtt installation hubd imports natively (a second
+        installation, on another base topic, is still imported through discovery)."""
+        return any(isinstance(value, str) and value.startswith(self._z2m_prefix)
+                   for key, value in data.items() if key.endswith("topic"))
+
     def _record(self, entity_config: EntityConfig, via: str | None = None) -> Record | None:
         """The record of one entity config; None for one left to the native zigbee2mqtt import.
 
@@ -298,7 +306,7 @@ class HomeAssistantDialect:
         origin_name = origin.get("name") if isinstance(origin, dict) else None
         origin_name = origin_name if isinstance(origin_name, str) else ""
         if self._defer_z2m and (origin_name.casefold() == "zigbee2mqtt" or (device is not None and any(
-                i.startswith("zigbee2mqtt_") for i in device.identifiers))):
+                i.startswith("zigbee2mqtt_") for i in device.identifiers))) and self._under_native_z2m(data):
             return None
         entity = self._entity(where.component, where.object_id, conf)
         entity.topics()  # checks them now: a topic hubd cannot subscribe to is the config's problem

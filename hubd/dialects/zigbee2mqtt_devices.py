@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hubd.conformance import spoken
 from hubd.dialects import mapping
 from hubd.dialects.base import ConfigReceived, EntityNote, Origin, Route
 from hubd.dialects.zigbee2mqtt_exposes import ACTION, PUBLISHED, RANK_SENSOR, Exposes, Feature, read_exposes
@@ -151,7 +152,7 @@ def build(ieee: str, name: str, entry: dict[str, Any], exposes: Exposes, event: 
         shown = [EntityNote(n, True, _exported_reason(f)) for f in members for n in f.notes]
         if not planned.split:
             shown += left_out
-        display = f"{name} {members[0].label}" if planned.split else name
+        display = f"{name} {_spoken_label(members[0].label)}" if planned.split else name
         config = DeviceConfig(displayName=display[:MAX_NAME_CHARS], displayType=planned.display_type,
                               capabilities=planned.capabilities, additionalInfo=_info(entry, definition, members))
         route = Route(DIALECT, address(ieee, name, members))
@@ -261,3 +262,9 @@ def _number_text(value: float) -> str:
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _spoken_label(label: str) -> str:
+    """A split endpoint's suffix as the platform takes it in a name: zigbee2mqtt's `l2` (endpoint 2) is "Two"."""
+    match = re.fullmatch(r"[lL](\d+)", label)
+    return spoken(match.group(1) if match else label)
