@@ -135,7 +135,7 @@ def test_endpoint_suffixed_lights_and_covers_are_separate_endpoints() -> None:
     found = configs(announce(make(), entries("z2m_2.12.1_testsuite")))
 
     assert found[ZIGFRED].config.displayType == "light"
-    assert found[f"{ZIGFRED}-state_l2"].config.displayName == "zigfred_plus Two"  # "l2": endpoint 2, in words the platform takes
+    assert found[f"{ZIGFRED}-state_l2"].config.displayName == "zigfred_plus Two"
     cover = found[f"{ZIGFRED}-state_l6"]
     assert cover.config.displayType == "curtain"
     assert operations(cover) == {"MotionSwitch": ("Off",), "Position": ("Set", "Adjust"), "Switch": ("On", "Off")}
