@@ -191,10 +191,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for zeroconf in modes:
                 _step(results, f"scale.zeroconf_{'on' if zeroconf else 'off'}",
                       lambda zeroconf=zeroconf: scenarios.scale(rig, zeroconf=zeroconf))  # type: ignore[misc]
-        if "hubd" in contenders:
-            for name in imports.IMPORTS:
-                if name in only:
-                    _run_import(rig, name, results)
+        for name in imports.IMPORTS:
+            if name in only and "hubd" in contenders:
+                _run_import(rig, name, results)
+            elif name in only:
+                results["skipped"][name] = "hubd is not among --contenders"
     finally:
         publisher.close()
         receiver.stop()

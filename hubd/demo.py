@@ -3,11 +3,12 @@
 Binds a demo user the way the platform does (the driver's login flow, then AcceptGrant) and prints
 one line per message the platform receives, until Ctrl-C. A small home automation (what Home
 Assistant or Node-RED would be) rings the speakers through hubd's webhook at every doorbell press.
-Beside hubd's own simulated devices, an ESPHome sensor announces itself with Home Assistant MQTT
-discovery, and a simulated zigbee2mqtt bridge (base topic zigbee2mqtt-home) brings a zigbee2mqtt home that
-hubd imports natively, its Garden Gate Button declared as a doorbell; short scripts show a reading, a door
-opening, a click and a control of a bulb. Picks free ports when the usual ones are taken (a mosquitto may
-already hold 1883).
+Beside hubd's own simulated devices, three announce themselves with Home Assistant MQTT discovery as real
+ones do (an ESPHome sensor, and a bulb and a button of a zigbee2mqtt on base topic zigbee2mqtt), and a
+simulated zigbee2mqtt bridge (base topic zigbee2mqtt-home) brings a zigbee2mqtt home that hubd imports
+natively; a button of each zigbee2mqtt is declared as a doorbell. Short scripts show a reading, a door
+opening, a click of each button and a control of each bulb. Picks free ports when the usual ones are taken
+(a mosquitto may already hold 1883).
 """
 
 from __future__ import annotations
@@ -43,10 +44,11 @@ RANDOM_INTERVAL_S = 4.0
 DOORBELL_EVERY_S = 25.0
 DOORBELL_ACTION = {"type": "tts", "devices": {"tag": "announce"}, "data": {"text": "Someone is at the front door"}}
 DOORBELL_WEBHOOK = "demo doorbell"
-DOORBELL_BUTTON_ACTION = "single"  # the zigbee2mqtt button's click that is the demo's second doorbell
-# The simulated zigbee2mqtt's base topic: not `zigbee2mqtt`, which simulators.discovery_devices' devices use.
+DOORBELL_BUTTON_ACTION = "single"  # the zigbee2mqtt buttons' click that makes them doorbells
+# The simulated zigbee2mqtt's base topic, imported natively: not `zigbee2mqtt`, the base of the bulb and button of
+# simulators.discovery_devices, a second installation that hubd imports through discovery.
 Z2M_BASE_TOPIC = "zigbee2mqtt-home"
-# Devices of simulators.zigbee2mqtt_bridge's demo home; the button is the demo's second doorbell.
+# Devices of simulators.zigbee2mqtt_bridge's demo home; the button is a doorbell.
 Z2M_CONTACT, Z2M_DOORBELL, Z2M_BULB = "Back Door Contact", "Garden Gate Button", "Living Room Bulb"
 DISCOVERY_IMPORT_TIMEOUT_S = 30.0
 LIGHT_BRIGHTNESS_PERCENT = 40
@@ -108,9 +110,9 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
     sim = PlatformSimulator(port=free_or_other(platform_port), client_id="demo-client",
                             client_secret=client_secret)
     await sim.start()
-    # Only the ESPHome sensor: with zigbee2mqtt imported natively, hubd leaves every device zigbee2mqtt announces
-    # through discovery to that import (CONTRACT.md 6), so its discovery bulb and button would not appear.
-    sensor = make_demo_discovery_devices("127.0.0.1", mqtt_port)[0]
+    # The discovery bulb and button are on base topic `zigbee2mqtt`: hubd leaves to the native import only what
+    # is under its base topic (CONTRACT.md 6), so they come in through discovery beside the bridge's home.
+    discovered = make_demo_discovery_devices("127.0.0.1", mqtt_port)
     bridge = make_demo_bridge("127.0.0.1", mqtt_port, base_topic=Z2M_BASE_TOPIC)
     config = HubdConfig.model_validate({
         "storage": {"path": str(directory / "hubd.db"), "synchronous": "normal"},
@@ -122,11 +124,12 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
                    "callback_hosts": [urlsplit(CALLBACK_URL).hostname]},
         "zeroconf": {"enabled": False},
         "log": {"level": "warning"},
-        # A device that announces itself with Home Assistant MQTT discovery, and zigbee2mqtt's devices imported
-        # natively; the zigbee2mqtt button's click is a doorbell.
+        # Devices that announce themselves with Home Assistant MQTT discovery, and a zigbee2mqtt home imported
+        # natively; a click of either zigbee2mqtt's button is a doorbell.
         "homeassistant": {"enabled": True},
         "zigbee2mqtt": {"enabled": True, "base_topic": Z2M_BASE_TOPIC},
-        "doorbells": [{"device": Z2M_DOORBELL, "event": DOORBELL_BUTTON_ACTION}],
+        "doorbells": [{"device": discovered[2].name, "event": DOORBELL_BUTTON_ACTION},
+                      {"device": Z2M_DOORBELL, "event": DOORBELL_BUTTON_ACTION}],
     })
     hub_url = f"http://127.0.0.1:{http_port}"
     # The automation's webhook: called without a body, it runs its default action.
@@ -144,8 +147,9 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
                 await _wait_ready(hub_url, hub)
                 # amqtt 0.12.1 drops a client that connects while the broker's subscriptions change (its CONNECT
                 # handling iterates them), and hubd subscribes to the topics of each device discovery announces.
-                # So every client connects first and the discovery sensor last. (zigbee2mqtt's topics are all under
-                # its base topic, to which hubd subscribed when it started.)
+                # So every other client connects first, and each discovery device only once hubd reads the one
+                # before (subscribed to its topics). (The native zigbee2mqtt's topics are all under its base
+                # topic, to which hubd subscribed when it started.)
                 automation_ready = asyncio.Event()
                 helpers.append(group.create_task(_doorbell_automation(mqtt_port, f"{hub_url}/trigger/with/{token}",
                                                                       hub_url, automation_ready),
@@ -155,7 +159,7 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
                                         press_every_s=doorbell_every_s)
                 await fleet.start()
                 await bridge.start()
-                await sensor.start()
+                await _start_discovered(hub_url, discovered)
                 helpers.append(group.create_task(_print_events(sim), name="demo.print"))
                 result = await bind_user(hub_url=hub_url, vendor_path=config.http.vendor_path, sim=sim,
                                          username="demo", password=password, user_id=DEMO_USER,
@@ -166,10 +170,10 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
                       f"devices change every few seconds, the doorbell rings every {doorbell_every_s:.0f} s "
                       "and the speakers tagged 'announce' say so through the webhook. Ctrl-C stops.", flush=True)
                 helpers.append(group.create_task(fleet.run_random(RANDOM_INTERVAL_S), name="demo.devices"))
-                directives = DirectiveClient(hub_url, token=result.user_token, vendor_path=config.http.vendor_path)
-                helpers.append(group.create_task(_discovery_script(sim, sensor), name="demo.discovery"))
-                helpers.append(group.create_task(_zigbee2mqtt_script(sim, bridge, directives),
-                                                 name="demo.zigbee2mqtt"))
+                helpers.append(group.create_task(_discovery_script(sim, discovered, DirectiveClient(
+                    hub_url, token=result.user_token, vendor_path=config.http.vendor_path)), name="demo.discovery"))
+                helpers.append(group.create_task(_zigbee2mqtt_script(sim, bridge, DirectiveClient(
+                    hub_url, token=result.user_token, vendor_path=config.http.vendor_path)), name="demo.zigbee2mqtt"))
             except Exception as err:  # any setup failure ends the demo with one clear line
                 print(f"hubd demo: {err}", file=sys.stderr, flush=True)
                 supervisor.request_stop()
@@ -179,29 +183,80 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
                 task.cancel()
             if fleet is not None:
                 await fleet.stop()
-            await sensor.stop()
+            for device in discovered:
+                await device.stop()
             await bridge.stop()
     finally:
         await sim.stop()
     return code
 
 
-async def _discovery_script(sim: Any, sensor: Any) -> None:
-    """Once the platform knows the discovery sensor: a reading."""
-    sensor_id = endpoint_id(sensor.mac)
+async def _start_discovered(hub_url: str, devices: tuple[Any, Any, Any]) -> None:
+    """Start the discovery devices one by one, each once hubd shows the one before online with its states."""
+    sensor, light, button = devices
+    waits: tuple[tuple[Any, str | None, set[str]], ...] = (
+        (sensor, endpoint_id(sensor.mac), {"Temperature", "Humidity"}),
+        (light, _discovered_id(light), set()),
+        (button, None, set()),  # nothing connects after it
+    )
+    async with aiohttp.ClientSession() as session:
+        for device, endpoint, states in waits:
+            await device.start()
+            if endpoint is None:
+                continue
+            deadline = time.monotonic() + DISCOVERY_IMPORT_TIMEOUT_S
+            while not await _shown(session, f"{hub_url}/api/devices", endpoint, states):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"hubd did not import {endpoint} from Home Assistant discovery in "
+                                       f"{DISCOVERY_IMPORT_TIMEOUT_S:.0f} s")
+                await asyncio.sleep(0.1)
+
+
+async def _shown(session: aiohttp.ClientSession, url: str, endpoint: str, states: set[str]) -> bool:
+    """Whether hubd lists the device online with these states (it subscribed to its topics)."""
+    status, body = await _call(session, "GET", url)
+    devices = body.get("devices") if status == 200 and isinstance(body, dict) else None
+    for device in devices if isinstance(devices, list) else []:
+        if isinstance(device, dict) and device.get("endpointId") == endpoint and device.get("online"):
+            return states <= {s.get("interface") for s in device.get("states", []) if isinstance(s, dict)}
+    return False
+
+
+def _discovered_id(device: Any) -> str:
+    """The endpointId of a zigbee2mqtt device imported through discovery: from its identifier."""
+    return endpoint_id(f"zigbee2mqtt_{device.ieee}")
+
+
+async def _discovery_script(sim: Any, devices: tuple[Any, Any, Any], directives: Any) -> None:
+    """Once the platform knows the discovery devices: a reading, a click of the button, a bulb set brighter."""
+    sensor, light, button = devices
+    sensor_id, light_id, button_id = endpoint_id(sensor.mac), _discovered_id(light), _discovered_id(button)
+    wanted = {sensor_id, light_id, button_id}
     try:
-        await sim.wait_until(lambda: sensor_id in _added(sim), timeout_s=DISCOVERY_IMPORT_TIMEOUT_S)
-    except TimeoutError:
-        _say(f"discovery ▶ the platform got no AddOrUpdateReport for {sensor_id} in "
-             f"{DISCOVERY_IMPORT_TIMEOUT_S:.0f} s; is homeassistant discovery on?")
-        return
-    celsius = round(sensor.temperature_c + 0.5, 1)
-    try:
+        try:
+            await sim.wait_until(lambda: wanted <= _added(sim), timeout_s=DISCOVERY_IMPORT_TIMEOUT_S)
+        except TimeoutError:
+            _say(f"discovery ▶ the platform got no AddOrUpdateReport for {', '.join(sorted(wanted - _added(sim)))} "
+                 f"in {DISCOVERY_IMPORT_TIMEOUT_S:.0f} s; is homeassistant discovery on?")
+            return
+        celsius = round(sensor.temperature_c + 0.5, 1)
         await sensor.set_temperature(celsius)
-    except (TimeoutError, RuntimeError) as err:  # a show: the demo goes on
+        _say(f"esphome ▶ {sensor.friendly_name} reads {celsius} °C on {sensor.temperature_topic}")
+        await button.press(DOORBELL_BUTTON_ACTION)
+        _say(f"zigbee2mqtt ▶ {button.name} clicked {DOORBELL_BUTTON_ACTION!r} on {button.state_topic}: "
+             f"{_declared(button.name)}")
+        heard = len(light.received)
+        reply = await directives.control(light_id, "Brightness.Set", {"value": LIGHT_BRIGHTNESS_PERCENT})
+        shown = ", ".join(f"{k}={v}" for k, v in reply.states.items()) or reply.error_message
+        _say(f"platform ▶ Brightness.Set {LIGHT_BRIGHTNESS_PERCENT} to {light_id}: {reply.name} {shown}")
+        if len(light.received) > heard:
+            command = light.received[heard]
+            _say(f"zigbee2mqtt ▶ {light.name} obeyed {command.payload.decode()} on {command.topic}: "
+                 f"state {light.state['state']}, brightness {light.state['brightness']}/254")
+    except (TimeoutError, RuntimeError, ValueError, aiohttp.ClientError) as err:  # a show: the demo goes on
         _say(f"discovery ▶ the demo script stopped: {err!r}")
-        return
-    _say(f"esphome ▶ {sensor.friendly_name} reads {celsius} °C on {sensor.temperature_topic}")
+    finally:
+        await directives.close()
 
 
 async def _zigbee2mqtt_script(sim: Any, bridge: Any, directives: Any) -> None:
@@ -219,8 +274,8 @@ async def _zigbee2mqtt_script(sim: Any, bridge: Any, directives: Any) -> None:
         _say(f"zigbee2mqtt ▶ {contact.friendly_name} opened: contact false on "
              f"{bridge.state_topic(contact.friendly_name)}")
         await bridge.press(button.friendly_name, DOORBELL_BUTTON_ACTION)
-        _say(f"zigbee2mqtt ▶ {button.friendly_name} clicked {DOORBELL_BUTTON_ACTION!r}: the demo's doorbell "
-             f"(doorbells: [{{device: {button.friendly_name!r}, event: {DOORBELL_BUTTON_ACTION!r}}}])")
+        _say(f"zigbee2mqtt ▶ {button.friendly_name} clicked {DOORBELL_BUTTON_ACTION!r} on "
+             f"{bridge.state_topic(button.friendly_name)}: {_declared(button.friendly_name)}")
         heard = len(bridge.received)
         reply = await directives.control(bulb.ieee_address, "Brightness.Set", {"value": LIGHT_BRIGHTNESS_PERCENT})
         shown = ", ".join(f"{k}={v}" for k, v in reply.states.items()) or reply.error_message
@@ -233,6 +288,11 @@ async def _zigbee2mqtt_script(sim: Any, bridge: Any, directives: Any) -> None:
         _say(f"zigbee2mqtt ▶ the demo script stopped: {err!r}")
     finally:
         await directives.close()
+
+
+def _declared(device: str) -> str:
+    """What a click of a declared doorbell button is, and its entry in the config's `doorbells`."""
+    return f"a doorbell, declared in doorbells as {{device: {device!r}, event: {DOORBELL_BUTTON_ACTION!r}}}"
 
 
 def _added(sim: Any) -> set[str]:

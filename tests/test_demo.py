@@ -11,13 +11,17 @@ import sys
 import time
 from pathlib import Path
 
-# The demo's Home Assistant discovery sensor (simulators.discovery_devices): endpointId from its identifiers.
+# The demo's Home Assistant discovery devices (simulators.discovery_devices): endpointIds from their identifiers.
+# The bulb and button are of a zigbee2mqtt on base topic `zigbee2mqtt`, beside the one hubd imports natively.
 ESPHOME_SENSOR = "a4cf12f3c2d1"
+DISCOVERY_BULB = "zigbee2mqtt_0x000b57fffec6a5b2"
+DISCOVERY_BUTTON = "zigbee2mqtt_0x0017880104e45520"
 # The demo's zigbee2mqtt home (simulators.zigbee2mqtt_bridge), imported natively: endpointIds are ieee_addresses.
 Z2M_CONTACT = "0x00158d00091e7bd6"
 Z2M_BULB = "0x000b57fffec6a5c2"
 Z2M_BUTTON = "0x00158d0002b5c7e1"
 BUTTON_PRESSED = re.compile(rf"DoorbellPress +user=demo-user +{Z2M_BUTTON} ")
+DISCOVERY_BUTTON_PRESSED = re.compile(rf"DoorbellPress +user=demo-user +{DISCOVERY_BUTTON} ")
 DOOR_OPENED = re.compile(rf"ChangeReport +user=demo-user +{Z2M_CONTACT}: Switch=On\b")
 
 
@@ -41,7 +45,8 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
                 break
             lines.append(line)
             text = "".join(lines)
-            if "speakers ▶" in text and "Living Room Bulb obeyed" in text and BUTTON_PRESSED.search(text) \
+            if "speakers ▶" in text and "Living Room Bulb obeyed" in text and "Hallway Bulb obeyed" in text \
+                    and BUTTON_PRESSED.search(text) and DISCOVERY_BUTTON_PRESSED.search(text) \
                     and DOOR_OPENED.search(text):
                 break
         text = "".join(lines)
@@ -55,10 +60,19 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         # The demo's automation rang the speakers tagged 'announce' through the webhook, and they answered.
         assert "automation ▶ webhook: sim-doorbell-1 pressed, tts to sim-speaker-1" in text, text
         assert "speakers ▶ sim-speaker-1 done" in text, text
-        # The sensor that announces itself with Home Assistant discovery: imported and reporting.
+        # The devices that announce themselves with Home Assistant discovery: imported, reporting, the declared
+        # button a doorbell, and the bulb obeys a control.
         added = " ".join(line for line in lines if "AddOrUpdateReport user=demo-user" in line)
-        assert f"{ESPHOME_SENSOR} (Porch Climate)" in added, text
+        for device in (f"{ESPHOME_SENSOR} (Porch Climate)", f"{DISCOVERY_BULB} (Hallway Bulb)",
+                       f"{DISCOVERY_BUTTON} (Front Door Button)"):
+            assert device in added, text
         assert re.search(rf"ChangeReport +user=demo-user +{ESPHOME_SENSOR}: Temperature=22\b", text), text
+        assert ("zigbee2mqtt ▶ Front Door Button clicked 'single' on zigbee2mqtt/Front Door Button: a doorbell, "
+                "declared in doorbells as {device: 'Front Door Button', event: 'single'}") in text, text
+        assert DISCOVERY_BUTTON_PRESSED.search(text), text
+        assert f"Brightness.Set 40 to {DISCOVERY_BULB}: Response Brightness=40" in text, text
+        assert ('Hallway Bulb obeyed {"state":"ON","brightness":102} on zigbee2mqtt/Hallway Bulb/set: state ON, '
+                "brightness 102/254") in text, text
         # The zigbee2mqtt home, imported natively: a door opens, the declared button is a doorbell, the bulb obeys.
         for device in (f"{Z2M_CONTACT} (Back Door Contact)", f"{Z2M_BULB} (Living Room Bulb)",
                        f"{Z2M_BUTTON} (Garden Gate Button)"):
@@ -66,7 +80,8 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         opened = "zigbee2mqtt ▶ Back Door Contact opened: contact false on zigbee2mqtt-home/Back Door Contact"
         assert opened in text, text
         assert DOOR_OPENED.search(text), text
-        assert "zigbee2mqtt ▶ Garden Gate Button clicked 'single': the demo's doorbell" in text, text
+        assert ("zigbee2mqtt ▶ Garden Gate Button clicked 'single' on zigbee2mqtt-home/Garden Gate Button: a doorbell, "
+                "declared in doorbells as {device: 'Garden Gate Button', event: 'single'}") in text, text
         assert BUTTON_PRESSED.search(text), text
         assert f"Brightness.Set 40 to {Z2M_BULB}: Response Brightness=40" in text, text
         assert ('Living Room Bulb obeyed {"brightness":102} on zigbee2mqtt-home/Living Room Bulb/set: state ON, '
