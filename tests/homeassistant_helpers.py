@@ -6,15 +6,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dialect_helpers import presses as presses
+from dialect_helpers import states as states
+
 from hubd.config import DoorbellConfig, HomeAssistantConfig
 from hubd.dialects.base import (
     ConfigReceived,
     ControlRequest,
     DeviceGone,
     DeviceInput,
-    PressReceived,
     Route,
-    StateReceived,
 )
 from hubd.dialects.homeassistant import HomeAssistantDialect
 from hubd.mqtt.codec import StateValue
@@ -89,20 +90,6 @@ def restarted(inputs: list[DeviceInput], **options: Any) -> HomeAssistantDialect
     dialect = make(**options)
     dialect.restore(routes(inputs))
     return dialect
-
-
-def states(inputs: list[DeviceInput]) -> dict[str, dict[str, StateValue]]:
-    """Interface values by device (later ones win)."""
-    out: dict[str, dict[str, StateValue]] = {}
-    for item in inputs:
-        if isinstance(item, StateReceived):
-            out.setdefault(item.device_id, {}).update({s.interface: s.value for s in item.samples})
-    return out
-
-
-def presses(inputs: list[DeviceInput]) -> list[str]:
-    """The devices pressed, in order."""
-    return [i.device_id for i in inputs if isinstance(i, PressReceived)]
 
 
 def operations(config: ConfigReceived) -> dict[str, tuple[str, ...]]:

@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from dialect_helpers import presses as presses
+from dialect_helpers import states as states
+
 from hubd.config import DoorbellConfig, Zigbee2MqttConfig
 from hubd.dialects.base import (
     AvailabilityReceived,
@@ -15,8 +18,6 @@ from hubd.dialects.base import (
     DeviceGone,
     DeviceInput,
     InputRejected,
-    PressReceived,
-    StateReceived,
 )
 from hubd.dialects.zigbee2mqtt import Zigbee2MqttDialect
 from hubd.mqtt.codec import StateValue
@@ -74,20 +75,6 @@ def replay_states(dialect: Zigbee2MqttDialect, name: str) -> list[DeviceInput]:
 def configs(inputs: list[DeviceInput]) -> dict[str, ConfigReceived]:
     """The last config announced for each endpoint."""
     return {i.device_id: i for i in inputs if isinstance(i, ConfigReceived)}
-
-
-def states(inputs: list[DeviceInput]) -> dict[str, dict[str, StateValue]]:
-    """Interface values by endpoint (later ones win)."""
-    out: dict[str, dict[str, StateValue]] = {}
-    for item in inputs:
-        if isinstance(item, StateReceived):
-            out.setdefault(item.device_id, {}).update({s.interface: s.value for s in item.samples})
-    return out
-
-
-def presses(inputs: list[DeviceInput]) -> list[str]:
-    """The endpoints pressed, in order."""
-    return [i.device_id for i in inputs if isinstance(i, PressReceived)]
 
 
 def gone(inputs: list[DeviceInput]) -> list[str]:

@@ -172,22 +172,7 @@ def unmapped_reason(component: str, device_class: str | None) -> str:
 
 def plan(device_id: str, parts: Mapping[str, Part]) -> list[Endpoint]:
     """The device's endpoints: by key order, a part whose interface is taken goes to `<device id>-<key>`."""
-    taken: set[str] = set()
-    main: list[str] = []
-    out: list[Endpoint] = []
-    for key in sorted(parts):
-        part = parts[key]
-        if part.interfaces & taken:
-            out.append(Endpoint(endpoint_id(f"{device_id}-{key}"), (key,), part.display_type,
-                                tuple(sorted(part.capabilities, key=lambda c: c.interface)), True))
-            continue
-        taken |= part.interfaces
-        main.append(key)
-    if main:
-        caps = sorted((c for key in main for c in parts[key].capabilities), key=lambda c: c.interface)
-        display = merged_display_type(parts[key].display_type for key in main)
-        out.insert(0, Endpoint(endpoint_id(device_id), tuple(main), display, tuple(caps), False))
-    return out
+    return plan_ranked(device_id, parts, {})
 
 
 def plan_ranked(device_id: str, parts: Mapping[str, Part], rank: Mapping[str, int]) -> list[Endpoint]:
