@@ -7,6 +7,7 @@ Imports nothing from hubd but errors.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import ssl
@@ -332,7 +333,8 @@ def parse_yaml_model(model: type[M], text: str, env: Mapping[str, str], source: 
         for error in err.errors():
             loc = _loc(error)
             if not any(loc[:n] in problems.paths for n in range(1, len(loc) + 1)):
-                problems.add(loc, _message(error, example), _line(loc, lines))
+                problems.add(loc, _message(error, example) + _did_you_mean(model, loc, error),
+                             _line(loc, lines))
     for loc, message in cross_checks(data) if cross_checks is not None else ():
         if loc not in problems.paths:
             problems.add(loc, message, _line(loc, lines))
@@ -557,6 +559,26 @@ def _read_secret_file(
 
 def _is_secret(annotation: Any) -> bool:
     return annotation is SecretStr or SecretStr in typing.get_args(annotation)
+
+
+def _did_you_mean(model: type[BaseModel], loc: KeyPath, error: Any) -> str:
+    """For an unknown key, the closest key that exists there: `mqtt.hots` -> "; did you mean `host`?"."""
+    if error["type"] != "extra_forbidden" or not loc or not isinstance(loc[-1], str):
+        return ""
+    current: type[BaseModel] | None = model
+    for part in loc[:-1]:
+        if current is None:
+            return ""
+        if isinstance(part, int):
+            continue  # a list's item: its model was taken with the list's field
+        field = current.model_fields.get(part)
+        if field is None:
+            return ""
+        current = _model_of(field.annotation) or _model_of(_list_item(field.annotation))
+    if current is None:
+        return ""
+    close = difflib.get_close_matches(loc[-1], list(current.model_fields), n=1, cutoff=0.6)
+    return f"; did you mean `{close[0]}`?" if close else ""
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:

@@ -137,6 +137,7 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
     supervisor = build(config)
     print(f"hubd demo: hub {hub_url}, MQTT broker 127.0.0.1:{mqtt_port} (embedded), "
           f"platform simulator {sim.url}, state in {directory}", flush=True)
+    print(f"hubd demo: open the status page at {hub_url}/ (devices, users, what is delivered)", flush=True)
     code = 0
     fleet = None
     try:

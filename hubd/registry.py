@@ -271,7 +271,7 @@ class DeviceRegistry:
     def _apply(self, item: DeviceInput, decoded: Decoded, work: _Batch) -> None:
         if isinstance(item, InputRejected):
             self._invalid.inc(label=item.kind)
-            log.warning("ignored message on %s: %s", decoded.topic, item.reason)
+            log.warning("ignored message on %s: %s%s", decoded.topic, item.reason, _clear_hint(item, decoded))
             return
         device_id = item.device_id
         if not valid_device_id(device_id):
@@ -401,3 +401,12 @@ def _origin_json(origin: Origin) -> str:
 def _load_origin(dialect: str, text: str) -> Origin:
     data = json.loads(text) if text else {}
     return Origin(dialect, tuple(EntityNote(str(n), bool(x), str(r)) for n, x, r in data.get("entities", ())))
+
+
+def _clear_hint(item: InputRejected, decoded: Decoded) -> str:
+    """For a refused retained config, how to clear it from the broker (else it comes back at every start)."""
+    if item.kind != "config" or not decoded.retained:
+        return ""
+    topic = decoded.topic.replace("'", "'\\''")
+    return (f"; it is retained on the broker: publish a fixed config, or clear it with "
+            f"mosquitto_pub -h <broker> -t '{topic}' -r -n")

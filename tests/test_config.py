@@ -81,7 +81,8 @@ def test_every_problem_is_reported_in_one_pass() -> None:
     )
     assert found == [
         "mqtt.port: environment variable HUBD_NO_SUCH_VAR is not set (line 2)",
-        "mqtt.prot: unknown key (check the spelling; see config.example.yaml for every key) (line 3)",
+        "mqtt.prot: unknown key (check the spelling; see config.example.yaml for every key); did you mean `port`? "
+        "(line 3)",
         "http.port: duplicate key: already given on line 5; keep one (line 6)",
         "log.level: Input should be 'debug', 'info', 'warning' or 'error' (line 8)",
     ]
@@ -261,3 +262,14 @@ def _section_of(lines: list[str], index: int) -> str:
         if match:
             return match.group(1)
     return ""
+
+
+def test_an_unknown_key_names_the_closest_one() -> None:
+    assert problems("mqtt:\n  hots: a\n") == [
+        "mqtt.hots: unknown key (check the spelling; see config.example.yaml for every key); did you mean `host`? "
+        "(line 2)"
+    ]
+    assert problems("mqttt: {}\n")[0].endswith("did you mean `mqtt`? (line 1)")
+    found = problems("driver:\n  accounts:\n    - {usrname: a, password: b}\n")
+    assert "driver.accounts[0].usrname: unknown key" in found[-1] and "did you mean `username`?" in found[-1]
+    assert "did you mean" not in problems("mqtt:\n  zzzzz: 1\n")[0]  # nothing close: no guess

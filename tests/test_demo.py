@@ -54,6 +54,7 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
                          r"platform simulator http://127\.0\.0\.1:(\d+)", text)
         assert used is not None, text
         assert not {int(p) for p in used.groups()} & {http_port, mqtt_port, platform_port}, text
+        assert "open the status page at http://" in text, text
         assert "bound platform user 'demo-user'" in text, text
         assert "AddOrUpdateReport user=demo-user" in text and "sim-light-1" in text, text
         assert "DoorbellPress" in text, text

@@ -58,6 +58,8 @@ async def test_a_retained_poison_config_does_not_crash_loop_hubd(make_rig: Calla
     rig.hub.start()
     await rig.hub.wait_ready()
     await rig.hub.wait_for(lambda: invalid_total(rig.hub, 1), what="the poison config counted after the start")
+    # Replayed as retained: it says how to clear it from the broker, or it comes back at every start.
+    assert "clear it with mosquitto_pub -h <broker> -t 'hubd/device/deep-1/config' -r -n" in rig.hub.log()
     rig.publish("lamp-1", "state", {"Switch": "On"})
     await rig.wait_events(1, "ChangeReport", endpoint="lamp-1")
     _, body = await rig.hub.get("/api/devices")
