@@ -1,4 +1,4 @@
-"""The configuration file: pydantic models (CONTRACT.md section 2) and the YAML loader.
+"""The configuration file: pydantic models (every key: config.example.yaml) and the YAML loader.
 
 Owns parsing (safe YAML with merge keys; a tag or value it cannot read is a reported problem, never a
 traceback), `${ENV_VAR}` substitution, `<key>_file` secrets and error reporting with YAML lines.
@@ -161,7 +161,7 @@ class Account(_Model):
 
 
 class DriverConfig(_Model):
-    """hubd as the brand's driver (SPEC.md 4.5)."""
+    """hubd as the brand's driver."""
 
     mode: Literal["oauth2", "oauth"] = "oauth2"
     accounts: list[Account] = Field(default_factory=list)
@@ -173,7 +173,7 @@ class DriverConfig(_Model):
 
 
 class WebhookConfig(_Model):
-    """Per-token limits of the local webhook (SPEC.md 8)."""
+    """Per-token limits of the local webhook."""
 
     per_minute: int = Field(20, ge=1)
     per_day: int = Field(1000, ge=1)
@@ -192,7 +192,7 @@ class LogConfig(_Model):
 
 
 class HomeAssistantConfig(_Model):
-    """Devices announced with Home Assistant MQTT discovery (CONTRACT.md section 6)."""
+    """Devices announced with Home Assistant MQTT discovery."""
 
     enabled: bool = False
     discovery_prefix: str = "homeassistant"
@@ -216,7 +216,7 @@ class HomeAssistantConfig(_Model):
 
 
 class Zigbee2MqttConfig(_Model):
-    """zigbee2mqtt's devices imported natively from `<base_topic>/bridge/devices` (CONTRACT.md section 6)."""
+    """zigbee2mqtt's devices imported natively from `<base_topic>/bridge/devices`."""
 
     enabled: bool = False
     base_topic: str = "zigbee2mqtt"

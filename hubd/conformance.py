@@ -1,4 +1,4 @@
-"""What the platform accepts from a device (PROTOCOL.md 2, 6, 8; D21), the pure part: bring a config or a
+"""What the platform accepts from a device, the pure part: bring a config or a
 state into that shape, or say why it cannot be.
 
 The platform refuses a whole batched AddOrUpdateReport for one bad endpoint, and then every ChangeReport
@@ -51,7 +51,7 @@ class Renamed:
 
 
 def spoken(text: str) -> str:
-    """`text` as the platform takes a displayName or room (D21): numbers as words, no punctuation.
+    """`text` as the platform takes a displayName or room: numbers as words, no punctuation.
 
     "Lamp 2" -> "Lamp Two", "Bedroom2" -> "Bedroom Two", "2nd Floor" -> "Second Floor", "Lamp Ⅱ" -> "Lamp Two",
     "Hall (Upstairs)" -> "Hall Upstairs", "Anna's Lamp" -> "Annas Lamp". With Chinese, Japanese or Korean
@@ -100,7 +100,7 @@ def conform_config(config: DeviceConfig) -> tuple[DeviceConfig, list[Renamed]]:
 
 def interface_name(name: str, brand: str = "Service") -> str:
     """The platform's spelling of an interface name ("switch" -> "Switch", "Service.Switch" -> "Switch", as in
-    configs: PROTOCOL.md DIFF-8); unknown names unchanged."""
+    configs); unknown names unchanged."""
     if name in INTERFACES:
         return name
     known = _BY_LOWER.get(name.lower())
@@ -170,7 +170,7 @@ def _number_value(interface: Interface, value: StateValue) -> int | float:
     low, high = interface.value_range or (-math.inf, math.inf)
     if not low <= value <= high:
         raise DeviceMessageInvalid(f"{interface.name}: {value!r} is outside its range {low:g} to {high:g}")
-    if interface.whole_only:  # RGB is a decimal integer (PROTOCOL.md 6); 21.5 °C and 40.5 % are fine
+    if interface.whole_only:  # RGB is a decimal integer; 21.5 °C and 40.5 % are fine
         if not float(value).is_integer():
             raise DeviceMessageInvalid(f"{interface.name}: must be a whole number (RGB 0 to {COLOR_MAX}), "
                                        f"got {value!r}")

@@ -1,7 +1,7 @@
-"""Control directives, the pure part (PROTOCOL.md 6, D5 to D7): interfaces, ranges, operation to target value.
+"""Control directives, the pure part: interfaces, ranges, operation to target value.
 
 Owns the interface table and how `<Interface>.<Op>` plus its payload becomes the value a device must end
-up with (the `set` message of CONTRACT.md 3) and how hubd recognises that the device got there.
+up with (the `set` message, README "MQTT") and how hubd recognises that the device got there.
 No I/O and no state; imports only hubd.errors and hubd.mqtt.codec (value types).
 """
 
@@ -20,9 +20,9 @@ from hubd.mqtt.codec import StateValue
 
 PERCENT = (0.0, 100.0)
 COLOR_MAX = 0xFFFFFF
-PERCENT_STEP = 10.0  # PROTOCOL.md 6: the default Adjust step of a percentage
+PERCENT_STEP = 10.0  # the platform's default Adjust step of a percentage
 TEMPERATURE_STEP_C = 1.0
-AC_TEMPERATURE_C = (16.0, 30.0)  # PROTOCOL.md 6: an AC without limits in its additionalInfo
+AC_TEMPERATURE_C = (16.0, 30.0)  # the platform's range for an AC without limits in its additionalInfo
 UNBOUNDED = (-math.inf, math.inf)
 NUMBER_TOLERANCE = 1e-6
 
@@ -34,14 +34,14 @@ MALFORMED = "E_INTERNAL_ERROR"
 class Kind(enum.Enum):
     """How an interface's value behaves."""
 
-    ENUM = "enum"  # each value is its own operation; the state is the operation name (D6)
+    ENUM = "enum"  # each value is its own operation; the state is the operation name
     NUMBER = "number"  # Set/Adjust/SetMax/SetMin/... over a range
     DESCRIPTOR = "descriptor"  # an object (TV channel, song) that the device interprets
 
 
 @dataclass(frozen=True, slots=True)
 class Interface:
-    """One capability interface of PROTOCOL.md 6."""
+    """One capability interface of the platform."""
 
     name: str
     kind: Kind
@@ -111,7 +111,7 @@ class Target:
 
 
 def parse_name(name: str, brand: str = "Service") -> tuple[Interface, str]:
-    """`<Interface>.<Op>` split on the last dot (D7), a brand prefix stripped (DIFF-8); else not supported."""
+    """`<Interface>.<Op>` split on the last dot, a brand prefix stripped; else not supported."""
     interface_name, dot, operation = name.rpartition(".")
     for prefix in (f"{brand}.", "Service."):
         interface_name = interface_name.removeprefix(prefix)
@@ -153,7 +153,7 @@ def resolve(interface: Interface, operation: str, payload: Mapping[str, Any], *,
     """The target of a directive (operation already checked by parse_name); DirectiveError when refused.
 
     Set out of range is E_VALUE_OUT_OF_RANGE, and so is a fraction for Color (an RGB integer); a percentage
-    with a fraction is rounded half up. Adjust clamps (D5) and without a known current value leaves the
+    with a fraction is rounded half up. Adjust clamps and without a known current value leaves the
     arithmetic to the device; SetMax/SetMin/SetRandom/presets/enum operations ignore any payload.
     """
     if interface.kind is Kind.ENUM:

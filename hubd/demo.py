@@ -111,7 +111,7 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
                             client_secret=client_secret)
     await sim.start()
     # The discovery bulb and button are on base topic `zigbee2mqtt`: hubd leaves to the native import only what
-    # is under its base topic (CONTRACT.md 6), so they come in through discovery beside the bridge's home.
+    # is under its base topic, so they come in through discovery beside the bridge's home.
     discovered = make_demo_discovery_devices("127.0.0.1", mqtt_port)
     bridge = make_demo_bridge("127.0.0.1", mqtt_port, base_topic=Z2M_BASE_TOPIC)
     config = HubdConfig.model_validate({

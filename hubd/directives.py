@@ -1,4 +1,4 @@
-"""Discover, control and ReportState (PROTOCOL.md 5): the handlers VendorEndpoint routes to.
+"""Discover, control and ReportState: the handlers VendorEndpoint routes to.
 
 Handlers are dict in, dict out (`Directive` -> reply); refusals are DirectiveError, which VendorEndpoint
 turns into an ErrorResponse. A control directive becomes the device's command on MQTT, in the device's own
@@ -6,7 +6,7 @@ dialect (`hubd.devices.commands`: hubd's `set` message, a discovery entity's com
 `/set`); hubd then waits until
 the directive's deadline (VendorEndpoint's budget, counted from the request's arrival) for the device's
 state to confirm it and answers with the device's retrievable states, or with the target states
-(optimistic, D4) when the device is slower or the broker has not acknowledged the `set` yet: once the
+(optimistic) when the device is slower or the broker has not acknowledged the `set` yet: once the
 `set` is handed to the MQTT client the device may obey, so it is never answered with an error. The slow
 ones are followed in the background, in tasks owned by this component's run(), and, if the directive
 carried a correlationToken, the async `Response` goes through the outbox once the device confirms.
@@ -295,7 +295,7 @@ class Directives:
             del self._expected[key]
 
     def _response(self, message_id: str, endpoint_id: str, states: list[dict[str, Any]]) -> dict[str, Any]:
-        """The synchronous Response: endpointId and states without timeOfSample (DIFF-10), empty payload."""
+        """The synchronous Response: endpointId and states without timeOfSample, empty payload."""
         return {"header": messages.header(self._brand, "Response", message_id),
                 "endpoint": {"endpointId": endpoint_id, "states": states}, "payload": {}}
 

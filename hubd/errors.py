@@ -83,7 +83,7 @@ class DriverError(HubdError):
 
 
 class DirectiveError(HubdError):
-    """A platform directive cannot be fulfilled; becomes an ErrorResponse (PROTOCOL.md 5.5)."""
+    """A platform directive cannot be fulfilled; becomes an ErrorResponse."""
 
     def __init__(self, name: str, message: str) -> None:
         super().__init__(f"{name}: {message}")

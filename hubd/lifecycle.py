@@ -1,7 +1,7 @@
 """Process lifecycle: the Component protocol, the Supervisor, readiness and Backoff.
 
 The supervisor starts components in order, runs their `run()` loops as named tasks, and stops them
-in reverse. It is one of the three places that catch exceptions (STYLE.md 2.6): a run loop that
+in reverse. It is one of the places that catch exceptions (ARCHITECTURE.md, "Where errors are caught"): a run loop that
 raises is fatal and the process exits non-zero so systemd restarts it. Not a TaskGroup: a TaskGroup
 waits without limit for a task that is slow to cancel, and the whole stop (cancelling the loops,
 then every stop()) must fit in STOP_BUDGET_S, under systemd's and the contract's 5 s.

@@ -11,7 +11,7 @@ Users share the send slots fairly: each round starts with the next user, a user 
 MAX_IN_FLIGHT_PER_USER sends, one with nothing in flight always gets one, and a user whose token is
 being refreshed is skipped (nobody waits for a token in a slot). So one user's outage, backlog or dead
 grant never delays another user.
-Outcomes (PROTOCOL.md 4.1): 2xx delete; a row's first 401/403 in a row refreshes in the background and
+Outcomes (the event gateway's answers): 2xx delete; a row's first 401/403 in a row refreshes in the background and
 resends with the same messageId, then a 403 ends the grant (if the refused token is still the grant's) and a
 401 backs off; 400/422 dead-letter (a batched AddOrUpdateReport or DeleteReport refused with 400 is first
 split into one message per endpoint, so one bad endpoint dead-letters only itself); anything else (5xx,

@@ -37,6 +37,7 @@ from hubd.dialects.base import (
     input_kind,
 )
 from hubd.errors import DeviceMessageInvalid, StorageUnavailable
+from hubd.failures import MessageFailures
 from hubd.metrics import Metrics
 from hubd.mqtt import codec
 from hubd.mqtt.codec import CommandResult, DeviceConfig, StateSample
@@ -58,7 +59,7 @@ class Device:
     origin: Origin = field(default_factory=lambda: Origin("native"))  # where it came from, for the status page
 
     def state_list(self, *, with_time: bool = True, retrievable_only: bool = False) -> list[dict[str, Any]]:
-        """States as SPEC.md 2.5 objects, in capability order."""
+        """States as the platform's State objects, in capability order."""
         out: list[dict[str, Any]] = []
         for cap in self.config.capabilities:
             sample = self.states.get(cap.interface)
@@ -71,7 +72,7 @@ class Device:
         return out
 
     def endpoint(self) -> dict[str, Any]:
-        """The full Endpoint of SPEC.md 2.3 with current states (timeOfSample included)."""
+        """The platform's full Endpoint with current states (timeOfSample included)."""
         out = self.config.endpoint(self.device_id)
         out["states"] = self.state_list()
         return out
@@ -170,9 +171,7 @@ class DeviceRegistry:
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._invalid = metrics.counter("hubd_device_messages_invalid_total",
                                         "device messages ignored as invalid, by kind", "kind")
-        self._failed = metrics.counter("hubd_device_messages_failed_total",
-                                       "device messages hubd failed on unexpectedly (a bug), by exception", "error")
-        self._failures_logged: set[str] = set()  # exception types whose traceback was logged once
+        self._failures = MessageFailures(metrics)
         metrics.gauge("hubd_devices", "devices known", lambda: float(len(self._devices)))
 
     async def start(self) -> None:
@@ -231,13 +230,7 @@ class DeviceRegistry:
                     log.warning("ignored message on %s: %s", decoded.topic, err)
                 except Exception as err:  # a bug for this message must not stop the others (nor hubd)
                     self._invalid.inc(label=input_kind(item))
-                    self._failed.inc(label=type(err).__name__)
-                    first = type(err).__name__ not in self._failures_logged
-                    self._failures_logged.add(type(err).__name__)
-                    log.error("ignored message on %s: hubd failed on it (%s: %s)%s", decoded.topic,
-                              type(err).__name__, str(err)[:200],
-                              "" if first else "; the traceback was logged for the first such failure",
-                              exc_info=first)
+                    self._failures.record(log, decoded.topic, "hubd", err)
         if not work.changes and not work.dirty and not work.deleted:
             return
         rows = DeviceRows(tuple(d.row() for d in work.dirty.values()), tuple(sorted(work.deleted)))

@@ -1,6 +1,6 @@
 """The reporter: decides which platform events device changes cause and writes them to the outbox.
 
-`decide()` is pure (CONTRACT.md section 3 rules). `Reporter.commit()` writes the registry's device
+`decide()` is pure (the rules README "MQTT" states). `Reporter.commit()` writes the registry's device
 rows and one outbox row per (event, bound user) in ONE transaction, then wakes the outbox sender.
 `Reporter.commit_grant()` stores a new grant and the new user's AddOrUpdateReport of every device in ONE
 transaction, as a barrier row that goes before the events kept for that user.

@@ -1,5 +1,5 @@
-"""Resent directives (PROTOCOL.md 5.4): a copy with the same messageId gets the first answer, and a control
-never runs twice, not even across a restart.
+"""Resent directives (the platform resends one it got no answer to, with the same messageId): a copy gets the
+first answer, and a control never runs twice, not even across a restart.
 
 Owns the replies remembered in memory for DUPLICATE_TTL_S, by (hubd account, messageId, content), and
 their durable copy (hubd.store.replies): a control's reply is written to SQLite *before* its `set` is
@@ -35,7 +35,7 @@ from hubd.vendor import BUSY, Directive
 
 log = logging.getLogger(__name__)
 
-DUPLICATE_TTL_S = 600.0  # PROTOCOL.md 5.4: resends come within about 10 minutes
+DUPLICATE_TTL_S = 600.0  # the platform's resends come within about 10 minutes
 DUPLICATE_MAX = 10_000
 WRITES_MAX = 1_000
 PRUNE_EVERY_S = 60.0

@@ -1,13 +1,13 @@
 """The vendor endpoint ({vendor_endpoint} = http.vendor_path): platform directives in, replies out.
 
 `VendorEndpoint.handle(message) -> reply` is dict in, dict out (HA's async_handle_message); the
-aiohttp view only parses JSON and serialises the reply, always with HTTP 200 (PROTOCOL.md D2), also for
+aiohttp view only parses JSON and serialises the reply, always with HTTP 200, also for
 a body that is too large or not JSON. Every directive's header token must be a live user token issued by
-hubd's driver (D9). Every reply is due within 3 s (5.3): the budget (REPLY_BUDGET_S) starts when the
+hubd's driver. Every reply is due within 3 s: the budget (REPLY_BUDGET_S) starts when the
 request arrives, the handlers get its end as `Directive.deadline`, the token check gets a share of it
 (a database that stalls falls back to the driver's recent_verdict: a check within its last 15 s), and a
 reply not ready HANDLER_GRACE_S after it is E_ENDPOINT_BUSY. The request's messageId is echoed whenever
-it is a non-empty string (DIFF-14). DirectiveError is turned into an ErrorResponse here and nowhere else.
+it is a non-empty string. DirectiveError is turned into an ErrorResponse here and nowhere else.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ log = logging.getLogger(__name__)
 
 # AcceptGrant with less of the budget left than this answers E_ENDPOINT_BUSY before the exchange, code unspent.
 ACCEPT_GRANT_MIN_S = 0.5
-REPLY_BUDGET_S = 2.5  # PROTOCOL.md 5.3: every reply within 3 s; the rest is for HTTP and the network
+REPLY_BUDGET_S = 2.5  # the platform wants every reply within 3 s; the rest is for HTTP and the network
 HANDLER_GRACE_S = 0.3  # a handler still busy this long after its deadline is cut off: a late reply is lost
 TOKEN_CHECK_S = 1.0  # the header token check's share of the budget
-BUSY = "E_ENDPOINT_BUSY"  # transient: the platform may retry (PROTOCOL.md 5.3, 5.5)
+BUSY = "E_ENDPOINT_BUSY"  # transient: the platform may retry
 
 
 class UserTokenVerifier(Protocol):
@@ -155,7 +155,7 @@ class VendorEndpoint:
             log.info("directive %s answered %s: %s", message_id, err.name, err.message)
             return messages.error_response(self._brand, message_id, err.name, err.message)
         except Exception:
-            # The platform treats anything but HTTP 200 as a transport failure (PROTOCOL.md D2).
+            # The platform treats anything but HTTP 200 as a transport failure.
             log.exception("directive %s failed", message_id)
             return messages.error_response(self._brand, message_id, "E_INTERNAL_ERROR",
                                            "the hub failed to handle this directive; see its log")
@@ -257,7 +257,7 @@ class VendorEndpoint:
 
 
 def _message_id_of(message: Any) -> str | None:
-    """header.messageId when it is a non-empty string, however wrong the rest is (DIFF-14)."""
+    """header.messageId when it is a non-empty string, however wrong the rest is."""
     header = message.get("header") if isinstance(message, dict) else None
     message_id = header.get("messageId") if isinstance(header, dict) else None
     return message_id if isinstance(message_id, str) and message_id else None

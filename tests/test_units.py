@@ -262,3 +262,21 @@ async def test_a_state_may_name_its_interface_with_the_brand_prefix_as_a_config_
         assert device is not None and device.states["Switch"].value == "Off"
     finally:
         await db.stop()
+
+
+def test_unexpected_failures_are_counted_and_traced_once_per_exception_type(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from hubd.failures import MessageFailures
+
+    metrics = Metrics()
+    failures = MessageFailures(metrics)
+    log = logging.getLogger("hubd.test")
+    with caplog.at_level(logging.ERROR, logger="hubd.test"):
+        for topic in ("a/1", "a/2"):
+            failures.record(log, topic, "hubd", KeyError("x"))
+        failures.record(log, "a/3", "the zigbee2mqtt dialect", ValueError("y"))
+    assert [bool(r.exc_info) for r in caplog.records] == [True, False, True]
+    assert "ignored message on a/2: hubd failed on it (KeyError" in caplog.records[1].getMessage()
+    counter = metrics.counter("hubd_device_messages_failed_total", "", "error")
+    assert (counter.get("KeyError"), counter.get("ValueError")) == (2, 1)

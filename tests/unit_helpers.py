@@ -7,7 +7,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from hubd.dialects.base import Decoded, decode_all
+from hubd.dialects.base import Decoded
 from hubd.dialects.native import NativeDialect
 
 NOW = 1_700_000_000.0
@@ -44,6 +44,6 @@ def device_message(kind: str, device_id: str, payload: bytes, received_at: float
     """One message on hubd's own topics (`<base>/device/<id>/<kind>`) as the bridge hands it to the registry."""
     suffix = "command/result" if kind == "command_result" else kind
     topic = f"{base}/device/{device_id}/{suffix}"
-    decoded = decode_all([NativeDialect(base, brand=brand)], topic, payload, received_at, False)
-    assert decoded is not None, topic
-    return decoded
+    dialect = NativeDialect(base, brand=brand)
+    assert dialect.claims(topic), topic
+    return Decoded(topic, received_at, False, tuple(dialect.decode(topic, payload, received_at, False)))

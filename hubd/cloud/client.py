@@ -1,9 +1,9 @@
-"""PlatformClient: the platform's HTTP APIs over aiohttp (SPEC.md 4.2 to 4.4).
+"""PlatformClient: the platform's HTTP APIs over aiohttp (event gateway, token endpoint, failure report).
 
 The only module that talks to {base_url} and {auth_url}. It translates HTTP outcomes into
 hubd.errors: CloudUnavailable (retry later), CloudRejected (do not retry), CloudAuthError (token).
-Only the platform's own verdicts on a message are final (400 malformed, 422 unprocessable, PROTOCOL.md
-4.1); any other status (404, 408, 413, ... from a proxy, or a wrong base_url) is retried. A body that is
+Only the platform's own verdicts on a message are final (400 malformed, 422
+unprocessable); any other status (404, 408, 413, ... from a proxy, or a wrong base_url) is retried. A body that is
 not valid in its charset (a proxy's error page) is decoded with replacement characters, never an error.
 Host names are looked up in a daemon thread per lookup (`hubd.threads`), not the default executor, which
 `asyncio.run` waits for at exit: a slow DNS server never holds up a stop.
@@ -84,7 +84,7 @@ def _lookup_blocking(host: str, port: int, family: socket.AddressFamily) -> list
 
 
 def failure_sign(user_id: str, client_id: str, client_secret: str) -> str:
-    """SPEC.md 4.4: lowercase hex HMAC-SHA256 of `userId=<u>&clientId=<c>` keyed with the client secret."""
+    """The failure report's sign: lowercase hex HMAC-SHA256 of `userId=<u>&clientId=<c>`, keyed with the secret."""
     message = f"userId={user_id}&clientId={client_id}".encode()
     return hmac.new(client_secret.encode(), message, hashlib.sha256).hexdigest()
 
@@ -142,7 +142,7 @@ class PlatformClient:
         return await self._token_request({"grant_type": "refresh_token", "refresh_token": refresh_token}, None)
 
     async def report_failure(self, user_id: str) -> None:
-        """POST the signed failure report (SPEC.md 4.4)."""
+        """POST the signed failure report."""
         client_id = self._require("client_id")
         secret = self._secret()
         form = {"userId": user_id, "clientId": client_id, "sign": failure_sign(user_id, client_id, secret)}

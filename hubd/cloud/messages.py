@@ -1,4 +1,4 @@
-"""Builders for the platform's messages (SPEC.md 2 and 4, PROTOCOL.md 3 to 5): pure dicts in, dicts out.
+"""Builders for the platform's messages: pure dicts in, dicts out.
 
 Events to the platform get `header.authorization` only at send time (`with_token`), so a stored
 body never holds a token. Replies to directives carry no authorization at all.
@@ -100,5 +100,5 @@ def accept_grant_response(brand: str, message_id: str) -> dict[str, Any]:
 
 
 def error_response(brand: str, message_id: str, name: str, message: str) -> dict[str, Any]:
-    """ErrorResponse (PROTOCOL.md 5.5)."""
+    """ErrorResponse."""
     return {"header": header(brand, "ErrorResponse", message_id), "payload": {"name": name, "message": message}}

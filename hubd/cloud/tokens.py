@@ -1,4 +1,4 @@
-"""TokenManager: each bound user's platform tokens, refreshed before they expire (SPEC.md 4.3, 5.3).
+"""TokenManager: each bound user's platform tokens, refreshed before they expire.
 
 Owns the grant lifecycle: AcceptGrant's code exchange (in a task of its own `run()`, so a reply deadline
 never throws away tokens the platform issued; its outcome remembered per (user, code) for a resend),
@@ -72,7 +72,7 @@ class TokenEndpoint(Protocol):
         """RFC 6749 6."""
 
     async def report_failure(self, user_id: str) -> None:
-        """SPEC.md 4.4."""
+        """Whether a failure report is sent when a user's refresh fails for good."""
 
 
 GrantCommit = Callable[[Grant], Awaitable[None]]

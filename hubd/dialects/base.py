@@ -190,13 +190,3 @@ class Dialect(Protocol):
 
     def encode_speaker(self, device_id: str, route: Route, command: dict[str, Any]) -> list[Outgoing]:
         """The publishes of a speaker command (`{"id", "type", "text"?, "url"?}`); CommandRefused if not a speaker."""
-
-
-def decode_all(dialects: Sequence[Dialect], topic: str, payload: bytes, received_at: float,
-               retained: bool) -> Decoded | None:
-    """The first claiming dialect's reading of a message, or None when no dialect claims its topic."""
-    for dialect in dialects:
-        if dialect.claims(topic):
-            return Decoded(topic, received_at, retained,
-                           tuple(dialect.decode(topic, payload, received_at, retained)))
-    return None

@@ -1,4 +1,4 @@
-"""The Home Assistant MQTT discovery dialect: every device that announces itself that way (CONTRACT.md 6).
+"""The Home Assistant MQTT discovery dialect: every device that announces itself that way.
 
 ESPHome, zigbee2mqtt (`homeassistant: true`), Tasmota, OpenMQTTGateway and others publish retained configs
 on `<prefix>/<component>/[<node_id>/]<object_id>/config` (or one device-based config with `cmps`). The

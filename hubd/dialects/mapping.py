@@ -1,6 +1,6 @@
 """The one table from real device kinds to the platform's displayType and capabilities, and the value conversions.
 
-CONTRACT.md section 6 (PROTOCOL.md 6, 7, 9), shared by every dialect that imports real devices (Home Assistant
+README "Your existing devices" (its table), shared by every dialect that imports real devices (Home Assistant
 MQTT discovery, zigbee2mqtt). A dialect says what each part of a device is, in Home Assistant's vocabulary of
 device classes, which zigbee2mqtt's own discovery uses too (`light(dimmable=True)`, `binary("door")`,
 `cover(...)`): each gives a `Part`, a display type and capabilities, or None with `unmapped_reason()`.
@@ -210,7 +210,7 @@ def merged_display_type(types: Iterable[str]) -> str:
 
 
 def endpoint_id(raw: str) -> str:
-    """A topic-safe endpointId: every character outside A-Za-z0-9._- becomes `_` (CONTRACT.md 6)."""
+    """A topic-safe endpointId: every character outside A-Za-z0-9._- becomes `_`."""
     return _UNSAFE_ID_RE.sub("_", raw)[:MAX_ENDPOINT_ID_CHARS] or "_"
 
 

@@ -34,7 +34,7 @@ _ORIGIN = Origin(DIALECT)
 
 
 class NativeDialect:
-    """Devices on `B/device/ID/...`: the format CONTRACT's MQTT topics section describes."""
+    """Devices on `B/device/ID/...`: the format README "MQTT" describes."""
 
     name = DIALECT
 

@@ -1,4 +1,4 @@
-"""`hubd check-driver`: the platform's four pre-publication checks (SPEC.md 4.5) against any driver.
+"""`hubd check-driver`: the platform's four pre-publication checks against any driver.
 
 Owns the HTTP client side of the driver flow: 1 OAuth gives the exact authorize URL; 2 the page is
 filled and submitted like a browser (cookies kept) and the redirect to the callback is read without

@@ -1,4 +1,4 @@
-"""DriverService: hubd as the brand's driver (SPEC.md 4.5, PROTOCOL.md 10), an OAuth provider.
+"""DriverService: hubd as the brand's driver (its command interface and login page), an OAuth provider.
 
 Owns `POST /driver/command` (OAuth, OAuthGetToken, OAuthRefresh and its alias refreshToken), the
 login page `GET/POST /oauth/authorize`, login limits, CSRF protection, and `verify_user_token` (with
@@ -136,7 +136,7 @@ class DriverService:
         return self._verdicts.recent(token) if token else None
 
     async def handle_command(self, body: object) -> dict[str, Any]:
-        """One parsed `/driver/command` body in, the reply envelope out (CONTRACT.md 5)."""
+        """One parsed `/driver/command` body in, the reply envelope out."""
         try:
             data = await self._dispatch(body)
         except DriverError as err:

@@ -57,7 +57,7 @@ class TokenCheck:
 
 @dataclass(frozen=True, slots=True)
 class IssuedPair:
-    """A userToken/refreshToken pair as handed out once (SPEC.md 2.7 UserAuth)."""
+    """A userToken/refreshToken pair as handed out once (the platform's UserAuth object)."""
 
     user_id: str
     user_token: str
@@ -65,7 +65,7 @@ class IssuedPair:
     expires_in: int
 
     def user_auth(self) -> dict[str, Any]:
-        """The UserAuth object; refreshToken always a string (PROTOCOL.md D16)."""
+        """The UserAuth object; refreshToken always a string."""
         return {"userId": self.user_id, "userToken": self.user_token, "expiresIn": self.expires_in,
                 "refreshToken": self.refresh_token}
 

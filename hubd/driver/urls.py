@@ -1,4 +1,4 @@
-"""The URLs of the driver flow: callbackURL rules, the authorize URL, and the redirect (SPEC.md 4.5).
+"""The URLs of the driver flow: callbackURL rules, the authorize URL, and the redirect.
 
 Pure functions, shared by the service and `hubd check-driver`. Imports nothing from hubd but errors.
 
@@ -72,7 +72,7 @@ class CallbackRules:
 
 
 def authorize_url(public_url: str, callback_url: str) -> str:
-    """The login page URL for `callback_url`, fully percent-encoded (PROTOCOL.md 10)."""
+    """The login page URL for `callback_url`, fully percent-encoded."""
     return f"{public_url.rstrip('/')}{AUTHORIZE_PATH}?{CALLBACK_PARAM}={quote(callback_url, safe='')}"
 
 
@@ -257,7 +257,7 @@ def add_params(callback_url: str, params: Mapping[str, str]) -> str:
 
 
 def get_ci(mapping: Mapping[str, object], name: str) -> object | None:
-    """`mapping[name]`, or the first key equal to it ignoring case (PROTOCOL.md DIFF-12); None if absent."""
+    """`mapping[name]`, or the first key equal to it ignoring case (callbackURL comes in either); None if absent."""
     if name in mapping:
         return mapping[name]
     lowered = name.lower()

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from hubd.dialects.base import Decoded, Dialect, InputRejected, Outgoing, Route, input_kind
 from hubd.errors import MqttRejected, MqttUnavailable
+from hubd.failures import MessageFailures
 from hubd.lifecycle import Backoff, Clock, Health, SystemClock
 from hubd.metrics import Metrics
 from hubd.mqtt import topics
@@ -70,9 +71,7 @@ class MqttBridge:
         self._connected = asyncio.Event()
         self._received = metrics.counter("hubd_mqtt_messages_total", "MQTT messages received, by kind", "kind")
         self._ignored = metrics.counter("hubd_mqtt_ignored_total", "MQTT messages on topics hubd does not use")
-        self._failed = metrics.counter("hubd_device_messages_failed_total",
-                                       "device messages hubd failed on unexpectedly (a bug), by exception", "error")
-        self._failures_logged: set[str] = set()
+        self._failures = MessageFailures(metrics)
         self._connects = metrics.counter("hubd_mqtt_connects_total", "successful connections to the broker")
         health.require("mqtt", "not connected yet")
 
@@ -247,11 +246,7 @@ class MqttBridge:
             try:
                 inputs = tuple(dialect.decode(message.topic, message.payload, now, message.retain))
             except Exception as err:  # a dialect's bug for this message must not stop the others (nor hubd)
-                self._failed.inc(label=type(err).__name__)
-                first = type(err).__name__ not in self._failures_logged
-                self._failures_logged.add(type(err).__name__)
-                log.error("ignored message on %s: the %s dialect failed on it (%s: %s)", message.topic,
-                          dialect.name, type(err).__name__, str(err)[:200], exc_info=first)
+                self._failures.record(log, message.topic, f"the {dialect.name} dialect", err)
                 inputs = (InputRejected("other", f"the {dialect.name} dialect failed on it ({type(err).__name__})"),)
             return Decoded(message.topic, now, message.retain, inputs)
         return None

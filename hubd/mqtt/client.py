@@ -106,7 +106,7 @@ class MqttClient:
             except (OSError, ssl.SSLError) as err:
                 raise ConfigError([f"mqtt.ca_file: cannot load {ca_file}: {err}"]) from err
             self._tls_context.sslsocket_class = _HandshakeClosingSocket
-        # paho wraps message ids at 65535 and silently loses publishes still in flight (MEASURED.md).
+        # paho wraps message ids at 65535 and silently loses publishes still in flight (measured on paho 2.x).
         self._publish_slots = asyncio.Semaphore(max_inflight_publishes)
         self._inbox = _Inbox(INBOX_MAX_MESSAGES)
         self._conn: _Connection | None = None

@@ -1,4 +1,4 @@
-"""Device payloads of CONTRACT.md section 3 (pure): bytes in, validated values out.
+"""Device payloads of hubd's own topics (README "MQTT") (pure): bytes in, validated values out.
 
 Every failure is a DeviceMessageInvalid whose text names the field and the fix; the registry logs
 it with the topic. Imports only hubd.errors and pydantic.
@@ -24,7 +24,7 @@ MAX_PAYLOAD_BYTES = 64 * 1024
 # Deeper JSON is refused before it is parsed: json.loads recurses, and 2,000 levels are a RecursionError.
 MAX_NESTING = 32
 
-# PROTOCOL.md section 7: the platform's displayType values.
+# The platform's displayType values.
 DISPLAY_TYPES = frozenset({
     "light", "switch", "socket", "irController", "curtain", "panel", "tv", "fan", "remoteController", "ac",
     "airPurifier", "scene", "cleanBot", "projector", "dehumidifier", "thermostat", "humidifier", "door",
@@ -35,13 +35,13 @@ DISPLAY_TYPES = frozenset({
 
 StateValue = str | int | float | dict[str, Any]
 
-# PROTOCOL.md 2.1 (the platform's own validator): additionalInfo limits.
+# The platform's own validator's additionalInfo limits.
 ADDITIONAL_INFO_MAX_KEYS = 100
 ADDITIONAL_INFO_MAX_CHARS = 999
 
 
 class _CapabilityModel(BaseModel):
-    """The checks for one capability of a config (SPEC.md 2.4)."""
+    """The checks for one capability of a config."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -53,7 +53,7 @@ class _CapabilityModel(BaseModel):
     @field_validator("interface")
     @classmethod
     def _bare(cls, value: str, info: ValidationInfo) -> str:
-        # PROTOCOL.md DIFF-8: bare names only; strip a brand prefix (platform.namespace, or the spec's Service).
+        # The platform takes bare interface names only: strip a brand prefix (platform.namespace, or Service).
         brand = (info.context or {}).get("brand", "Service")
         for prefix in (f"{brand}.", "Service."):
             value = value.removeprefix(prefix)
@@ -127,7 +127,7 @@ _MAX_SHARED_CAPABILITIES = 10_000
 
 @dataclass(frozen=True, slots=True)
 class Capability:
-    """One capability interface of a device (SPEC.md 2.4); immutable and shared between devices."""
+    """One capability interface of a device; immutable and shared between devices."""
 
     interface: str
     supportedOperations: tuple[str, ...]
@@ -185,7 +185,7 @@ class DeviceConfig:
         return None
 
     def endpoint(self, device_id: str) -> dict[str, Any]:
-        """The Endpoint fields of SPEC.md 2.3 without states (hubd-only fields left out)."""
+        """The platform Endpoint's fields without states (hubd-only fields left out)."""
         out: dict[str, Any] = {"endpointId": device_id, "displayName": self.displayName,
                                "displayType": self.displayType}
         if self.recommendRoomName is not None:
@@ -346,7 +346,7 @@ _BASIC_RE = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2}):?(\d{2}):?(\d{2})(\.\d+)
 
 
 def _parse_time(value: object, field: str) -> str:
-    """Lenient ISO 8601 (any fraction, offsets, the basic format) → UTC with ms (PROTOCOL.md D14)."""
+    """Lenient ISO 8601 (any fraction, offsets, the basic format) → UTC with ms."""
     if not isinstance(value, str):
         raise DeviceMessageInvalid(f"{field}: must be an ISO 8601 string such as 2024-01-31T12:00:00.000Z")
     text = value.strip()

@@ -1,4 +1,4 @@
-"""MQTT topic names of CONTRACT.md section 3 (pure functions). Imports only hubd.events."""
+"""MQTT topic names of hubd's own topics (README "MQTT") (pure functions). Imports only hubd.events."""
 
 from __future__ import annotations
 

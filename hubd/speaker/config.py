@@ -1,4 +1,4 @@
-"""speaker.yaml: the speaker agent's pydantic models and loader (CONTRACT.md section 7).
+"""speaker.yaml: the speaker agent's pydantic models and loader (every key: speaker.example.yaml).
 
 Read with hubd's own YAML reader (`${ENV_VAR}`, `<secret>_file`, merge keys, line numbers), and reported
 as hubd's config is: one `<key.path>: <problem> (line N)` line per problem, all in one pass. Imports

@@ -64,7 +64,7 @@ class GrantRepo:
         return await self._db.call(q)
 
     async def replace(self, grant: Grant) -> None:
-        """Insert or replace a user's grant (a new AcceptGrant replaces the old, PROTOCOL.md D23)."""
+        """Insert or replace a user's grant (a new AcceptGrant replaces the old)."""
         await self._db.call(replace_grant_blocking, grant)
 
     async def writable(self) -> None:

@@ -1,5 +1,5 @@
 """DirectiveReplyRepo: the first reply to each control directive that reached a device (table
-`directive_replies`), so a resend after a restart gets it again instead of running twice (PROTOCOL.md 5.4).
+`directive_replies`), so a resend after a restart gets it again instead of running twice.
 
 A row is claimed before the `set` is published; a try that never published is released by its attempt id,
 so a late release cannot remove the row of a later try. A claim overwrites a row only when the caller names

@@ -8,7 +8,7 @@ else; without it, one listener serves all and a local route answers 403 to a pee
 the private ranges (`peers.py`; the TCP peer, never X-Forwarded-For).
 
 Connections are counted, capped and timed in `connections.py`. Errors become JSON in exactly one place:
-`_error_middleware`, in the shape of CONTRACT.md section 5: `{"error": "<what to do>", "details": [...]}`.
+`_error_middleware`, in one shape: `{"error": "<what to do>", "details": [...]}`.
 A failure is logged with the route's pattern (`/trigger/with/{token}`), never the path, which may hold a
 secret; and the answer never carries an error's own text (it may name files). A client's own fault (a body
 that does not match its Content-Encoding, a connection dropped mid-body) is a 4xx without a traceback,

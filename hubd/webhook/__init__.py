@@ -1,1 +1,1 @@
-"""The local webhook: tokens, limits, device selection and speaker commands (SPEC.md 2.8, 4.6, 8)."""
+"""The local webhook: tokens, limits, device selection and speaker commands."""

@@ -1,6 +1,6 @@
-"""The webhook's call limits (SPEC.md 8): per token, `per_minute` in any 60 s and `per_day` in any 24 h.
+"""The webhook's call limits: per token, `per_minute` in any 60 s and `per_day` in any 24 h.
 
-Every call with a valid token counts, refused ones too (PROTOCOL.md 13), so a client that keeps
+Every call with a valid token counts, refused ones too (as the platform counts them), so a client that keeps
 calling past a limit stays refused. `Retry-After` is the wait until a call is allowed if the
 client stops calling now.
 

@@ -1,4 +1,4 @@
-"""Which speakers a DeviceQuery selects (SPEC.md 2.8, 4.6; PROTOCOL.md 13).
+"""Which speakers a DeviceQuery selects (README "The local webhook").
 
 Speakers are devices whose config says `displayType: "speaker"`. `sn` (default: the endpointId)
 matches exactly; `roomName` (the recommendRoomName) and `tag` (any of the speaker's tags) match

@@ -1,7 +1,7 @@
-"""The webhook trigger body (SPEC.md 2.8): parse and check it, with a message per field a user can act on.
+"""The webhook trigger body: parse and check it, with a message per field a user can act on.
 
 Hand-written rather than a pydantic model because every message must say what to send instead
-(the 422 body of CONTRACT.md section 5). Imports hubd.jsonkind and hubd.web.jsonbody only.
+(the 422 body README "The local webhook" shows). Imports hubd.jsonkind and hubd.web.jsonbody only.
 """
 
 from __future__ import annotations
@@ -86,12 +86,12 @@ class Trigger:
     url: str | None = None
 
     def as_body(self) -> dict[str, Any]:
-        """The trigger as a SPEC.md 2.8 body (what `hubd webhook create --default-action` stores)."""
+        """The trigger as a webhook body (what `hubd webhook create --default-action` stores)."""
         data = {"url": self.url} if self.type == "audio" else {"text": self.text}
         return {"type": self.type, "devices": self.devices.as_dict(), "data": data}
 
     def command(self, command_id: str) -> dict[str, Any]:
-        """The `B/device/ID/command` payload (CONTRACT.md section 3)."""
+        """The `B/device/ID/command` payload (README "MQTT")."""
         out: dict[str, Any] = {"id": command_id, "type": self.type}
         if self.type == "audio":
             out["url"] = self.url

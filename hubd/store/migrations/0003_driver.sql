@@ -1,4 +1,4 @@
--- 0003: hubd as the brand driver (SPEC.md 4.5): login grants, authorization codes, issued token pairs.
+-- 0003: hubd as the brand driver: login grants, authorization codes, issued token pairs.
 -- No secret is stored in plain text: codes and tokens are kept as SHA-256 hex of their text.
 
 -- One successful login of a hubd account: the family of token pairs that descend from it.

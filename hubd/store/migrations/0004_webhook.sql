@@ -1,4 +1,4 @@
--- 0004: the local webhook (SPEC.md 2.8, 4.6, 8): tokens, their rate-limit counters, and the
+-- 0004: the local webhook: tokens, their rate-limit counters, and the
 -- speaker commands it sent with the results the speakers reported. Tokens are stored as SHA-256 hex.
 
 CREATE TABLE webhook_tokens (

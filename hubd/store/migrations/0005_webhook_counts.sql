@@ -1,4 +1,4 @@
--- 0005: the webhook counts calls per token and second (refused calls count too, PROTOCOL.md 13),
+-- 0005: the webhook counts calls per token and second (refused calls count too),
 -- and remembers the hashes a webhook had before `hubd webhook rotate`.
 
 -- How many calls a token got in one second (`second` is its start, epoch seconds). A flood adds to

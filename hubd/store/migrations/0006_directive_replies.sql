@@ -1,6 +1,6 @@
 -- 0006: the first reply to every control directive that reached a device, by (hubd account, messageId,
 -- fingerprint of what it asked), so a directive resent after a restart is answered again and never
--- executed twice (PROTOCOL.md 5.4). The row is written before the `set` goes out, holding the target
+-- executed twice. The row is written before the `set` goes out, holding the target
 -- states (the optimistic reply); `done` turns 1 once the reply that went out replaces it. Pruned
 -- after 10 minutes.
 CREATE TABLE directive_replies (
