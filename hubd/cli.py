@@ -54,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run the daemon in the foreground")
     config_arg(p)
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default=None,
+                   help="overrides log.level of the config file")
     p.set_defaults(handler=_run)
 
     p = sub.add_parser("check-config", help="validate a config file: prints ok, or one line per problem")
@@ -144,7 +146,7 @@ def _load(args: argparse.Namespace) -> HubdConfig:
 
 def _run(args: argparse.Namespace) -> int:
     config = _load(args)
-    setup_logging(config.log.level)
+    setup_logging(args.log_level or config.log.level)
     from hubd.app import run
 
     return asyncio.run(run(config))

@@ -189,6 +189,8 @@ class LogConfig(_Model):
     """Logging."""
 
     level: Literal["debug", "info", "warning", "error"] = "info"
+    # One info line per platform event delivered or given up on (`hubd.events`); false quiets them.
+    events: bool = True
 
 
 class HomeAssistantConfig(_Model):
