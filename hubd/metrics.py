@@ -8,30 +8,46 @@ from __future__ import annotations
 from collections.abc import Callable
 
 
-class Counter:
-    """A monotonically increasing number, optionally split by one label."""
+LabelValue = str | tuple[str, ...]
 
-    def __init__(self, name: str, help_text: str, label: str | None = None) -> None:
+
+class Counter:
+    """A monotonically increasing number, optionally split by one label or several.
+
+    `label` names the label (`"result"`) or labels (`("command", "result")`); `inc` and `get` then take
+    one value, or a tuple of values in the same order.
+    """
+
+    def __init__(self, name: str, help_text: str, label: str | tuple[str, ...] | None = None) -> None:
         self.name = name
         self.help = help_text
         self.label = label
-        self._values: dict[str, float] = {}
+        self._names: tuple[str, ...] = () if label is None else (label,) if isinstance(label, str) else label
+        self._values: dict[tuple[str, ...], float] = {}
 
-    def inc(self, value: float = 1.0, label: str = "") -> None:
-        """Add to the counter (for the given label value)."""
-        self._values[label] = self._values.get(label, 0.0) + value
+    def _key(self, label: LabelValue) -> tuple[str, ...]:
+        key = (label,) if isinstance(label, str) else label
+        if self._names and len(key) != len(self._names):
+            raise ValueError(f"{self.name} takes {len(self._names)} label values ({', '.join(self._names)})")
+        return key
 
-    def get(self, label: str = "") -> float:
-        """The current value for a label value."""
-        return self._values.get(label, 0.0)
+    def inc(self, value: float = 1.0, label: LabelValue = "") -> None:
+        """Add to the counter (for the given label value or values)."""
+        key = self._key(label)
+        self._values[key] = self._values.get(key, 0.0) + value
+
+    def get(self, label: LabelValue = "") -> float:
+        """The current value for a label value (or values)."""
+        return self._values.get(self._key(label), 0.0)
 
     def render(self) -> list[str]:
         """Prometheus exposition lines."""
         lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} counter"]
-        if not self._values and self.label is None:
+        if not self._values and not self._names:
             lines.append(f"{self.name} 0")
-        for label, value in sorted(self._values.items()):
-            suffix = f'{{{self.label}="{_escape(label)}"}}' if self.label else ""
+        for key, value in sorted(self._values.items()):
+            pairs = ",".join(f'{name}="{_escape(v)}"' for name, v in zip(self._names, key, strict=True))
+            suffix = f"{{{pairs}}}" if pairs else ""
             lines.append(f"{self.name}{suffix} {_number(value)}")
         return lines
 
@@ -55,7 +71,7 @@ class Metrics:
     def __init__(self) -> None:
         self._items: dict[str, Counter | Gauge] = {}
 
-    def counter(self, name: str, help_text: str, label: str | None = None) -> Counter:
+    def counter(self, name: str, help_text: str, label: str | tuple[str, ...] | None = None) -> Counter:
         """Create (or return the existing) counter."""
         existing = self._items.get(name)
         if isinstance(existing, Counter):

@@ -335,8 +335,8 @@ async def test_replies_are_not_cacheable_and_counted(driver: RunningDriver, sess
         assert resp.headers["Cache-Control"] == "no-store"
     await command(session, driver.url, "OAuth", {"callbackURL": CALLBACK})
     text = driver.metrics.render()
-    assert 'hubd_driver_commands_total{result="OAuth:ok"} 1' in text
-    assert 'hubd_driver_commands_total{result="invalid:error"} 1' in text
+    assert 'hubd_driver_commands_total{command="OAuth",result="ok"} 1' in text
+    assert 'hubd_driver_commands_total{command="invalid",result="error"} 1' in text
 
 
 async def test_rotated_pairs_are_pruned_after_a_week(driver: RunningDriver, session: aiohttp.ClientSession) -> None:

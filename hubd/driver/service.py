@@ -87,7 +87,7 @@ class DriverService:
             "OAuthRefresh": self._refresh, "refreshToken": self._refresh,
         }
         self._command_count = metrics.counter(
-            "hubd_driver_commands_total", "driver commands answered, by command and outcome", "result")
+            "hubd_driver_commands_total", "driver commands answered, by command and outcome", ("command", "result"))
         self._login_count = metrics.counter("hubd_driver_logins_total", "authorize page submissions, by outcome",
                                             "result")
 
@@ -164,7 +164,7 @@ class DriverService:
                 except StoreError as err:
                     log.error("driver command failed: %s", err)
                     reply = _error("the hub's database failed; see the hubd log")
-        self._command_count.inc(label=f"{_command_name(body)}:{'ok' if reply['status'] == 0 else 'error'}")
+        self._command_count.inc(label=(_command_name(body), "ok" if reply["status"] == 0 else "error"))
         # RFC 6749 5.1: responses that carry tokens must not be cached.
         return web.json_response(reply, headers={"Cache-Control": "no-store", "Pragma": "no-cache"})
 
