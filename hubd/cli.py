@@ -58,6 +58,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="overrides log.level of the config file")
     p.set_defaults(handler=_run)
 
+    p = sub.add_parser("init", help="write a config for a real installation, its secrets in files (mode 0600)")
+    config_arg(p)
+    p.add_argument("--secrets-dir", type=Path, default=None,
+                   help="where the secret files go (default: next to the config; under systemd: /etc/credstore)")
+    p.add_argument("--storage", type=Path, default=None,
+                   help="the database (default: /var/lib/hubd/hubd.db for a config under /etc, else next to it)")
+    p.set_defaults(handler=_init)
+
     p = sub.add_parser("check-config", help="validate a config file: prints ok, or one line per problem")
     config_arg(p)
     p.set_defaults(handler=_check_config)
@@ -150,6 +158,19 @@ def _run(args: argparse.Namespace) -> int:
     from hubd.app import run
 
     return asyncio.run(run(config))
+
+
+def _init(args: argparse.Namespace) -> int:
+    from hubd.config import PLACEHOLDER
+    from hubd.initconfig import LOGIN_USER, init_config
+
+    made = init_config(args.config, secrets_dir=args.secrets_dir, storage=args.storage)
+    print(f"wrote {made.config} (the database: {made.storage})")
+    print(f"wrote {made.client_secret} (mode 0600): put the clientSecret from the platform's console in it")
+    print(f"wrote {made.login_password} (mode 0600): the password of {LOGIN_USER!r} on the authorize page")
+    print(f"next: replace each {PLACEHOLDER} in {made.config}, then check it with")
+    print(f"  CREDENTIALS_DIRECTORY={made.client_secret.parent} hubd check-config -c {made.config}")
+    return 0
 
 
 def _check_config(args: argparse.Namespace) -> int:

@@ -303,7 +303,40 @@ class _Problems:
 def parse_config(text: str, env: Mapping[str, str], source: str = "<config>") -> HubdConfig:
     """Validate YAML text; raise ConfigError with `<key.path>: <problem> (line N)` lines, all in one pass."""
     return parse_yaml_model(HubdConfig, text, env, source, top_level="sections (storage, mqtt, http, ...)",
-                            example="config.example.yaml")
+                            example="config.example.yaml", cross_checks=unfilled_placeholders)
+
+
+# `hubd init` writes this where only the user knows the value; hubd refuses to run until each is replaced.
+PLACEHOLDER = "CHANGE-ME"
+_PLACEHOLDER_HINTS: dict[KeyPath, str] = {
+    ("http", "public_url"): "the https:// URL the platform reaches this hub at, e.g. https://hub.example.com "
+                            "(your reverse proxy's name for it)",
+    ("platform", "base_url"): "the URL of the platform's event API (device reports), from its developer console",
+    ("platform", "auth_url"): "the URL of the platform's OAuth token host, from its developer console",
+    ("platform", "client_id"): "the clientId the platform's console shows once state reporting is switched on",
+    ("platform", "client_secret"): "the clientSecret the platform's console shows with the clientId",
+    ("mqtt", "password"): "the password of hubd's login on your broker",
+}
+
+
+def unfilled_placeholders(data: dict[str, Any]) -> list[tuple[KeyPath, str]]:
+    """Every value that still holds `hubd init`'s placeholder, with what to put there instead."""
+    found: list[tuple[KeyPath, str]] = []
+
+    def walk(value: Any, path: KeyPath) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, (*path, key))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                walk(item, (*path, i))
+        elif isinstance(value, str) and PLACEHOLDER.lower() in value.lower():
+            hint = _PLACEHOLDER_HINTS.get(path, "the value this setting needs (see the comment above it)")
+            where = " (here or in the file its `_file` key names)" if _is_secret_path(path) else ""
+            found.append((path, f"still the placeholder `hubd init` wrote{where}; put here {hint}"))
+
+    walk(data, ())
+    return found
 
 
 M = typing.TypeVar("M", bound=BaseModel)
@@ -438,7 +471,9 @@ class _YamlReader:
 
     def _env_value(self, name: str, path: KeyPath) -> str:
         if name not in self._env:
-            self._problems.add(path, f"environment variable {name} is not set", self._lines[path])
+            hint = ("; systemd sets it for the unit, by hand set it to the directory of the secret files, e.g. "
+                    "`CREDENTIALS_DIRECTORY=/etc/credstore hubd ...`") if name == "CREDENTIALS_DIRECTORY" else ""
+            self._problems.add(path, f"environment variable {name} is not set{hint}", self._lines[path])
             return ""
         return self._env[name]
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-
 LabelValue = str | tuple[str, ...]
 
 

@@ -54,7 +54,9 @@ def test_secret_file_path_from_systemd_credentials_directory(tmp_path: Path) -> 
     assert config.platform.client_secret is not None
     assert config.platform.client_secret.get_secret_value() == "from-credstore"
     assert problems("platform:\n  client_secret_file: ${CREDENTIALS_DIRECTORY}/client-secret\n") == [
-        "platform.client_secret_file: environment variable CREDENTIALS_DIRECTORY is not set (line 2)"
+        "platform.client_secret_file: environment variable CREDENTIALS_DIRECTORY is not set; systemd sets it for "
+        "the unit, by hand set it to the directory of the secret files, e.g. "
+        "`CREDENTIALS_DIRECTORY=/etc/credstore hubd ...` (line 2)"
     ]
 
 
