@@ -25,8 +25,10 @@ class Counter:
         self._values: dict[tuple[str, ...], float] = {}
 
     def _key(self, label: LabelValue) -> tuple[str, ...]:
+        if not self._names:
+            return ()  # a counter without labels has one value
         key = (label,) if isinstance(label, str) else label
-        if self._names and len(key) != len(self._names):
+        if len(key) != len(self._names):
             raise ValueError(f"{self.name} takes {len(self._names)} label values ({', '.join(self._names)})")
         return key
 

@@ -28,7 +28,8 @@ def test_a_counter_refuses_the_wrong_number_of_label_values() -> None:
 def test_one_label_values_are_escaped_and_an_unlabelled_counter_shows_zero() -> None:
     metrics = Metrics()
     metrics.counter("plain_total", "plain")
+    metrics.counter("counted_total", "counted").inc(2)
     metrics.counter("by_kind_total", "by kind", "kind").inc(label='a"b\\c\nd')
     text = metrics.render()
-    assert "plain_total 0" in text
+    assert "plain_total 0" in text and "counted_total 2" in text
     assert 'by_kind_total{kind="a\\"b\\\\c\\nd"} 1' in text
