@@ -22,7 +22,8 @@ from typing import Any
 
 from aiohttp import web
 
-from simulators.platform import EventRecord, PlatformSimulator
+from simulators.platform import PlatformSimulator
+from simulators.platform_records import EventRecord
 
 CLIENT_ID = "bench-client"
 CLIENT_SECRET = "bench-secret"

@@ -20,7 +20,7 @@ import yaml
 
 from bench.procs import REPO, Child, free_port, python_child, wait_port
 from bench.receiver import CLIENT_ID, CLIENT_SECRET
-from simulators.platform import bind_user
+from simulators.platform_binding import bind_user
 
 NODE_RED_DIR = REPO / "bench" / ".cache" / "node-red"
 NODE_RED_FLOWS = REPO / "bench" / "nodered"

@@ -19,8 +19,13 @@ from hubd.config import HubdConfig
 from hubd.devices.commands import DeviceCommands
 from hubd.dialects.base import Dialect
 from hubd.dialects.native import NativeDialect
-from hubd.directives import Directives
+from hubd.directives.control import Controls
+from hubd.directives.discovery import Discovery
+from hubd.directives.endpoint import DirectiveEndpoint
+from hubd.directives.grant import AcceptGrant
+from hubd.directives.replay import Replay
 from hubd.driver.service import DriverService
+from hubd.journal import EventJournal
 from hubd.lifecycle import Component, Health, Supervisor, SystemClock
 from hubd.metrics import Metrics
 from hubd.mqtt.bridge import MqttBridge
@@ -33,10 +38,10 @@ from hubd.store.db import Database
 from hubd.store.grants import GrantRepo
 from hubd.store.replies import DirectiveReplyRepo
 from hubd.systemd import Notifier
-from hubd.vendor import VendorEndpoint
 from hubd.web.server import HttpServer, RouteSource
 from hubd.web.status import DeviceImport, StatusRoutes
 from hubd.webhook.service import WebhookService
+from hubd.webhook.store import record_results_blocking
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +80,19 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     platform = PlatformClient(config.platform)
     tokens = TokenManager(GrantRepo(db), platform, clock=clock, failure_report=config.platform.failure_report,
                           metrics=metrics, outbox_wakeup=outbox_wakeup)
-    outbox = OutboxSender(db, platform, tokens, clock=clock, metrics=metrics, wakeup=outbox_wakeup)
+    # A passive, bounded record of the latest events and problems for the status page; the outbox sender and the
+    # registry tell it what happens (the info line per delivered event is the sender's, `log.events`).
+    journal = EventJournal()
+    outbox = OutboxSender(db, platform, tokens, clock=clock, metrics=metrics, wakeup=outbox_wakeup, observer=journal,
+                          log_events=config.log.events)
     components += [platform, tokens, outbox]
     if not config.platform.reporting_enabled:
         log.warning("state reporting is off: set platform.base_url, auth_url, client_id and client_secret")
 
-    reporter = Reporter(db, namespace=config.platform.namespace, metrics=metrics, outbox_wakeup=outbox_wakeup)
-    registry = DeviceRegistry(db, reporter, metrics, brand=config.platform.namespace)
+    # Speakers' command results go to the webhook's tables, in the reporter's transaction.
+    reporter = Reporter(db, namespace=config.platform.namespace, metrics=metrics, outbox_wakeup=outbox_wakeup,
+                        results=record_results_blocking)
+    registry = DeviceRegistry(db, reporter, metrics, brand=config.platform.namespace, rejections=journal)
     components.append(registry)
 
     client = MqttClient(
@@ -109,22 +120,27 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     components.append(bridge)
     commands = DeviceCommands(dialects, bridge)
 
-    vendor = VendorEndpoint(path=config.http.vendor_path, brand=config.platform.namespace, verifier=driver,
-                            tokens=tokens, reporter=reporter,
-                            reporting_enabled=config.platform.reporting_enabled, metrics=metrics)
-    directives = Directives(brand=config.platform.namespace, registry=registry, commands=commands, events=reporter,
-                            grants=GrantRepo(db), replies=DirectiveReplyRepo(db), metrics=metrics)
-    directives.register(vendor)
-    components.append(directives)
+    # The directive endpoint routes to its handlers; the control component also runs the replay's writes.
+    directives = DirectiveEndpoint(path=config.http.vendor_path, brand=config.platform.namespace, verifier=driver,
+                                   metrics=metrics)
+    replay = Replay(DirectiveReplyRepo(db), metrics)
+    AcceptGrant(brand=config.platform.namespace, tokens=tokens, reporter=reporter,
+                reporting_enabled=config.platform.reporting_enabled).register(directives)
+    Discovery(brand=config.platform.namespace, registry=registry, replay=replay).register(directives)
+    controls = Controls(brand=config.platform.namespace, registry=registry, commands=commands, events=reporter,
+                        grants=GrantRepo(db), replay=replay, metrics=metrics)
+    controls.register(directives)
+    components.append(controls)
     webhook = WebhookService(db, registry, commands, per_minute=config.webhook.per_minute,
                              per_day=config.webhook.per_day, metrics=metrics,
                              trusted_proxies=config.http.trusted_proxies)
     components.append(webhook)
     # Public: what the platform (directives, account linking) and a browser logging in must reach. Local: the
     # status page and API, and the webhook, for the LAN only (a listener of their own with http.local_port).
-    public: list[RouteSource] = [driver, vendor]
+    public: list[RouteSource] = [driver, directives]
     status = StatusRoutes(registry, health, tokens, outbox,
-                          imports=[d for d in dialects if isinstance(d, DeviceImport)])  # what each leaves out
+                          imports=[d for d in dialects if isinstance(d, DeviceImport)],  # what each leaves out
+                          journal=journal, webhooks=webhook)
     local: list[RouteSource] = [status, webhook]
     components.append(HttpServer(host=config.http.host, port=config.http.port,
                                  max_body_bytes=config.http.max_body_bytes, health=health, metrics=metrics,

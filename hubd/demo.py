@@ -94,8 +94,9 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
     """Run the demo until Ctrl-C; the exit code."""
     # The simulators are optional product code beside hubd; import them only for the demo.
     from simulators.devices import make_demo_fleet
-    from simulators.discovery_devices import make_demo_discovery_devices
-    from simulators.platform import PlatformSimulator, bind_user
+    from simulators.discovery_demo import make_demo_discovery_devices
+    from simulators.platform import PlatformSimulator
+    from simulators.platform_binding import bind_user
     from simulators.platform_directives import DirectiveClient
     from simulators.zigbee2mqtt_bridge import make_demo_bridge
 

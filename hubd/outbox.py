@@ -21,6 +21,11 @@ A write the disk refuses (`StorageUnavailable`) never stops the sender: delivere
 deleted once the database takes writes (a restart before that resends them, with their messageId); a dead
 letter or a split that cannot be written is retried with the row's backoff; a failed read waits for the
 database. Sending goes on meanwhile: it only reads.
+What becomes of each row is told to a `DeliveryObserver` (the event journal of the status page: waiting,
+sending, delivered, retrying and why, given up on, held back), and each event delivered or given up on is one
+line on the `hubd.events` logger (`delivered ChangeReport <messageId> for user u1: lamp (Switch=On) in 3 ms`, info,
+off with `log.events: false`; `gave up on ...` is an error and always logged); never a token (stored bodies hold
+none).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import heapq
 import json
 import logging
 import sqlite3
+import sys
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -39,11 +45,14 @@ from typing import Any, Literal, Protocol
 from hubd.cloud.messages import new_message_id, with_token_json
 from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable, StorageUnavailable
 from hubd.events import BARRIER_LANE
+from hubd.journal import EventRef, describe
 from hubd.lifecycle import Backoff, Clock
 from hubd.metrics import Metrics
 from hubd.store.db import Database
 
 log = logging.getLogger(__name__)
+# One line per platform event delivered (info; `log.events: false` quiets them) or given up on (error).
+events_log = logging.getLogger("hubd.events")
 
 MAX_IN_FLIGHT = 64  # sends at once, all users (beyond it, only a user with nothing in flight gets one)
 MAX_IN_FLIGHT_PER_USER = 32
@@ -67,6 +76,26 @@ DELETE_BATCH = 500
 SPLITTABLE = frozenset({"AddOrUpdateReport", "DeleteReport"})
 
 Outcome = Literal["done", "dead", "split", "retry", "again", "paused"]
+Loaded = tuple[str, str, str, float]  # a row's name, body (JSON text), messageId and time written
+
+
+class DeliveryObserver(Protocol):
+    """What becomes of each event (the event journal, `hubd.journal`): called on the loop, each call O(1)."""
+
+    def queued(self, event: EventRef, at: float) -> None:
+        """The sender indexed a row of the outbox: it waits for its turn."""
+
+    def sending(self, event: EventRef, body: str, at: float) -> None:
+        """It is on its way (`body`: its stored JSON text, which holds no token)."""
+
+    def delivered(self, event: EventRef, attempts: int, at: float) -> None:
+        """The platform accepted it at the `attempts`-th try."""
+
+    def failed(self, event: EventRef, attempts: int, error: str, at: float, *, retry_at: float | None) -> None:
+        """A try failed: retried at `retry_at`, or (None) given up on: moved to the dead letters."""
+
+    def held(self, event: EventRef, reason: str, at: float) -> None:
+        """Not sent for now, not a failed try: a token refresh, a grant that ended, a batch resent in pieces."""
 
 
 class PlatformApi(Protocol):
@@ -257,8 +286,10 @@ class OutboxSender:
     name = "outbox"
 
     def __init__(self, db: Database, api: PlatformApi, tokens: TokenSource, *, clock: Clock, metrics: Metrics,
-                 wakeup: asyncio.Event) -> None:
+                 wakeup: asyncio.Event, observer: DeliveryObserver | None = None, log_events: bool = True) -> None:
         self._db = db
+        self._observer = observer
+        self._log_events = log_events  # `log.events`: the info line per delivered event
         self._api = api
         self._tokens = tokens
         self._clock = clock
@@ -393,12 +424,14 @@ class OutboxSender:
                 due.append((row, token))
         return next_due, due
 
-    async def _deliver(self, row: _Row, token: str, loaded: tuple[str, str] | None) -> None:
+    async def _deliver(self, row: _Row, token: str, loaded: Loaded | None) -> None:
         queue = self._queues[row.user_id]
+        event = None if loaded is None else EventRef(row.id, row.user_id, loaded[0], loaded[2], _endpoint_lanes(row),
+                                                     loaded[3])
         try:
-            outcome = await self._send(row, token, loaded)
+            outcome = await self._send(row, token, loaded, event)
         except Exception:  # per message (STYLE 2.6): one delivery's surprise never stops the sender
-            outcome = self._unexpected(row)
+            outcome = self._unexpected(row, event)
         finally:
             queue.in_flight -= 1
             self._in_flight -= 1
@@ -416,34 +449,47 @@ class OutboxSender:
             queue.back(row, now)
         self._kick.set()
 
-    async def _send(self, row: _Row, token: str, loaded: tuple[str, str] | None) -> Outcome:
-        if loaded is None:
+    async def _send(self, row: _Row, token: str, loaded: Loaded | None, event: EventRef | None) -> Outcome:
+        if loaded is None or event is None:
             return "done"  # no longer in the outbox (dropped or removed meanwhile)
-        name, body = loaded
+        name, body, _, _ = loaded
+        if self._observer is not None:
+            self._observer.sending(event, body, self._clock.time())
         try:
             # The stored JSON text goes out as is, with the token spliced in: no parse, no re-encode.
             await self._api.post_event(with_token_json(body, token))
         except CloudAuthError as err:
-            return await self._refused(row, token, err)
+            return await self._refused(row, event, token, err)
         except CloudUnavailable as err:
             row.refusals = 0  # the next 401/403 is a first one again: it gets its refresh
-            return await self._retry(row, str(err), "unavailable")
+            return await self._retry(row, event, str(err), "unavailable")
         except CloudRejected as err:
             if err.status == 400 and name in SPLITTABLE and len(_endpoint_lanes(row)) > 1:
-                return await self._split(row, name, err)
+                return await self._split(row, event, err)
+            now = self._clock.time()
             try:
-                await self._db.call(_dead_letter_blocking, row.id, err.status, err.body[:4000], self._clock.time())
+                await self._db.call(_dead_letter_blocking, row.id, err.status, err.body[:4000], now)
             except StorageUnavailable as store_err:
-                return await self._retry(row, f"refused (HTTP {err.status}), and the move to dead letters failed: "
-                                              f"{store_err}", "storage")
-            log.error("platform rejected %s %s for user %s (HTTP %d): %s; moved to dead letters",
-                      name, json.loads(body)["header"]["messageId"], row.user_id, err.status, err.body[:300])
+                return await self._retry(row, event, f"refused (HTTP {err.status}), and the move to dead letters "
+                                                     f"failed: {store_err}", "storage")
             self._dead.inc()
+            answer = f"HTTP {err.status}: {err.body[:300]}"
+            if self._observer is not None:
+                self._observer.failed(event, row.attempts + 1, answer, now, retry_at=None)
+            events_log.error("gave up on %s %s for user %s: %s (%s), moved to dead letters", name, event.message_id,
+                             row.user_id, _Description(event, body), answer)
             return "dead"
         self._sent.inc(label=name)
+        now = self._clock.time()
+        if self._observer is not None:
+            self._observer.delivered(event, row.attempts + 1, now)
+        if self._log_events and events_log.isEnabledFor(logging.INFO):
+            events_log.info("delivered %s %s for user %s: %s in %s%s", name, event.message_id, row.user_id,
+                            _Description(event, body), _took(now - event.created_at),
+                            f" (try {row.attempts + 1})" if row.attempts else "")
         return "done"
 
-    async def _refused(self, row: _Row, token: str, err: CloudAuthError) -> Outcome:
+    async def _refused(self, row: _Row, event: EventRef, token: str, err: CloudAuthError) -> Outcome:
         """401/403. The row's first in a row: refresh (in the background) and resend at once. After that a
         403 ends the grant, unless `token` was replaced meanwhile (then resend); a 401 backs off.
 
@@ -452,29 +498,42 @@ class OutboxSender:
         user = row.user_id
         if not self._tokens.is_active(user):
             self._failed.inc(label="grant_ended")  # the grant ended meanwhile: keep the row until a new one
+            self._held(event, "kept until the user links again (their grant ended)")
             return "paused"
         row.refusals += 1
         if row.refusals == 1:
             self._failed.inc(label="403" if err.fatal else "401")
             self._tokens.invalidate(user, token)  # a no-op if `token` was already replaced
+            self._held(event, f"the platform refused the token ({err}); resent once it is refreshed")
             return "again"  # same row, same messageId, once the token is refreshed
         if err.fatal:
             if await self._tokens.revoked(user, token, f"event API refused the token after a refresh: {err}"):
                 self._failed.inc(label="revoked")
+                self._held(event, "kept until the user links again (the platform refused their token after a "
+                                  "refresh)")
                 return "paused"
             row.refusals = 0  # a late 403 for a replaced token says nothing about the current one
             self._failed.inc(label="403")
+            self._held(event, f"the platform refused a replaced token ({err}); resent with the current one")
             return "again"
         self._tokens.invalidate(user, token)
-        return await self._retry(row, f"token refused after a refresh: {err}", "auth")
+        return await self._retry(row, event, f"token refused after a refresh: {err}", "auth")
 
-    def _unexpected(self, row: _Row) -> Outcome:
+    def _unexpected(self, row: _Row, event: EventRef | None) -> Outcome:
         """Called in an `except`: log the error with its traceback, count it, retry the row with backoff."""
         delay = self._back_off(row)
         self._failed.inc(label="error")
         log.error("delivery of outbox row %d for user %s failed unexpectedly (attempt %d), retrying in %.1f s",
                   row.id, row.user_id, row.attempts, delay, exc_info=True)
+        if self._observer is not None and event is not None:
+            err = sys.exception()
+            self._observer.failed(event, row.attempts, f"hubd failed unexpectedly ({type(err).__name__}: {err})",
+                                  self._clock.time(), retry_at=row.next_attempt_at)
         return "retry"
+
+    def _held(self, event: EventRef, reason: str) -> None:
+        if self._observer is not None:
+            self._observer.held(event, reason, self._clock.time())
 
     def _back_off(self, row: _Row) -> float:
         """Count a failed attempt and set the row's next attempt time; return the delay."""
@@ -485,25 +544,28 @@ class OutboxSender:
         row.next_attempt_at = self._clock.time() + delay
         return delay
 
-    async def _retry(self, row: _Row, error: str, reason: str) -> Outcome:
+    async def _retry(self, row: _Row, event: EventRef, error: str, reason: str) -> Outcome:
         delay = self._back_off(row)
         self._failed.inc(label=reason)
         log.warning("delivery of outbox row %d for user %s failed (attempt %d), retrying in %.1f s: %s",
                     row.id, row.user_id, row.attempts, delay, error[:200])
+        if self._observer is not None:
+            self._observer.failed(event, row.attempts, error, self._clock.time(), retry_at=row.next_attempt_at)
         # The row's attempts and retry time are in memory too: a refused write only makes a restart forget them.
         with contextlib.suppress(StorageUnavailable):
             await self._db.call(_note_retry_blocking, row.id, row.attempts, row.next_attempt_at, error[:500])
         return "retry"
 
-    async def _split(self, row: _Row, name: str, err: CloudRejected) -> Outcome:
+    async def _split(self, row: _Row, event: EventRef, err: CloudRejected) -> Outcome:
         """A batch refused as a whole: resend it one endpoint per message, in its place (barriers go first)."""
         try:
             count = await self._db.call(_split_blocking, row.id)
         except StorageUnavailable as store_err:
-            return await self._retry(row, f"refused as a batch (HTTP {err.status}), and splitting it failed: "
-                                          f"{store_err}", "storage")
+            return await self._retry(row, event, f"refused as a batch (HTTP {err.status}), and splitting it failed: "
+                                                 f"{store_err}", "storage")
         log.warning("platform rejected a %s of %d endpoints for user %s (HTTP %d: %s); resending them one by one",
-                    name, count, row.user_id, err.status, err.body[:300])
+                    event.name, count, row.user_id, err.status, err.body[:300])
+        self._held(event, f"refused as a batch (HTTP {err.status}); resent as {count} messages, one per endpoint")
         await self._load_new()  # the pieces, before the row behind it in any lane may go
         return "split"
 
@@ -571,12 +633,16 @@ class OutboxSender:
             activations = self._tokens.activations()
             rows = await self._db.call(_new_rows_blocking, self._last_id)
             now = self._clock.time()
-            for row_id, user_id, lanes, attempts, next_at, keep in rows:
+            observer = self._observer
+            for row_id, user_id, lanes, attempts, next_at, name, message_id, created_at in rows:
                 queue = self._queues.get(user_id)
                 if queue is None:
                     queue = self._queues[user_id] = _UserQueue()
-                queue.add(_Row(row_id, user_id, tuple(json.loads(lanes)), attempts, next_at, keep=bool(keep)), now)
+                row = _Row(row_id, user_id, tuple(json.loads(lanes)), attempts, next_at, keep=name == "DeleteReport")
+                queue.add(row, now)
                 self._last_id = max(self._last_id, row_id)
+                if observer is not None:
+                    observer.queued(EventRef(row_id, user_id, name, message_id, _endpoint_lanes(row), created_at), now)
             self._loaded_activations = max(self._loaded_activations, activations)
 
 
@@ -584,21 +650,46 @@ def _endpoint_lanes(row: _Row) -> tuple[str, ...]:
     return row.lanes[1:] if row.barrier else row.lanes
 
 
-def _new_rows_blocking(conn: sqlite3.Connection, after: int) -> list[tuple[int, str, str, int, float, int]]:
-    """Rows after `after`, in id order; the last column says whether pruning must keep the row."""
+class _Description:
+    """An event's description for a log line, made only if the line is written (it may parse the body)."""
+
+    __slots__ = ("body", "event")
+
+    def __init__(self, event: EventRef, body: str) -> None:
+        self.event = event
+        self.body = body
+
+    def __str__(self) -> str:
+        return describe(self.event.name, self.event.endpoints, self.body)
+
+
+def _took(seconds: float) -> str:
+    """A latency for a log line: "3 ms", "1.2 s", "4 min"."""
+    seconds = max(0.0, seconds)
+    if seconds < 1.0:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120.0:
+        return f"{seconds:.1f} s"
+    return f"{seconds / 60:.0f} min"
+
+
+def _new_rows_blocking(conn: sqlite3.Connection,
+                       after: int) -> list[tuple[int, str, str, int, float, str, str, float]]:
+    """Rows after `after`, in id order: id, user, lanes, attempts, next attempt, name, messageId, time written."""
     return [tuple(r) for r in conn.execute(
-        "SELECT id, user_id, lanes, attempts, next_attempt_at, name = 'DeleteReport' FROM outbox WHERE id > ? "
+        "SELECT id, user_id, lanes, attempts, next_attempt_at, name, message_id, created_at FROM outbox WHERE id > ? "
         "ORDER BY id", (after,))]
 
 
-def _bodies_blocking(conn: sqlite3.Connection, ids: list[int]) -> dict[int, tuple[str, str]]:
-    """Name and body (JSON text) of each row still in the outbox."""
-    out: dict[int, tuple[str, str]] = {}
+def _bodies_blocking(conn: sqlite3.Connection, ids: list[int]) -> dict[int, Loaded]:
+    """Name, body (JSON text), messageId and time written of each row still in the outbox."""
+    out: dict[int, Loaded] = {}
     for start in range(0, len(ids), QUERY_CHUNK):
         chunk = ids[start:start + QUERY_CHUNK]
         marks = ",".join("?" * len(chunk))
-        rows = conn.execute(f"SELECT id, name, body FROM outbox WHERE id IN ({marks})", chunk)  # noqa: S608 - ?s
-        out.update((row[0], (row[1], row[2])) for row in rows)
+        query = f"SELECT id, name, body, message_id, created_at FROM outbox WHERE id IN ({marks})"  # noqa: S608 - ?s
+        rows = conn.execute(query, chunk)
+        out.update((row[0], (row[1], row[2], row[3], row[4])) for row in rows)
     return out
 
 

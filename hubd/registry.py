@@ -5,7 +5,7 @@ changes (new/updated/deleted device, changed states, presses) and
 hands them with the rows to persist to the next stage (`ChangeSink`, the reporter), which writes
 both in one transaction. Others read devices (`get`, `devices`) and may wait for a device's state
 (`wait_for_state`), but never write. Configs and states are brought into the shape the platform accepts
-(`hubd.conformance`) before anything is kept: what the platform would refuse is refused here, with the topic.
+(`hubd.devices.conformance`) before anything is kept: what the platform would refuse is refused here, with the topic.
 The devices in memory take a batch's values before its commit, so a commit the disk refuses
 (`StorageUnavailable`) is repeated as is, with the same changes and rows, until it goes through or hubd
 stops: applying the batch again (or a redelivery of it) would find nothing changed and report nothing.
@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hubd import conformance
+from hubd.devices import conformance
 from hubd.dialects.base import (
     AvailabilityReceived,
     ConfigReceived,
@@ -57,6 +57,9 @@ class Device:
     online: bool | None = None
     route: Route = field(default_factory=lambda: Route("native", ""))  # where its commands go
     origin: Origin = field(default_factory=lambda: Origin("native"))  # where it came from, for the status page
+    # When hubd last got a message from it (epoch seconds), not a retained replay nor an `offline` (the broker's
+    # will says that); in memory only, None: not since the start.
+    last_seen: float | None = field(default=None, compare=False)
 
     def state_list(self, *, with_time: bool = True, retrievable_only: bool = False) -> list[dict[str, Any]]:
         """States as the platform's State objects, in capability order."""
@@ -151,6 +154,13 @@ class DeviceRows:
     deletes: tuple[str, ...]
 
 
+class RejectionObserver(Protocol):
+    """Told of every device message the registry refuses (the event journal, `hubd.journal`); each call O(1)."""
+
+    def rejected(self, topic: str, reason: str, at: float) -> None:
+        """A message on `topic` was refused for `reason` (received at `at`)."""
+
+
 class ChangeSink(Protocol):
     """The next stage: persists the rows and whatever the changes cause, in one transaction."""
 
@@ -163,8 +173,10 @@ class DeviceRegistry:
 
     name = "registry"
 
-    def __init__(self, db: Database, sink: ChangeSink, metrics: Metrics, *, brand: str = "Service") -> None:
+    def __init__(self, db: Database, sink: ChangeSink, metrics: Metrics, *, brand: str = "Service",
+                 rejections: RejectionObserver | None = None) -> None:
         self._db = db
+        self._rejections = rejections
         self._sink = sink
         self._brand = brand  # platform.namespace: a "<brand>.Switch" interface is "Switch"
         self._devices: dict[str, Device] = {}
@@ -228,9 +240,11 @@ class DeviceRegistry:
                 except DeviceMessageInvalid as err:
                     self._invalid.inc(label=input_kind(item))
                     log.warning("ignored message on %s: %s", decoded.topic, err)
+                    self._rejected(decoded, str(err))
                 except Exception as err:  # a bug for this message must not stop the others (nor hubd)
                     self._invalid.inc(label=input_kind(item))
                     self._failures.record(log, decoded.topic, "hubd", err)
+                    self._rejected(decoded, f"hubd failed on it ({type(err).__name__}: {err})")
         if not work.changes and not work.dirty and not work.deleted:
             return
         rows = DeviceRows(tuple(d.row() for d in work.dirty.values()), tuple(sorted(work.deleted)))
@@ -265,6 +279,7 @@ class DeviceRegistry:
         if isinstance(item, InputRejected):
             self._invalid.inc(label=item.kind)
             log.warning("ignored message on %s: %s%s", decoded.topic, item.reason, _clear_hint(item, decoded))
+            self._rejected(decoded, item.reason)
             return
         device_id = item.device_id
         if not valid_device_id(device_id):
@@ -273,6 +288,8 @@ class DeviceRegistry:
                 f"or '#' (it has {len(device_id)}); give the device a shorter id")
         if isinstance(item, ConfigReceived):
             self._apply_config(item, decoded.topic, work)
+            if not decoded.retained:
+                self._devices[device_id].last_seen = decoded.received_at
             return
         if isinstance(item, DeviceGone):
             if self._devices.pop(device_id, None) is not None:
@@ -284,6 +301,8 @@ class DeviceRegistry:
         if device is None:
             raise DeviceMessageInvalid(
                 f"unknown device {device_id!r}: publish its config on the config topic (retained) first")
+        if not decoded.retained and not (isinstance(item, AvailabilityReceived) and not item.online):
+            device.last_seen = decoded.received_at
         if isinstance(item, StateReceived):
             changes = self._apply_state(device, item)
             if changes:
@@ -298,6 +317,10 @@ class DeviceRegistry:
                 work.dirty[device_id] = device
         else:
             work.changes.append(CommandResultReceived(device_id, item.result, decoded.received_at))
+
+    def _rejected(self, decoded: Decoded, reason: str) -> None:
+        if self._rejections is not None:
+            self._rejections.rejected(decoded.topic, reason, decoded.received_at)
 
     def _apply_config(self, item: ConfigReceived, topic: str, work: _Batch) -> None:
         device_id = item.device_id

@@ -7,6 +7,8 @@ transaction, as a barrier row that goes before the events kept for that user.
 It never sends anything itself and never drops anything: the outbox is on disk. A commit the disk refuses
 raises `StorageUnavailable` (rolled back: none of its rows or messageIds exist) for the caller to retry;
 `enqueue()`, whose callers have nothing to retry with, retries itself once the database takes writes.
+Speakers' command results are written in the same transaction by the `ResultWriter` handed in (the webhook's
+store, wired in app.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from hubd.cloud import messages
 from hubd.errors import StorageUnavailable
@@ -36,7 +38,15 @@ from hubd.registry import (
 )
 from hubd.store.db import Database
 from hubd.store.grants import Grant, replace_grant_blocking
-from hubd.webhook.store import record_results_blocking
+
+Result = tuple[str, str, str, str | None, float]  # endpoint, command id, status, message, time
+
+
+class ResultWriter(Protocol):
+    """Stores speakers' command results inside the reporter's transaction (hubd.webhook.store)."""
+
+    def __call__(self, conn: sqlite3.Connection, results: Sequence[Result], /) -> object:
+        """Store the results; runs inside the caller's transaction."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +120,9 @@ class Reporter:
     """The registry's sink: persists device rows and queues platform events for every bound user."""
 
     def __init__(self, db: Database, *, namespace: str, metrics: Metrics,
-                 outbox_wakeup: asyncio.Event | None = None) -> None:
+                 outbox_wakeup: asyncio.Event | None = None, results: ResultWriter | None = None) -> None:
         self._db = db
+        self._results = results  # None: speakers' command results are not kept
         self._brand = namespace
         self._wakeup = outbox_wakeup
         self._queued = metrics.counter("hubd_events_queued_total", "platform events written to the outbox, by name",
@@ -120,7 +131,7 @@ class Reporter:
     async def commit(self, changes: Sequence[Change], rows: DeviceRows) -> None:
         """Write rows, events and speakers' command results in one transaction; wake the sender."""
         events = decide(changes, self._brand)
-        counts = await self._db.call(_commit_blocking, rows, events, changes, time.time())
+        counts = await self._db.call(_commit_blocking, rows, events, changes, self._results, time.time())
         for name, count in counts.items():
             self._queued.inc(count, label=name)
         if counts and self._wakeup is not None:
@@ -155,14 +166,14 @@ class Reporter:
 
 
 def _commit_blocking(conn: sqlite3.Connection, rows: DeviceRows, events: Sequence[PendingEvent],
-                     changes: Sequence[Change], now: float) -> dict[str, int]:
+                     changes: Sequence[Change], record_results: ResultWriter | None, now: float) -> dict[str, int]:
     with conn:  # one transaction: device rows and the events they caused are durable together
         conn.execute("BEGIN IMMEDIATE")
         write_rows_blocking(conn, rows)
         results = [(c.device_id, c.result.command_id, c.result.status, c.result.message, c.received_at)
                    for c in changes if isinstance(c, CommandResultReceived)]
-        if results:
-            record_results_blocking(conn, results)
+        if results and record_results is not None:
+            record_results(conn, results)
         return insert_events_blocking(conn, events, None, now)
 
 

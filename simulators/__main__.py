@@ -6,10 +6,10 @@ import importlib
 import sys
 
 COMMANDS = {
-    "platform": ("simulators.platform", "the smart-speaker platform: token endpoint, event API, failure report"),
+    "platform": ("simulators.platform_cli", "the smart-speaker platform: token endpoint, event API, failure report"),
     "devices": ("simulators.devices", "MQTT devices: sensors, contact, motion, light, curtain, ac, doorbell"),
     "speaker": ("simulators.speaker", "an MQTT speaker that runs tts/audio/asr commands"),
-    "discovery": ("simulators.discovery_devices",
+    "discovery": ("simulators.discovery_demo",
                   "Home Assistant discovery: an ESPHome sensor, a zigbee2mqtt light and button"),
     "zigbee2mqtt": ("simulators.zigbee2mqtt_bridge",
                     "a zigbee2mqtt 2.x bridge: bridge/devices, states, availability, /set, one device per model"),

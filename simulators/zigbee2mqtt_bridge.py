@@ -1,6 +1,6 @@
 """A simulated zigbee2mqtt 2.x bridge: a Zigbee network of real device models, as zigbee2mqtt shows it on MQTT.
 
-Owns one MQTT session that plays zigbee2mqtt itself (the session is simulators.discovery_devices.DiscoveryDevice's:
+Owns one MQTT session that plays zigbee2mqtt itself (the session is simulators.discovery_session.DiscoveryDevice's:
 paho's thread only hands over to the event loop). On every connect, in zigbee2mqtt's order (lib/controller.ts
 start, lib/mqtt.ts onConnect): `<base>/bridge/state` `{"state":"online"}` (QoS 1, retained; the last will and
 stop() say offline), the retained `<base>/bridge/devices` list (the Coordinator, then each device's entry with its
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from simulators.device_fleet import LOG_FORMAT, BrokerRefused, DeviceStopped
-from simulators.discovery_devices import DiscoveryDevice, Message, Received
+from simulators.discovery_session import DiscoveryDevice, Message, Received
 from simulators.zigbee2mqtt_converters import cached, obey, parse_set
 from simulators.zigbee2mqtt_models import (
     BTH_RA,

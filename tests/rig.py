@@ -17,7 +17,9 @@ from typing import Any
 from hubd_proc import HubdProcess
 from mosquitto import Mosquitto, publish
 
-from simulators.platform import BindResult, EventRecord, PlatformSimulator, bind_user
+from simulators.platform import PlatformSimulator
+from simulators.platform_binding import BindResult, bind_user
+from simulators.platform_records import EventRecord
 
 LAMP = {
     "displayName": "Desk Lamp", "displayType": "light", "recommendRoomName": "Office",

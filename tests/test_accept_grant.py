@@ -21,12 +21,13 @@ from unit_helpers import device_message, eventually
 
 from hubd.cloud.client import TokenSet
 from hubd.cloud.tokens import TokenManager
+from hubd.directives.endpoint import DirectiveEndpoint
+from hubd.directives.grant import AcceptGrant
 from hubd.errors import CloudAuthError, CloudUnavailable
 from hubd.registry import DeviceRegistry
 from hubd.reporter import Reporter
 from hubd.store.db import Database
 from hubd.store.grants import GrantRepo
-from hubd.vendor import VendorEndpoint
 
 BUDGET_S = 1.0  # the reply budget in these tests (hubd's is 2.5 s): a deadline the tests reach sooner
 
@@ -58,7 +59,7 @@ class TokenHost:
 
 @dataclass
 class Rig:
-    vendor: VendorEndpoint
+    endpoint: DirectiveEndpoint
     tokens: TokenManager
     host: TokenHost
     db: Database
@@ -92,29 +93,29 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
         lamp = {"displayName": "Lamp", "displayType": "light",
                 "capabilities": [{"interface": "Switch", "supportedOperations": ["On", "Off"]}]}
         await registry.handle([device_message("config", "lamp-1", json.dumps(lamp).encode(), time.time())])
-        vendor = VendorEndpoint(path="/vendor", brand="Service", verifier=driver.service, tokens=tokens,
-                                reporter=reporter, reporting_enabled=True,
-                                metrics=driver.metrics, reply_budget_s=BUDGET_S)
+        endpoint = DirectiveEndpoint(path="/vendor", brand="Service", verifier=driver.service, metrics=driver.metrics,
+                                     reply_budget_s=BUDGET_S)
+        AcceptGrant(brand="Service", tokens=tokens, reporter=reporter, reporting_enabled=True).register(endpoint)
         task = asyncio.create_task(tokens.run())
         try:
-            yield Rig(vendor, tokens, host, driver.db, str(auth["userToken"]))
+            yield Rig(endpoint, tokens, host, driver.db, str(auth["userToken"]))
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_a_slow_token_endpoint_keeps_the_grant_and_a_resend_gets_its_outcome(rig: Rig) -> None:
-    first = await rig.vendor.handle(rig.accept_grant())
+    first = await rig.endpoint.handle(rig.accept_grant())
     assert reply_name(first) == "E_ENDPOINT_BUSY"
     assert "send AcceptGrant again" in first["payload"]["message"]
     # The platform resends while the token endpoint is still busy: the code is not spent twice.
-    again = await rig.vendor.handle(rig.accept_grant())
+    again = await rig.endpoint.handle(rig.accept_grant())
     assert reply_name(again) == "E_ENDPOINT_BUSY" and rig.host.spent == ["c1"]
     rig.host.answer.set()  # the tokens arrive after the replies: they are stored all the same
     await eventually(lambda: rig.tokens.is_active("alice"), "the grant stored")
     assert await rig.outbox_names() == ["AddOrUpdateReport"]  # stored with the grant, for the new user
     assert [g.access_token for g in await GrantRepo(rig.db).all()] == ["at-1"]
-    third = await rig.vendor.handle(rig.accept_grant(message_id="m2"))
+    third = await rig.endpoint.handle(rig.accept_grant(message_id="m2"))
     assert reply_name(third) == "AcceptGrantResponse" and third["header"]["messageId"] == "m2"
     assert rig.host.spent == ["c1"]
 
@@ -122,11 +123,11 @@ async def test_a_slow_token_endpoint_keeps_the_grant_and_a_resend_gets_its_outco
 async def test_too_little_time_left_answers_busy_without_spending_the_code(rig: Rig) -> None:
     loop = asyncio.get_running_loop()
     late = loop.time() - (BUDGET_S - 0.2)  # the request arrived long ago: 0.2 s of its budget are left
-    reply = await rig.vendor.handle(rig.accept_grant(), received_at=late)
+    reply = await rig.endpoint.handle(rig.accept_grant(), received_at=late)
     assert reply_name(reply) == "E_ENDPOINT_BUSY" and "it is unspent" in reply["payload"]["message"]
     assert rig.host.spent == []
     rig.host.answer.set()
-    assert reply_name(await rig.vendor.handle(rig.accept_grant())) == "AcceptGrantResponse"
+    assert reply_name(await rig.endpoint.handle(rig.accept_grant())) == "AcceptGrantResponse"
     assert rig.host.spent == ["c1"] and rig.tokens.is_active("alice")
 
 
@@ -134,11 +135,11 @@ async def test_a_refused_code_gets_the_same_answer_and_an_unreachable_endpoint_i
     rig.host.failures.append(CloudAuthError("token endpoint refused (400, error=invalid_grant)", fatal=True,
                                             error="invalid_grant"))
     for _ in range(2):
-        reply = await rig.vendor.handle(rig.accept_grant("bad"))
+        reply = await rig.endpoint.handle(rig.accept_grant("bad"))
         assert reply_name(reply) == "E_INTERNAL_ERROR" and "invalid_grant" in reply["payload"]["message"]
     assert rig.host.failures == []  # asked once: the resend got the remembered answer
     rig.host.failures.append(CloudUnavailable("token endpoint: connection refused"))
-    assert reply_name(await rig.vendor.handle(rig.accept_grant("good"))) == "E_SERVER_UNREACHABLE"
+    assert reply_name(await rig.endpoint.handle(rig.accept_grant("good"))) == "E_SERVER_UNREACHABLE"
     rig.host.answer.set()
-    assert reply_name(await rig.vendor.handle(rig.accept_grant("good"))) == "AcceptGrantResponse"
+    assert reply_name(await rig.endpoint.handle(rig.accept_grant("good"))) == "AcceptGrantResponse"
     assert rig.host.spent == ["good"]

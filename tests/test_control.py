@@ -1,4 +1,4 @@
-"""hubd.control, the pure rules of control directives: names, ranges, targets and confirmation."""
+"""hubd.devices.interfaces, the pure rules of control directives: names, ranges, targets and confirmation."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from hubd import control
-from hubd.control import INTERFACES, Target, limits, parse_name, resolve, same_value
+from hubd.devices.interfaces import INTERFACES, Target, limits, parse_name, resolve, same_value
 from hubd.dialects.base import ControlRequest, Route
 from hubd.dialects.native import NativeDialect
 from hubd.errors import DirectiveError
@@ -220,7 +219,7 @@ def test_same_value() -> None:
     assert not same_value(1, "1") and same_value({"a": "b"}, {"a": "b"})
 
 
-def set_message(result: control.Target, command_id: str) -> dict[str, Any]:
+def set_message(result: Target, command_id: str) -> dict[str, Any]:
     """The `B/device/ID/set` body the native dialect makes of a resolved target."""
     request = ControlRequest(command_id, result.interface.name, result.operation, result.value, result.delta, {})
     [message] = NativeDialect("b").encode_control("d", Route("native", "d"), request)

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-# The demo's Home Assistant discovery devices (simulators.discovery_devices): endpointIds from their identifiers.
+# The demo's Home Assistant discovery devices (simulators.discovery_demo): endpointIds from their identifiers.
 # The bulb and button are of a zigbee2mqtt on base topic `zigbee2mqtt`, beside the one hubd imports natively.
 ESPHOME_SENSOR = "a4cf12f3c2d1"
 DISCOVERY_BULB = "zigbee2mqtt_0x000b57fffec6a5b2"

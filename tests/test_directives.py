@@ -20,8 +20,10 @@ from mosquitto import Mosquitto
 
 from simulators.device_fleet import DeviceFleet
 from simulators.device_models import AirConditioner, ClimateSensor, Curtain, Light
-from simulators.platform import EventRecord, PlatformSimulator, bind_user
+from simulators.platform import PlatformSimulator
+from simulators.platform_binding import bind_user
 from simulators.platform_directives import DirectiveClient, DirectiveReply, check_async_response
+from simulators.platform_records import EventRecord
 from simulators.sim_device import SimDevice
 
 WAIT_S = 15.0

@@ -1,4 +1,4 @@
-"""hubd.directives in-process, dict in and dict out through VendorEndpoint.handle (and its HTTP view on
+"""hubd.directives in-process, dict in and dict out through DirectiveEndpoint.handle (and its HTTP view on
 loopback): the real driver (with a fake clock, for expired tokens), registry, reporter and SQLite; simulated
 device models stand in for MQTT."""
 
@@ -27,7 +27,11 @@ from hubd.config import HubdConfig
 from hubd.devices.commands import DeviceCommands
 from hubd.dialects.base import Outgoing
 from hubd.dialects.native import NativeDialect
-from hubd.directives import Directives
+from hubd.directives.control import Controls
+from hubd.directives.discovery import Discovery
+from hubd.directives.endpoint import DirectiveEndpoint
+from hubd.directives.grant import AcceptGrant
+from hubd.directives.replay import Replay
 from hubd.driver.store import revoke_user_blocking
 from hubd.driver.verdicts import VERDICT_TTL_S
 from hubd.errors import MqttUnavailable, MqttUnconfirmed
@@ -37,7 +41,6 @@ from hubd.reporter import PendingEvent, Reporter
 from hubd.store.db import Database
 from hubd.store.grants import Grant, GrantRepo
 from hubd.store.replies import DirectiveReplyRepo
-from hubd.vendor import VendorEndpoint
 from hubd.web.server import HttpServer
 from simulators.device_models import AirConditioner, ClimateSensor, Light
 from simulators.platform_directives import (
@@ -155,13 +158,13 @@ class Dimmer(SimDevice):
 
 @dataclass
 class Hub:
-    """VendorEndpoint with the directive handlers, and what stands around them."""
+    """DirectiveEndpoint with the directive handlers, and what stands around them."""
 
     driver: RunningDriver
     session: aiohttp.ClientSession
     auth: dict[str, Any]
-    vendor: VendorEndpoint
-    directives: Directives
+    endpoint: DirectiveEndpoint
+    controls: Controls
     registry: DeviceRegistry
     reporter: Reporter
     tokens: TokenManager
@@ -175,17 +178,17 @@ class Hub:
     def token(self) -> str:
         return str(self.auth["userToken"])
 
-    async def send(self, message: dict[str, Any], vendor: VendorEndpoint | None = None) -> DirectiveReply:
+    async def send(self, message: dict[str, Any], endpoint: DirectiveEndpoint | None = None) -> DirectiveReply:
         started = time.monotonic()
-        reply = await (vendor or self.vendor).handle(message)
+        reply = await (endpoint or self.endpoint).handle(message)
         assert time.monotonic() - started < SPEC_REPLY_S, message
         return validate_directive_reply(reply, message)
 
     async def control(self, endpoint_id: str, name: str, payload: dict[str, Any] | None = None,
                       **kwargs: Any) -> DirectiveReply:
         token = kwargs.pop("token", self.token)
-        vendor = kwargs.pop("vendor", None)
-        return await self.send(control_message(token, endpoint_id, name, payload, **kwargs), vendor)
+        endpoint = kwargs.pop("endpoint", None)
+        return await self.send(control_message(token, endpoint_id, name, payload, **kwargs), endpoint)
 
     async def post(self, data: bytes) -> tuple[int, dict[str, Any]]:
         async with self.session.post(f"{self.url}/vendor", data=data,
@@ -205,18 +208,27 @@ class Hub:
             device_id, lambda d: interface in d.states and d.states[interface].value == value, WAIT_S)
         assert reached, (device_id, interface, value)
 
-    def another_hub(self) -> tuple[Directives, VendorEndpoint]:
-        """A second Directives and VendorEndpoint over the same database and devices: hubd after a restart."""
-        metrics = self.driver.metrics
-        commands = DeviceCommands([NativeDialect("hubd")], self.bus)
-        directives = Directives(brand="Service", registry=self.registry, commands=commands, events=self.events,
-                                grants=self.grants, replies=DirectiveReplyRepo(self.driver.db), metrics=metrics,
-                                confirm_wait_s=WAIT_S)
-        vendor = VendorEndpoint(path="/vendor", brand="Service", verifier=self.driver.service,
-                                tokens=self.tokens, reporter=self.reporter,
-                                reporting_enabled=False, metrics=metrics, reply_budget_s=BUDGET_S)
-        directives.register(vendor)
-        return directives, vendor
+    def another_hub(self) -> tuple[Controls, DirectiveEndpoint]:
+        """A second set of directive handlers and endpoint over the same database and devices: hubd after a
+        restart."""
+        return directive_handlers(self.driver, self.registry, self.reporter, self.tokens, self.bus, self.events,
+                                  self.grants)
+
+
+def directive_handlers(driver: RunningDriver, registry: DeviceRegistry, reporter: Reporter, tokens: TokenManager,
+                       bus: LoopbackBus, events: RecordingEvents,
+                       grants: RecordingGrants) -> tuple[Controls, DirectiveEndpoint]:
+    """The endpoint with every directive handler registered, as app.py wires them; and the control component."""
+    metrics = driver.metrics
+    replay = Replay(DirectiveReplyRepo(driver.db), metrics)
+    controls = Controls(brand="Service", registry=registry, commands=DeviceCommands([NativeDialect("hubd")], bus),
+                        events=events, grants=grants, replay=replay, metrics=metrics, confirm_wait_s=WAIT_S)
+    endpoint = DirectiveEndpoint(path="/vendor", brand="Service", verifier=driver.service, metrics=metrics,
+                                 reply_budget_s=BUDGET_S)
+    AcceptGrant(brand="Service", tokens=tokens, reporter=reporter, reporting_enabled=False).register(endpoint)
+    Discovery(brand="Service", registry=registry, replay=replay).register(endpoint)
+    controls.register(endpoint)
+    return controls, endpoint
 
 
 @pytest.fixture
@@ -232,29 +244,23 @@ async def hub(tmp_path: Path) -> AsyncIterator[Hub]:
                                      Dimmer("dimmer-slow", delay_s=SLOW_S),
                                      AirConditioner("ac-crossed", min_temperature=30, max_temperature=20)])
         events, grants = RecordingEvents(reporter), RecordingGrants(GrantRepo(db))
-        commands = DeviceCommands([NativeDialect("hubd")], bus)
-        directives = Directives(brand="Service", registry=registry, commands=commands, events=events, grants=grants,
-                                replies=DirectiveReplyRepo(db), metrics=metrics, confirm_wait_s=WAIT_S)
         platform = HubdConfig.model_validate({}).platform
         tokens = TokenManager(GrantRepo(db), PlatformClient(platform), clock=driver.clock, failure_report=False,
                               metrics=metrics, outbox_wakeup=asyncio.Event())
-        vendor = VendorEndpoint(path="/vendor", brand="Service", verifier=driver.service, tokens=tokens,
-                                reporter=reporter, reporting_enabled=False, metrics=metrics,
-                                reply_budget_s=BUDGET_S)
-        directives.register(vendor)
+        controls, endpoint = directive_handlers(driver, registry, reporter, tokens, bus, events, grants)
         server = HttpServer(host="127.0.0.1", port=0, max_body_bytes=MAX_BODY_BYTES, health=Health(),
-                            metrics=metrics, sources=[vendor])
+                            metrics=metrics, sources=[endpoint])
         await server.start()
         for device in bus.devices.values():
             await bus.announce(device, with_state=device.endpoint_id != "lamp-2")
-        follower = asyncio.create_task(directives.run())
+        follower = asyncio.create_task(controls.run())
         try:
-            yield Hub(driver, session, auth, vendor, directives, registry, reporter, tokens, bus, events, grants,
+            yield Hub(driver, session, auth, endpoint, controls, registry, reporter, tokens, bus, events, grants,
                       f"http://127.0.0.1:{server.bound_port}")
         finally:
             follower.cancel()
             await asyncio.gather(follower, return_exceptions=True)
-            await directives.stop()
+            await controls.stop()
             await server.stop()
             await bus.close()
 
@@ -419,7 +425,7 @@ async def test_a_set_that_never_left_is_a_gateway_error_and_a_retry_runs(hub: Hu
     # Nothing ran, so nothing was remembered: the platform's retry runs, also after a "restart".
     hub.bus.hang = False
     _, restarted = hub.another_hub()
-    assert (await hub.control("lamp-1", "Switch.On", message_id="on-1", vendor=restarted)).states["Switch"] == "On"
+    assert (await hub.control("lamp-1", "Switch.On", message_id="on-1", endpoint=restarted)).states["Switch"] == "On"
     assert len(hub.bus.published) == 1
 
 
@@ -445,19 +451,19 @@ async def test_same_message_id_with_other_content_is_another_directive(hub: Hub)
 async def test_a_resend_after_a_restart_is_answered_from_the_database(hub: Hub) -> None:
     first = await hub.control("lamp-1", "Brightness.Adjust", {"delta": 10}, message_id="adj-1")
     assert first.states["Brightness"] == 90
-    await hub.directives.stop()  # what a graceful stop writes
+    await hub.controls.stop()  # what a graceful stop writes
     _, restarted = hub.another_hub()
-    again = await hub.control("lamp-1", "Brightness.Adjust", {"delta": 10}, message_id="adj-1", vendor=restarted)
+    again = await hub.control("lamp-1", "Brightness.Adjust", {"delta": 10}, message_id="adj-1", endpoint=restarted)
     assert again.body == first.body
     assert len(hub.bus.published) == 1 and hub.bus.devices["lamp-1"].state()["Brightness"] == 90
 
     # A hub that died after sending, before it noted the answer (its writer never ran): the resend gets
     # the target states, and the device is not told twice.
-    _, crashed_vendor = hub.another_hub()  # its run() is never started
-    slow = await hub.control("slow-1", "Brightness.Adjust", {"delta": -20}, message_id="adj-2", vendor=crashed_vendor)
+    _, crashed = hub.another_hub()  # its run() is never started
+    slow = await hub.control("slow-1", "Brightness.Adjust", {"delta": -20}, message_id="adj-2", endpoint=crashed)
     assert slow.states["Brightness"] == 60
     _, restarted = hub.another_hub()
-    resent = await hub.control("slow-1", "Brightness.Adjust", {"delta": -20}, message_id="adj-2", vendor=restarted)
+    resent = await hub.control("slow-1", "Brightness.Adjust", {"delta": -20}, message_id="adj-2", endpoint=restarted)
     assert resent.body == slow.body
     await hub.state_is("slow-1", "Brightness", 60)
     assert [p["id"] for p in hub.bus.published] == ["adj-1", "adj-2"]
@@ -466,16 +472,16 @@ async def test_a_resend_after_a_restart_is_answered_from_the_database(hub: Hub) 
 async def test_a_resend_after_a_restart_whose_claim_stalled_does_not_run_again(hub: Hub) -> None:
     first = await hub.control("lamp-1", "Brightness.Adjust", {"delta": 10}, message_id="adj-9")
     assert first.states["Brightness"] == 90
-    await hub.directives.stop()
+    await hub.controls.stop()
     _, restarted = hub.another_hub()
-    assert (await hub.send(discover_message(hub.token), vendor=restarted)).name == "DiscoveryResponse"
+    assert (await hub.send(discover_message(hub.token), endpoint=restarted)).name == "DiscoveryResponse"
 
     # The database stalls: the resend's claim waits behind the lock, hubd gives up on it (busy), and it lands
     # later, meeting the row from before the restart.
     async with stalled_database(hub):
-        busy = await hub.control("lamp-1", "Brightness.Adjust", {"delta": 10}, message_id="adj-9", vendor=restarted)
+        busy = await hub.control("lamp-1", "Brightness.Adjust", {"delta": 10}, message_id="adj-9", endpoint=restarted)
         assert busy.error == "E_ENDPOINT_BUSY"
-    again = await hub.control("lamp-1", "Brightness.Adjust", {"delta": 10}, message_id="adj-9", vendor=restarted)
+    again = await hub.control("lamp-1", "Brightness.Adjust", {"delta": 10}, message_id="adj-9", endpoint=restarted)
     assert [p["id"] for p in hub.bus.published] == ["adj-9"]  # the device was told once
     assert again.body == first.body
 
@@ -500,7 +506,7 @@ async def test_a_stalled_database_still_gets_an_answer_in_time(hub: Hub) -> None
 
 async def test_an_expired_token_is_refused_while_the_database_stalls(hub: Hub,
                                                                     caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.WARNING, logger="hubd.vendor")
+    caplog.set_level(logging.WARNING, logger="hubd.directives.endpoint")
     hub.driver.clock.advance(3600 - 5)  # driver.token_ttl_s is 3600: 5 s of the token's life left
     assert (await hub.send(discover_message(hub.token))).name == "DiscoveryResponse"  # checked in the database
     hub.driver.clock.advance(10)  # expired, though checked only 10 s ago
@@ -569,7 +575,7 @@ async def test_the_message_id_is_echoed_with_a_bad_payload(hub: Hub) -> None:
     reply = await hub.send(message)
     assert (reply.error, reply.message_id) == ("E_INTERNAL_ERROR", "echo-2")
     for bad in ({"header": {"messageId": ""}}, {"header": {"messageId": 5}}, {"header": []}, [1]):
-        answer = await hub.vendor.handle(bad)
+        answer = await hub.endpoint.handle(bad)
         assert answer["header"]["name"] == "ErrorResponse" and len(answer["header"]["messageId"]) == 36  # a uuid
 
 

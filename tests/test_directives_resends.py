@@ -1,6 +1,6 @@
-"""hubd.resends with the real DirectiveReplyRepo on a real SQLite file: a control never runs twice, also when a
-claim stalls behind another process's write lock and lands after hubd gave up on it, and across a restart
-(a second Resends over the same database)."""
+"""hubd.directives.replay with the real DirectiveReplyRepo on a real SQLite file: a control never runs twice, also
+when a claim stalls behind another process's write lock and lands after hubd gave up on it, and across a restart
+(a second Replay over the same database)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from hubd import resends as resends_module
+from hubd.directives import replay as replay_module
+from hubd.directives.message import Directive
+from hubd.directives.replay import Attempt, Replay
 from hubd.errors import DirectiveError
 from hubd.metrics import Metrics
-from hubd.resends import Attempt, Resends
 from hubd.store.db import Database
 from hubd.store.replies import DirectiveReplyRepo
-from hubd.vendor import Directive
 
 BUDGET_S = 5.0
 STALLED_BUDGET_S = 0.2  # the reply budget of a try whose claim waits behind the lock: it gives up
@@ -43,7 +43,7 @@ class Device:
         self.sent: list[str] = []
         self.offline = False
 
-    def handler(self, resends: Resends) -> Callable[[Directive, Attempt], Awaitable[dict[str, Any]]]:
+    def handler(self, resends: Replay) -> Callable[[Directive, Attempt], Awaitable[dict[str, Any]]]:
         async def control(directive: Directive, attempt: Attempt) -> dict[str, Any]:
             if self.offline:  # what control does when the device cannot be told: an earlier run's answer, if any
                 stored = await resends.stored(attempt.key, directive.deadline)
@@ -90,12 +90,12 @@ async def rows(db: Database) -> list[tuple[str, int]]:
 async def test_a_resend_after_a_restart_whose_claim_stalled_does_not_run_again(
         db: Database, caplog: pytest.LogCaptureFixture) -> None:
     device = Device()
-    before = Resends(DirectiveReplyRepo(db), Metrics())
+    before = Replay(DirectiveReplyRepo(db), Metrics())
     first = await before.once(directive("m-1"), device.handler(before))
     await before.flush(5.0)
 
-    restarted = Resends(DirectiveReplyRepo(db), Metrics())
-    caplog.set_level(logging.WARNING, logger="hubd.resends")
+    restarted = Replay(DirectiveReplyRepo(db), Metrics())
+    caplog.set_level(logging.WARNING, logger="hubd.directives.replay")
     with write_lock(db):
         with pytest.raises(DirectiveError) as busy:
             await restarted.once(directive("m-1", STALLED_BUDGET_S), device.handler(restarted))
@@ -113,11 +113,11 @@ async def test_a_resend_after_a_restart_whose_claim_stalled_does_not_run_again(
 async def test_a_resend_after_a_restart_whose_claim_stalled_gets_the_earlier_answer_when_it_cannot_run(
         db: Database) -> None:
     device = Device()
-    before = Resends(DirectiveReplyRepo(db), Metrics())
+    before = Replay(DirectiveReplyRepo(db), Metrics())
     first = await before.once(directive("m-1"), device.handler(before))
     await before.flush(5.0)
 
-    restarted = Resends(DirectiveReplyRepo(db), Metrics())
+    restarted = Replay(DirectiveReplyRepo(db), Metrics())
     with write_lock(db), pytest.raises(DirectiveError):
         await restarted.once(directive("m-1", STALLED_BUDGET_S), device.handler(restarted))
     await landed(db)
@@ -128,7 +128,7 @@ async def test_a_resend_after_a_restart_whose_claim_stalled_gets_the_earlier_ans
 
 async def test_a_claim_of_ours_that_lands_late_is_overwritten_by_the_next_try(db: Database) -> None:
     device = Device()
-    resends = Resends(DirectiveReplyRepo(db), Metrics())  # its writer is not running: the release waits
+    resends = Replay(DirectiveReplyRepo(db), Metrics())  # its writer is not running: the release waits
     with write_lock(db), pytest.raises(DirectiveError):
         await resends.once(directive("m-1", STALLED_BUDGET_S), device.handler(resends))
     await landed(db)
@@ -145,16 +145,16 @@ async def test_a_claim_of_ours_that_lands_late_is_overwritten_by_the_next_try(db
 
     await resends.flush(5.0)  # the late release must not remove the row the second try wrote
     assert await rows(db) == [("m-1", 1)]
-    restarted = Resends(DirectiveReplyRepo(db), Metrics())
+    restarted = Replay(DirectiveReplyRepo(db), Metrics())
     assert await restarted.once(directive("m-1"), device.handler(restarted)) == second
     assert device.sent == ["m-1"]
 
 
 async def test_the_removal_of_a_row_that_never_published_is_never_dropped(
         db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(resends_module, "WRITES_MAX", 2)
+    monkeypatch.setattr(replay_module, "WRITES_MAX", 2)
     device = Device()
-    resends = Resends(DirectiveReplyRepo(db), Metrics())  # its writer is stuck: nothing queued gets written
+    resends = Replay(DirectiveReplyRepo(db), Metrics())  # its writer is stuck: nothing queued gets written
     await resends.once(directive("a"), device.handler(resends))
     await resends.once(directive("b"), device.handler(resends))
     with write_lock(db), pytest.raises(DirectiveError) as busy:
@@ -164,16 +164,16 @@ async def test_the_removal_of_a_row_that_never_published_is_never_dropped(
     assert device.sent == ["a", "b"]
 
     # hubd dies with its writes undone; after the restart "c" never ran, so it runs now.
-    restarted = Resends(DirectiveReplyRepo(db), Metrics())
+    restarted = Replay(DirectiveReplyRepo(db), Metrics())
     assert await restarted.once(directive("c"), device.handler(restarted)) == {"run": 3, "done": True}
     assert device.sent == ["a", "b", "c"]
 
 
 async def test_writes_waiting_for_the_database_refuse_new_controls_until_written(
         db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(resends_module, "WRITES_MAX", 2)
+    monkeypatch.setattr(replay_module, "WRITES_MAX", 2)
     device = Device()
-    resends = Resends(DirectiveReplyRepo(db), Metrics())
+    resends = Replay(DirectiveReplyRepo(db), Metrics())
     await resends.once(directive("a"), device.handler(resends))
     await resends.once(directive("b"), device.handler(resends))
     with pytest.raises(DirectiveError) as busy:

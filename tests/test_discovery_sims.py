@@ -1,4 +1,4 @@
-"""The Home Assistant discovery simulators (simulators.discovery_devices) against a real mosquitto, observed
+"""The Home Assistant discovery simulators (simulators.discovery_*) against a real mosquitto, observed
 with plain paho: their configs are the real producers' (tests/fixtures/homeassistant), retained where those
 retain them; the light obeys zigbee2mqtt commands; a button press is zigbee2mqtt's messages, in its order.
 """
@@ -22,13 +22,10 @@ from paho.mqtt.enums import CallbackAPIVersion
 
 from hubd.dialects.base import ConfigReceived, StateReceived
 from simulators.device_fleet import tcp_nodelay
-from simulators.discovery_devices import (
-    DiscoveryDevice,
-    EspHomeClimateSensor,
-    Zigbee2MqttButton,
-    Zigbee2MqttLight,
-    make_demo_discovery_devices,
-)
+from simulators.discovery_demo import make_demo_discovery_devices
+from simulators.discovery_esphome import EspHomeClimateSensor
+from simulators.discovery_session import DiscoveryDevice
+from simulators.discovery_zigbee2mqtt import Zigbee2MqttButton, Zigbee2MqttLight
 from simulators.sim_device import Recorder
 
 WAIT_S = 10.0

@@ -11,7 +11,8 @@ from conftest import platform_config
 from hubd_proc import HubdProcess
 from mosquitto import Mosquitto
 
-from simulators.platform import PlatformSimulator, bind_user
+from simulators.platform import PlatformSimulator
+from simulators.platform_binding import bind_user
 
 
 @pytest.mark.parametrize("mode", ["oauth2", "oauth"])

@@ -9,7 +9,7 @@ from test_driver_support import FakeClock
 
 from hubd.config import HubdConfig
 from hubd.driver import passwords
-from hubd.driver.limits import CAP_S, FailureThrottle, LoginLimiter
+from hubd.driver.limits import LoginLimiter
 from hubd.driver.passwords import PasswordHashInvalid, check_hash, hash_password, is_hash, verify_password
 from hubd.driver.policy import config_problems
 from hubd.driver.seal import SealBroken, seal, unseal
@@ -26,6 +26,7 @@ from hubd.driver.urls import (
 )
 from hubd.driver.verdicts import VerdictCache
 from hubd.errors import HubdError
+from hubd.ratelimit import CAP_S, FailureThrottle
 
 
 def test_hash_format_and_verify() -> None:

@@ -27,7 +27,8 @@ from mosquitto import Mosquitto
 from hubd.config import parse_config
 from hubd.errors import ConfigError
 from hubd.web.peers import is_local_address
-from simulators.platform import PlatformSimulator, bind_user
+from simulators.platform import PlatformSimulator
+from simulators.platform_binding import bind_user
 
 CALLBACK = "http://127.0.0.1:9/callback"
 # (method, path, body): the routes the platform and a browser logging in reach ...
@@ -35,7 +36,8 @@ PUBLIC = [("POST", "/vendor", {}), ("POST", "/driver/command", {"command": "Noth
           ("GET", f"/oauth/authorize?callbackURL={CALLBACK}", None)]
 # ... and the ones for the local network only.
 LOCAL = [("GET", "/", None), ("GET", "/api/devices", None), ("HEAD", "/api/devices", None), ("GET", "/api/users", None),
-         ("GET", "/metrics", None), ("POST", "/trigger/with/whk_unknown", {}), ("GET", "/api/commands/1", None)]
+         ("GET", "/api/status", None), ("GET", "/metrics", None), ("POST", "/trigger/with/whk_unknown", {}),
+         ("GET", "/api/commands/1", None)]
 
 
 async def fetch(base: str, method: str, path: str, body: Any = None,

@@ -21,7 +21,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from simulators.platform import BindError, PlatformSimulator, bind_user
+from simulators.platform import PlatformSimulator
+from simulators.platform_binding import BindError, bind_user
 from simulators.platform_validate import MessageInvalid, failure_report_sign, validate_event
 
 CLIENT_ID = "cid"
@@ -1170,7 +1171,7 @@ async def test_bind_user_checks_the_redirect_keeps_the_callback(hub: FakeHub, si
 
 
 async def run_main(*args: str) -> asyncio.subprocess.Process:
-    code = "import sys; from simulators.platform import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from simulators.platform_cli import main; sys.exit(main(sys.argv[1:]))"
     return await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",

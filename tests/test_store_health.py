@@ -26,18 +26,18 @@ from unit_helpers import FakeClock, device_message, eventually
 from hubd.cloud.client import TokenSet
 from hubd.cloud.tokens import TokenManager
 from hubd.dialects.base import Decoded
+from hubd.directives.message import BUSY, Directive
+from hubd.directives.replay import Attempt, Replay
 from hubd.errors import DirectiveError, StorageUnavailable, StoreError
 from hubd.lifecycle import Backoff, Health
 from hubd.metrics import Metrics
 from hubd.outbox import OutboxSender
 from hubd.registry import DeviceRegistry
 from hubd.reporter import PendingEvent, Reporter, insert_events_blocking
-from hubd.resends import Attempt, Resends
 from hubd.store import db as store_db
 from hubd.store.db import Database
 from hubd.store.grants import Grant, GrantRepo, replace_grant_blocking
 from hubd.store.replies import DirectiveReplyRepo
-from hubd.vendor import BUSY, Directive
 
 LAMP = {"displayName": "Desk Lamp", "displayType": "light", "capabilities": [
     {"interface": "Switch", "supportedOperations": ["On", "Off"], "proactivelyReported": True, "retrievable": True}]}
@@ -392,7 +392,7 @@ async def test_a_new_grant_the_disk_refuses_is_committed_once_it_takes_writes(
 async def test_a_control_is_refused_busy_unsent_and_a_queued_reply_waits_its_turn_while_the_disk_refuses(
         open_store: Callable[..., Any], tmp_path: Path) -> None:
     store: Store = await open_store(tmp_path / "hubd.db")
-    resends = Resends(DirectiveReplyRepo(store.db), Metrics())
+    resends = Replay(DirectiveReplyRepo(store.db), Metrics())
     writer = asyncio.create_task(resends.run())
     sent: list[str] = []
 

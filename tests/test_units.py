@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from unit_helpers import device_message
 
-from hubd import conformance
 from hubd.cloud import messages
 from hubd.cloud.client import failure_sign
 from hubd.cloud.tokens import refresh_at
+from hubd.devices import conformance
 from hubd.errors import DeviceMessageInvalid
 from hubd.events import BARRIER_LANE
 from hubd.metrics import Metrics
@@ -20,6 +20,7 @@ from hubd.mqtt import codec
 from hubd.mqtt.codec import StateSample
 from hubd.registry import DeviceAnnounced, DeviceRegistry, DeviceRemoved, DoorbellPressed, StatesChanged
 from hubd.reporter import DISCOVERY_BATCH, Reporter, decide, discovery_events
+from hubd.spoken import spoken
 from hubd.store.db import Database
 from hubd.store.grants import Grant
 from simulators.platform_validate import validate_event
@@ -114,7 +115,7 @@ def test_config_validation_names_the_field() -> None:
     assert config.capabilities[0].proactivelyReported
 
 
-@pytest.mark.parametrize(("name", "spoken"), [
+@pytest.mark.parametrize(("name", "expected"), [
     ("Lamp 2", "Lamp Two"),
     ("Bedroom2", "Bedroom Two"),
     ("2nd Floor", "Second Floor"),
@@ -150,10 +151,10 @@ def test_config_validation_names_the_field() -> None:
     ("1️⃣ Lamp", "One Lamp"),
     ("Cafe\u0301 2", "Cafe\u0301 Two"),
 ])
-def test_spoken_names(name: str, spoken: str) -> None:
-    assert conformance.spoken(name) == spoken
+def test_spoken_names(name: str, expected: str) -> None:
+    assert spoken(name) == expected
     # What hubd sends passes the platform's own checks.
-    endpoint = {"endpointId": "x", "displayName": spoken, "displayType": "light", "recommendRoomName": spoken,
+    endpoint = {"endpointId": "x", "displayName": expected, "displayType": "light", "recommendRoomName": expected,
                 "additionalInfo": {}, "capabilities": [], "states": []}
     body = messages.with_token(messages.add_or_update_report("Service", "m", [endpoint]), "t")
     validate_event(body)

@@ -1,6 +1,6 @@
 """zigbee2mqtt devices imported natively (`zigbee2mqtt: {enabled: true}`), end to end: a real mosquitto, the
 platform simulator and a real hubd process, fed zigbee2mqtt's own retained `bridge/devices` from
-tests/fixtures/zigbee2mqtt, its state topics, and a simulated bulb (simulators/discovery_devices.py) that obeys
+tests/fixtures/zigbee2mqtt, its state topics, and a simulated bulb (simulators/discovery_zigbee2mqtt.py) that obeys
 `<base>/<friendly_name>/set` as zigbee2mqtt does. The rig and the waiting helpers are
 tests/test_device_imports_e2e.py's.
 """
@@ -31,7 +31,7 @@ from test_device_imports_e2e import (
 from zigbee2mqtt_helpers import entries
 
 from hubd.mqtt.client import Message, MqttClient
-from simulators.discovery_devices import Zigbee2MqttLight
+from simulators.discovery_zigbee2mqtt import Zigbee2MqttLight
 from simulators.platform_directives import DirectiveClient
 
 CONTACT = "0x00158d00091e7bd6"  # aqara_MCCGQ11LM_contact: "Contact sensor"

@@ -1,14 +1,33 @@
-"""Read-only routes: `GET /api/devices`, `GET /api/users` (JSON) and `GET /` (the status page).
+"""Read-only routes: `GET /api/devices`, `GET /api/users`, `GET /api/status` (JSON) and `GET /` (the status page).
 
 Each device shows where it came from (`source`: native, homeassistant or zigbee2mqtt) and its entities, each
 exported or not and why; devices of an import none of whose entities is exported never reach the registry,
 so the imports themselves (`DeviceImport`) list them under `unexported`.
+
+The page (web/templates/status.html: its CSS and JavaScript inline, nothing fetched from elsewhere) comes with
+the current status in a JSON data block, so it shows everything at once, and then polls `GET /api/status`
+every 2 s and redraws what changed, without a reload. Polling rather than Server-Sent Events: a poll is one
+ordinary request that any proxy, the connection cap (`web/connections.py`) and the request timeout treat like
+every other; nothing stays open per browser tab; a hub restart or a phone waking from sleep needs no
+reconnect logic (the next poll works); and the page stops polling while hidden. The cost, a small JSON
+document every 2 s per open page, is built from memory (the registry, the outbox index, the event journal);
+only the webhooks' list is read from SQLite, at most every 5 s.
+
+Device names and everything else in the data are untrusted: the script sets them as text (never as HTML), the
+data block escapes `<`, `>` and `&`, and a Content-Security-Policy allows only the page's own script and style
+(by hash) and requests to this origin. These routes are local ones (`web/peers.py`).
 """
 
 from __future__ import annotations
 
-import html
+import base64
+import hashlib
+import json
+import re
+import time
 from collections.abc import Sequence
+from functools import cache
+from importlib import resources
 from typing import Any, Protocol, runtime_checkable
 
 from aiohttp import web
@@ -17,6 +36,9 @@ from hubd.cloud.tokens import TokenManager
 from hubd.lifecycle import Health
 from hubd.outbox import OutboxSender
 from hubd.registry import Device, DeviceRegistry
+
+POLL_MS = 2000  # how often the page asks for /api/status
+EVENTS_SHOWN = 30
 
 
 @runtime_checkable
@@ -29,24 +51,53 @@ class DeviceImport(Protocol):
         """Devices none of whose entities is exported, by name, with a reason per entity."""
 
 
+class Journal(Protocol):
+    """What the page reads of the event journal (`hubd.journal.EventJournal`)."""
+
+    def events(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """The latest platform events, newest first."""
+
+    def rejected_messages(self) -> list[dict[str, Any]]:
+        """Refused device messages, most recent first."""
+
+    def failed_deliveries(self) -> list[dict[str, Any]]:
+        """Failed tries to deliver, most recent first."""
+
+    def user(self, user_id: str) -> dict[str, Any]:
+        """A user's last delivery and last delivery error."""
+
+
+class WebhookUsage(Protocol):
+    """The webhooks' use (`hubd.webhook.service.WebhookService`): names, counts and limits, never a token."""
+
+    async def usage(self) -> list[dict[str, Any]]:
+        """Each live webhook's name, calls in the last minute and 24 hours, and the limits."""
+
+
 class StatusRoutes:
-    """Shows what hubd knows: devices, where they came from, their states and readiness."""
+    """Shows what hubd knows: devices, where they came from, their states, readiness, events and problems."""
 
     def __init__(self, registry: DeviceRegistry, health: Health, tokens: TokenManager, outbox: OutboxSender,
-                 imports: Sequence[DeviceImport] = ()) -> None:
+                 imports: Sequence[DeviceImport] = (), journal: Journal | None = None,
+                 webhooks: WebhookUsage | None = None) -> None:
         self._registry = registry
         self._health = health
         self._tokens = tokens
         self._outbox = outbox
         self._imports = imports
+        self._journal = journal
+        self._webhooks = webhooks
 
     def routes(self) -> list[web.RouteDef]:
-        """The routes this module serves."""
-        return [web.get("/api/devices", self._devices), web.get("/api/users", self._users), web.get("/", self._page)]
+        """The routes this module serves (all local: `web/server.py` checks the peer)."""
+        return [web.get("/api/devices", self._devices), web.get("/api/users", self._users),
+                web.get("/api/status", self._status), web.get("/", self._page)]
 
     def _user_list(self) -> list[dict[str, Any]]:
+        journal = self._journal
         return [{"userId": g.user_id, "status": g.status, "tokenExpiresAt": g.expires_at,
-                 "pendingEvents": self._outbox.depth(g.user_id), "lastError": g.last_error}
+                 "pendingEvents": self._outbox.depth(g.user_id), "lastError": g.last_error,
+                 **(journal.user(g.user_id) if journal is not None else {})}
                 for g in sorted(self._tokens.grants(), key=lambda g: g.user_id)]
 
     async def _users(self, request: web.Request) -> web.Response:
@@ -57,6 +108,8 @@ class StatusRoutes:
         for device in self._registry.devices():
             item = device.endpoint()
             item["online"] = device.online
+            item["availability"] = {True: "online", False: "offline", None: "unknown"}[device.online]
+            item["lastSeen"] = device.last_seen
             if device.config.displayType == "speaker":
                 item["sn"] = device.config.sn or device.device_id
                 item["tags"] = list(device.config.tags)
@@ -73,39 +126,32 @@ class StatusRoutes:
     async def _devices(self, request: web.Request) -> web.Response:
         return web.json_response({"devices": self._device_list(), "unexported": self._unexported()})
 
+    async def status(self) -> dict[str, Any]:
+        """Everything the page shows, as `GET /api/status` answers it."""
+        journal = self._journal
+        return {
+            "now": time.time(),
+            "ready": self._health.ready,
+            "checks": self._health.snapshot(),
+            "devices": self._device_list(),
+            "unexported": self._unexported(),
+            "users": self._user_list(),
+            "pendingEvents": self._outbox.depth(),
+            "events": journal.events(EVENTS_SHOWN) if journal is not None else [],
+            "problems": {"rejected": journal.rejected_messages() if journal is not None else [],
+                         "deliveries": journal.failed_deliveries() if journal is not None else []},
+            "webhooks": await self._webhooks.usage() if self._webhooks is not None else [],
+        }
+
+    async def _status(self, request: web.Request) -> web.Response:
+        return web.json_response(await self.status(), headers={"Cache-Control": "no-store"})
+
     async def _page(self, request: web.Request) -> web.Response:
-        rows = []
-        for d in self._device_list():
-            states = ", ".join(f"{s['interface']}={s['value']}" for s in d["states"]) or "–"
-            online = {True: "online", False: "offline", None: "?"}[d["online"]]
-            left_out = "<br>".join(html.escape(f"{e['name']}: {e.get('reason', '')}") for e in d["entities"]
-                                   if not e["exported"])
-            rows.append(f"<tr><td>{html.escape(d['endpointId'])}</td><td>{html.escape(d['displayName'])}</td>"
-                        f"<td>{html.escape(d['displayType'])}</td><td>{html.escape(d['source'])}</td>"
-                        f"<td>{online}</td><td>{html.escape(states)}</td><td>{left_out}</td></tr>")
-        unexported = "".join(
-            f"<tr><td>{html.escape(u['name'])}</td><td>{html.escape(u['source'])}</td>"
-            f"<td>{'<br>'.join(html.escape(r) for r in u['entities'])}</td></tr>" for u in self._unexported())
-        users = "".join(
-            f"<tr><td>{html.escape(u['userId'])}</td><td>{'linked' if u['status'] == 'active' else 'must link again'}"
-            f"</td><td>{u['pendingEvents']}</td><td>{html.escape(u['lastError'] or '')}</td></tr>"
-            for u in self._user_list())
-        checks = "".join(
-            f"<li>{html.escape(name)}: {'✔' if c['ok'] else '✘'} {html.escape(str(c['detail']))}</li>"
-            for name, c in self._health.snapshot().items())
-        left_out_section = "" if not unexported else (
-            "<h2>Not imported</h2><p>Devices none of whose entities the platform can take.</p>"
-            f"<table><tr><th>device</th><th>source</th><th>entities, and why not</th></tr>{unexported}</table>")
-        body = f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1"><title>hubd</title>
-<style>body{{font-family:system-ui,sans-serif;margin:1.5rem;color:#222}}table{{border-collapse:collapse}}
-td,th{{border-bottom:1px solid #ddd;padding:.3rem .6rem;text-align:left;vertical-align:top}}</style></head><body>
-<h1>hubd</h1><p>{'Ready' if self._health.ready else 'Not ready'}</p><ul>{checks}</ul>
-<h2>Platform users</h2><table><tr><th>user</th><th>link</th><th>events waiting</th><th>last error</th></tr>
-{users}</table>
-<h2>Devices ({len(rows)})</h2><table><tr><th>id</th><th>name</th><th>type</th><th>source</th><th>availability</th>
-<th>states</th><th>not exported</th></tr>{''.join(rows)}</table>{left_out_section}</body></html>"""
-        return web.Response(text=body, content_type="text/html", charset="utf-8")
+        data = json.dumps(await self.status(), separators=(",", ":"))
+        # Safe inside <script type="application/json">: no "</script>", no "<!--", no markup at all.
+        data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+        body = _template().replace("{{data}}", data, 1)
+        return web.Response(text=body, content_type="text/html", charset="utf-8", headers=_headers())
 
 
 def _entities(device: Device) -> list[dict[str, Any]]:
@@ -116,3 +162,25 @@ def _entities(device: Device) -> list[dict[str, Any]]:
             item["reason"] = note.reason
         out.append(item)
     return out
+
+
+@cache
+def _template() -> str:
+    text = resources.files("hubd.web").joinpath("templates/status.html").read_text(encoding="utf-8")
+    return text.replace("{{poll_ms}}", str(POLL_MS))
+
+
+@cache
+def _headers() -> dict[str, str]:
+    """Never cached, never framed; only the template's own style and script run, and they fetch only from here."""
+    page = _template()
+    style = _hash(re.findall(r"<style>(.*?)</style>", page, re.DOTALL))
+    script = _hash(re.findall(r"<script>(.*?)</script>", page, re.DOTALL))
+    csp = (f"default-src 'none'; style-src {style}; script-src {script}; connect-src 'self'; "
+           "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+    return {"Cache-Control": "no-store", "Content-Security-Policy": csp, "X-Frame-Options": "DENY",
+            "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+
+
+def _hash(blocks: list[str]) -> str:
+    return " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(b.encode()).digest()).decode()}'" for b in blocks)

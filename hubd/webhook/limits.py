@@ -92,6 +92,28 @@ class CallLimiter:
         # The wait is computed with this call counted: it is the wait if the client stops now.
         return self._check(buckets, now) if refused else None
 
+    def usage(self, key: Key, now: float) -> tuple[int, int, int | None] | None:
+        """Calls in the last minute and in the last 24 hours, and the second of the last one; None: not loaded.
+
+        Changes nothing. The day holds at most about `per_day` calls: older ones can decide nothing and are
+        forgotten (`_trim`), so a token past its day's limit shows the limit.
+        """
+        buckets = self._keys.get(key)
+        if buckets is None:
+            return None
+        items = buckets.items
+        day = buckets.total
+        for second, count in items:  # the head, out of the day since the last trim (usually none)
+            if second + 1 > now - DAY_S:
+                break
+            day -= count
+        minute = 0
+        for second, count in reversed(items):  # at most a minute of buckets
+            if second + 1 <= now - MINUTE_S:
+                break
+            minute += count
+        return minute, day, items[-1][0] if items else None
+
     def take_unsaved(self) -> dict[Key, dict[int, int]]:
         """The counts added since the last take ({key: {second: count}}); the caller saves them."""
         taken, self._unsaved = self._unsaved, {}

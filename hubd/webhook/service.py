@@ -31,9 +31,9 @@ from aiohttp import web
 
 from hubd.devices.commands import DeviceCommands
 from hubd.dialects.base import CommandRefused, Route
-from hubd.driver.limits import FailureThrottle
 from hubd.errors import ConfigError, MqttUnavailable, StorageUnavailable, StoreError
 from hubd.metrics import Metrics
+from hubd.ratelimit import FailureThrottle
 from hubd.registry import DeviceRegistry
 from hubd.store.db import Database
 from hubd.web.client_address import FORWARDED_FOR, client_address, parse_trusted_proxies, throttle_key
@@ -63,6 +63,7 @@ PRUNE_EVERY_S = 3600.0
 SAVE_EVERY_S = 1.0  # counts are saved at most this often: one write a second under a flood
 SAVE_RETRY_S = 10.0  # after a failed save
 PUBLISH_TIMEOUT_S = 5.0
+USAGE_MAX_AGE_S = 5.0  # the list of webhooks the status page shows is read from SQLite at most this often
 
 
 class WebhookService:
@@ -84,6 +85,10 @@ class WebhookService:
         self._known: frozenset[str] | None = None  # token hashes, for addresses that must wait
         self._known_at = 0.0  # loop time of the last load
         self._known_lock = asyncio.Lock()
+        self._hooks: list[store.WebhookUse] | None = None  # for `usage`, read at most every USAGE_MAX_AGE_S
+        self._hooks_at = 0.0
+        self._hooks_lock = asyncio.Lock()
+        self._per_minute, self._per_day = per_minute, per_day
         self._calls = metrics.counter("hubd_webhook_calls_total", "webhook calls, by outcome", "outcome")
         self._commands = metrics.counter("hubd_webhook_commands_total", "speaker commands published, by type", "type")
 
@@ -120,6 +125,33 @@ class WebhookService:
     def routes(self) -> list[web.RouteDef]:
         """The routes this module serves."""
         return [web.post("/trigger/with/{token}", self._trigger), web.get("/api/commands/{id}", self._command)]
+
+    async def usage(self) -> list[dict[str, Any]]:
+        """Each live webhook's name, calls in the last minute and 24 hours and its limits (never the token).
+
+        Counts from memory for tokens called since the start (exact, also the ones not saved yet), else the
+        saved ones; the list of webhooks is read from SQLite at most every USAGE_MAX_AGE_S (one made with
+        the CLI shows up within that). A failed read keeps the list as last read: the page never fails for it.
+        """
+        loop = asyncio.get_running_loop()
+        async with self._hooks_lock:
+            if self._hooks is None or loop.time() - self._hooks_at >= USAGE_MAX_AGE_S:
+                try:
+                    self._hooks = await self._db.call(store.usage_blocking, self._clock())
+                except StoreError as err:  # the page shows the rest; the list as last read, until a read works
+                    log.debug("webhook: could not read the webhooks for the status page: %s", err)
+                self._hooks_at = loop.time()
+            hooks = self._hooks or []
+        now = self._clock()
+        out = []
+        for hook in hooks:
+            live = self._limits.usage((hook.id, hook.token_hash), now)
+            minute, day, last = live if live is not None else (hook.calls_last_minute, hook.calls_last_day,
+                                                               hook.last_call_at)
+            out.append({"id": hook.id, "name": hook.name, "callsLastMinute": minute, "callsLastDay": day,
+                        "perMinute": self._per_minute, "perDay": self._per_day,
+                        "lastCallAt": None if last is None else float(last)})
+        return out
 
     # --- POST /trigger/with/<token> ---------------------------------------------------------------
 

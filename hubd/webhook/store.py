@@ -107,6 +107,30 @@ def list_blocking(conn: sqlite3.Connection, now: float) -> list[WebhookInfo]:
             for r in rows]
 
 
+@dataclass(frozen=True, slots=True)
+class WebhookUse:
+    """A live webhook's saved use, for the status page: never the token (its hash keys the in-memory counts)."""
+
+    id: int
+    name: str
+    token_hash: str
+    calls_last_minute: int
+    calls_last_day: int
+    last_call_at: float | None
+
+
+def usage_blocking(conn: sqlite3.Connection, now: float) -> list[WebhookUse]:
+    """Every live webhook with its saved calls in the last minute and the last 24 hours, by id."""
+    rows = conn.execute(
+        "SELECT t.id, t.name, t.token_hash,"
+        " coalesce(sum(CASE WHEN c.second + 1 > ? THEN c.calls END), 0) AS minute,"
+        " coalesce(sum(c.calls), 0) AS day, max(c.second) AS last_call"
+        " FROM webhook_tokens t LEFT JOIN webhook_call_counts c ON c.token_id = t.id AND c.second + 1 > ?"
+        " WHERE t.revoked_at IS NULL GROUP BY t.id ORDER BY t.id", (now - 60, now - DAY_S)).fetchall()
+    return [WebhookUse(r["id"], r["name"], r["token_hash"], r["minute"], r["day"],
+                       float(r["last_call"]) if r["last_call"] is not None else None) for r in rows]
+
+
 def find_blocking(conn: sqlite3.Connection, ref: str) -> list[WebhookInfo]:
     """The webhook with this id; else the live webhooks with this name (none, one, or several)."""
     hooks = list_blocking(conn, 0.0)

@@ -23,7 +23,8 @@ from hubd_proc import REPO, HubdProcess
 from mosquitto import Mosquitto
 
 from hubd.driver.limits import ACCOUNT_FREE
-from simulators.platform import PlatformSimulator, bind_user
+from simulators.platform import PlatformSimulator
+from simulators.platform_binding import bind_user
 
 EVIL = "https://evil.example/steal"
 NEIGHBOURS = [f"127.0.0.{i}" for i in range(2, 7)]

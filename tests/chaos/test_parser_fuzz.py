@@ -1,5 +1,5 @@
 """Property-based fuzzing of every parser of outside input (issue 13): device payloads (hubd.mqtt.codec),
-webhook bodies (hubd.webhook.trigger), platform directives (VendorEndpoint.handle) and driver commands
+webhook bodies (hubd.webhook.trigger), platform directives (DirectiveEndpoint.handle) and driver commands
 (DriverService.handle_command). Each accepts an input or refuses it with its documented error or reply, never
 with another exception, and what it accepts can be serialised again.
 
@@ -39,7 +39,11 @@ from hubd.cloud.tokens import TokenManager
 from hubd.devices.commands import DeviceCommands
 from hubd.dialects.base import Outgoing
 from hubd.dialects.native import NativeDialect
-from hubd.directives import Directives
+from hubd.directives.control import Controls
+from hubd.directives.discovery import Discovery
+from hubd.directives.endpoint import DirectiveEndpoint
+from hubd.directives.grant import AcceptGrant
+from hubd.directives.replay import Replay
 from hubd.driver.service import DriverService
 from hubd.driver.store import DriverRepo, Lifetimes
 from hubd.errors import CloudUnavailable, DeviceMessageInvalid
@@ -50,7 +54,6 @@ from hubd.reporter import Reporter
 from hubd.store.db import Database
 from hubd.store.grants import GrantRepo
 from hubd.store.replies import DirectiveReplyRepo
-from hubd.vendor import VendorEndpoint
 from hubd.webhook.trigger import Trigger, TriggerInvalid, parse, parse_bytes
 from simulators.device_models import AirConditioner, ClimateSensor, Curtain, Doorbell, Light
 from simulators.platform_directives import control_message, discover_message, report_state_message
@@ -494,9 +497,9 @@ class TokenHost:
 
 @dataclass
 class Platform:
-    """A VendorEndpoint with the directive handlers over real SQLite, a driver and device models."""
+    """A DirectiveEndpoint with the directive handlers over real SQLite, a driver and device models."""
 
-    vendor: VendorEndpoint
+    endpoint: DirectiveEndpoint
     token: str
 
 
@@ -518,22 +521,25 @@ async def platform(tmp_path: Path) -> AsyncIterator[Platform]:
         await bus.feed("availability", device.endpoint_id, b"online")
         await bus.feed("state", device.endpoint_id, device.state())
     commands = DeviceCommands([NativeDialect("hubd")], bus)
-    directives = Directives(brand="Service", registry=registry, commands=commands, events=reporter,
-                            grants=GrantRepo(db), replies=DirectiveReplyRepo(db), metrics=metrics, confirm_wait_s=0.1)
+    replay = Replay(DirectiveReplyRepo(db), metrics)
+    controls = Controls(brand="Service", registry=registry, commands=commands, events=reporter, grants=GrantRepo(db),
+                        replay=replay, metrics=metrics, confirm_wait_s=0.1)
     tokens = TokenManager(GrantRepo(db), TokenHost(), clock=clock, failure_report=False, metrics=metrics,
                           outbox_wakeup=asyncio.Event())
     await tokens.start()
-    vendor = VendorEndpoint(path="/vendor", brand="Service", verifier=driver, tokens=tokens, reporter=reporter,
-                            reporting_enabled=True, metrics=metrics, reply_budget_s=BUDGET_S)
-    directives.register(vendor)
-    tasks = [asyncio.create_task(directives.run()), asyncio.create_task(tokens.run())]
+    endpoint = DirectiveEndpoint(path="/vendor", brand="Service", verifier=driver, metrics=metrics,
+                                 reply_budget_s=BUDGET_S)
+    AcceptGrant(brand="Service", tokens=tokens, reporter=reporter, reporting_enabled=True).register(endpoint)
+    Discovery(brand="Service", registry=registry, replay=replay).register(endpoint)
+    controls.register(endpoint)
+    tasks = [asyncio.create_task(controls.run()), asyncio.create_task(tokens.run())]
     try:
-        yield Platform(vendor, pair.user_token)
+        yield Platform(endpoint, pair.user_token)
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await directives.stop()
+        await controls.stop()
         await db.stop()
 
 
@@ -591,13 +597,13 @@ async def test_any_directive_gets_a_reply_and_never_an_exception(platform: Platf
     try:
         message = json.loads(raw)
     except (UnicodeDecodeError, ValueError, RecursionError):
-        return  # the view answers these itself, before handle (vendor.py _view)
+        return  # the view answers these itself, before handle (DirectiveEndpoint._view)
     if isinstance(message, dict) and isinstance(message.get("header"), dict) and data.draw(st.booleans()):
         # A new messageId, or the first reply to that messageId would stand in for the handler's.
         message["header"]["messageId"] = f"m-{data.draw(st.integers(0, 10**9))}"
-    reply = await platform.vendor.handle(message)
+    reply = await platform.endpoint.handle(message)
     check_reply(reply, message)
-    error_log.raise_first()  # a reply that hides an unexpected exception (vendor.py logs it) is a failure too
+    error_log.raise_first()  # a reply that hides an unexpected exception (the endpoint logs it) is a failure too
 
 
 def with_value(message: dict[str, Any], path: str, value: object) -> dict[str, Any]:
@@ -627,7 +633,7 @@ def with_value(message: dict[str, Any], path: str, value: object) -> dict[str, A
 async def test_a_directive_with_a_hostile_value_gets_the_documented_reply(
         platform: Platform, error_log: ErrorLog, example: str, path: str, value: object) -> None:
     message = with_value(directive_examples(platform.token)[example], path, value)
-    check_reply(await platform.vendor.handle(message), message)
+    check_reply(await platform.endpoint.handle(message), message)
     error_log.raise_first()
 
 

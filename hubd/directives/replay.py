@@ -5,14 +5,14 @@ Owns the replies remembered in memory for DUPLICATE_TTL_S, by (hubd account, mes
 their durable copy (hubd.store.replies): a control's reply is written to SQLite *before* its `set` is
 published (`claim`, on the request path), so a resend after a restart is answered from there. The
 rest of the writes (the reply that went out, removing the row of a try that never published, pruning)
-are queued and done in order by run(), which Directives runs in its TaskGroup; a claim first reserves
+are queued and done in order by run(), which the control component runs in its TaskGroup; a claim first reserves
 the place of its later write, so the removal of a row that never published is never dropped (a claim
 finds no place: E_ENDPOINT_BUSY, nothing sent). A claim overwrites only a row of one of this process's
 tries that never published; any other row, such as one from before a restart, is the answer. While the disk
 refuses writes (`StorageUnavailable`), a claim fails at once (E_ENDPOINT_BUSY, nothing sent) and run() holds
 the queued write, in its place, until the database takes writes again. Transient
-refusals (busy, unreachable) are not remembered: nothing ran, so a retry runs. Imports hubd.vendor for
-the Directive only; no MQTT, no registry.
+refusals (busy, unreachable) are not remembered: nothing ran, so a retry runs. Imports
+hubd.directives.message for the Directive only; no MQTT, no registry.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from hubd.directives.message import BUSY, Directive
 from hubd.errors import DirectiveError, StorageUnavailable, StoreError
 from hubd.metrics import Metrics
 from hubd.store.replies import ReplyKey, StoredReply
-from hubd.vendor import BUSY, Directive
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class _Release:
     attempt: str
 
 
-class Resends:
+class Replay:
     """Runs each directive once per key and remembers its reply, in memory and (for controls) in SQLite."""
 
     def __init__(self, store: ReplyStore, metrics: Metrics) -> None:

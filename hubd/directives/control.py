@@ -1,17 +1,15 @@
-"""Discover, control and ReportState: the handlers VendorEndpoint routes to.
+"""Control directives (`{brand}.Control`, `<Interface>.<Op>`): a device's command on MQTT, and its confirmation.
 
-Handlers are dict in, dict out (`Directive` -> reply); refusals are DirectiveError, which VendorEndpoint
-turns into an ErrorResponse. A control directive becomes the device's command on MQTT, in the device's own
-dialect (`hubd.devices.commands`: hubd's `set` message, a discovery entity's command topics, zigbee2mqtt's
-`/set`); hubd then waits until
-the directive's deadline (VendorEndpoint's budget, counted from the request's arrival) for the device's
+A control directive becomes the device's command in the device's own dialect (`hubd.devices.commands`: hubd's
+`set` message, a discovery entity's command topics, zigbee2mqtt's `/set`); hubd then waits until
+the directive's deadline (the endpoint's budget, counted from the request's arrival) for the device's
 state to confirm it and answers with the device's retrievable states, or with the target states
 (optimistic) when the device is slower or the broker has not acknowledged the `set` yet: once the
 `set` is handed to the MQTT client the device may obey, so it is never answered with an error. The slow
 ones are followed in the background, in tasks owned by this component's run(), and, if the directive
 carried a correlationToken, the async `Response` goes through the outbox once the device confirms.
-Resends are hubd.resends' (the reply is stored before the `set` goes out); the pure rules (interfaces,
-ranges, targets) are hubd.control's.
+Resends are hubd.directives.replay's (the reply is stored before the `set` goes out; run() does the
+replay's writes); the pure rules (interfaces, ranges, targets) are hubd.devices.interfaces'.
 """
 
 from __future__ import annotations
@@ -23,19 +21,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from hubd import control
 from hubd.cloud import messages
-from hubd.control import Interface, Target
+from hubd.devices import interfaces
 from hubd.devices.commands import DeviceCommands
+from hubd.devices.interfaces import Interface, Target
 from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
+from hubd.directives.message import Directive, DirectiveRouter, addressed_device, response
+from hubd.directives.replay import Attempt, Replay
 from hubd.errors import DirectiveError, HubdError, MqttUnavailable, MqttUnconfirmed
 from hubd.metrics import Metrics
 from hubd.mqtt.codec import StateValue
 from hubd.registry import Device, DeviceRegistry
 from hubd.reporter import PendingEvent
-from hubd.resends import Attempt, ReplyStore, Resends
 from hubd.store.grants import Grant
-from hubd.vendor import Directive, DirectiveHandler
 
 log = logging.getLogger(__name__)
 
@@ -59,42 +57,32 @@ class GrantLookup(Protocol):
         """Every grant."""
 
 
-class DirectiveRouter(Protocol):
-    """VendorEndpoint's registration methods."""
-
-    def add_handler(self, namespace: str, name: str, handler: DirectiveHandler) -> None:
-        """Serve one directive."""
-
-    def add_namespace_handler(self, namespace: str, handler: DirectiveHandler) -> None:
-        """Serve every name of a namespace."""
-
-
 @dataclass(frozen=True, slots=True)
 class _Unconfirmed:
     """A control the device had not confirmed when the optimistic reply went out."""
 
     device_id: str
-    target: control.Target
+    target: Target
     before: StateValue | None
     message_id: str
     correlation_token: str | None
     user: str | None
 
 
-class Directives:
-    """Answers Discover, `<Interface>.<Op>` and ReportState; follows slow devices to their async Response."""
+class Controls:
+    """Answers `<Interface>.<Op>`; follows slow devices to their async Response. The directives' component."""
 
-    name = "directives"
+    name = "directives"  # the supervisor's name for its task
 
     def __init__(self, *, brand: str, registry: DeviceRegistry, commands: DeviceCommands, events: EventQueue,
-                 grants: GrantLookup, replies: ReplyStore, metrics: Metrics, rng: random.Random | None = None,
+                 grants: GrantLookup, replay: Replay, metrics: Metrics, rng: random.Random | None = None,
                  confirm_wait_s: float = CONFIRM_WAIT_S) -> None:
         self._brand = brand
         self._registry = registry
         self._commands = commands
         self._events = events
         self._grants = grants
-        self._resends = Resends(replies, metrics)
+        self._replay = replay
         self._rng = rng or random.Random()
         self._confirm_wait_s = confirm_wait_s
         self._pending: asyncio.Queue[_Unconfirmed] = asyncio.Queue(PENDING_MAX)
@@ -105,59 +93,41 @@ class Directives:
                                          "outcome")
 
     def register(self, router: DirectiveRouter) -> None:
-        """Route `{brand}.Discovery/Discover`, `{brand}.Control/*` and `{brand}.Query/ReportState` here."""
-        router.add_handler(f"{self._brand}.Discovery", "Discover", self.discover)
+        """Route `{brand}.Control/*` here."""
         router.add_namespace_handler(f"{self._brand}.Control", self.control)
-        router.add_handler(f"{self._brand}.Query", "ReportState", self.report_state)
 
     async def start(self) -> None:
         """Nothing to acquire."""
 
     async def run(self) -> None:
-        """Write remembered replies; follow every unconfirmed control to its confirmation; one TaskGroup."""
+        """Write remembered replies (the replay's writes: only controls store theirs); follow every unconfirmed
+        control to its confirmation; one TaskGroup."""
         async with asyncio.TaskGroup() as group:
-            group.create_task(self._resends.run(), name="directive-replies")
+            group.create_task(self._replay.run(), name="directive-replies")
             while True:
                 item = await self._pending.get()
                 group.create_task(self._follow(item), name=f"confirm-{item.device_id}")
 
     async def stop(self) -> None:
         """Write the replies still queued (run()'s cancellation ended the follow-ups)."""
-        await self._resends.flush(STOP_FLUSH_S)
-
-    async def discover(self, directive: Directive) -> dict[str, Any]:
-        """DiscoveryResponse: every device, with capabilities and current states (with timeOfSample)."""
-        endpoints = [device.endpoint() for device in self._registry.devices()]
-        return {"header": messages.header(self._brand, "DiscoveryResponse", directive.message_id),
-                "payload": {"endpoints": endpoints}}
-
-    async def report_state(self, directive: Directive) -> dict[str, Any]:
-        """Response with the device's retrievable states; a resend gets the first answer."""
-        return await self._resends.once(directive, self._report_state)
+        await self._replay.flush(STOP_FLUSH_S)
 
     async def control(self, directive: Directive) -> dict[str, Any]:
         """Response once the device confirms (or optimistic at the deadline); a resend gets the first answer."""
-        return await self._resends.once(directive, self._control)
-
-    async def _report_state(self, directive: Directive, _attempt: Attempt) -> dict[str, Any]:
-        device = self._device(directive)
-        if device.online is False:
-            raise DirectiveError("E_ENDPOINT_UNREACHABLE", f"device {device.device_id} is offline")
-        return self._response(directive.message_id, device.device_id,
-                              device.state_list(with_time=False, retrievable_only=True))
+        return await self._replay.once(directive, self._control)
 
     async def _control(self, directive: Directive, attempt: Attempt) -> dict[str, Any]:
-        interface, operation = control.parse_name(directive.name, self._brand)
+        interface, operation = interfaces.parse_name(directive.name, self._brand)
         try:
             device, target, before, outgoing = self._prepare(directive, interface, operation)
         except DirectiveError:
             # A resend after a restart: what ran then is the answer, whatever the device's state is now.
-            stored = await self._resends.stored(attempt.key, directive.deadline)
+            stored = await self._replay.stored(attempt.key, directive.deadline)
             if stored is not None:
                 return stored
             raise
-        optimistic = self._response(directive.message_id, device.device_id, _with_target(device, target))
-        stored = await self._resends.claim(attempt, optimistic, directive.deadline)
+        optimistic = response(self._brand, directive.message_id, device.device_id, _with_target(device, target))
+        stored = await self._replay.claim(attempt, optimistic, directive.deadline)
         if stored is not None:
             return stored
         key = (device.device_id, interface.name)
@@ -190,40 +160,38 @@ class Directives:
             self._forget_expected(key, directive.message_id)
             self._controls.inc(label="confirmed")
             log.info("control %s on %s confirmed", directive.name, device.device_id)
-            reply = self._response(directive.message_id, device.device_id,
-                                   device.state_list(with_time=False, retrievable_only=True))
+            reply = response(self._brand, directive.message_id, device.device_id,
+                             device.state_list(with_time=False, retrievable_only=True))
         else:
             self._controls.inc(label="optimistic")
             log.info("control %s on %s not confirmed by its deadline: optimistic reply%s", directive.name,
                      device.device_id, ", async Response follows" if directive.correlation_token else "")
             self._follow_later(item, directive.name)
-            reply = self._response(directive.message_id, device.device_id, _with_target(device, target))
-        self._resends.finish(attempt, reply)
+            reply = response(self._brand, directive.message_id, device.device_id, _with_target(device, target))
+        self._replay.finish(attempt, reply)
         return reply
 
     def _prepare(self, directive: Directive, interface: Interface,
                  operation: str) -> tuple[Device, Target, StateValue | None, list[Outgoing]]:
         """The device, the target, the state before and the publishes; DirectiveError for anything that stops
         the command."""
-        device = self._device(directive)
-        if device.online is False:
-            raise DirectiveError("E_ENDPOINT_UNREACHABLE", f"device {device.device_id} is offline")
+        device = addressed_device(directive, self._registry.get)
         capability = device.config.capability(interface.name)
         if capability is None or operation not in capability.supportedOperations:
             offered = capability.supportedOperations if capability else []
             raise DirectiveError("E_NOT_SUPPORTED_DIRECTIVE",
                                  f"device {device.device_id} does not support {interface.name}.{operation} "
                                  f"(its {interface.name} operations: {offered})")
-        value_range, problems = control.limits(interface, device.config.additionalInfo, device.config.displayType)
+        value_range, problems = interfaces.limits(interface, device.config.additionalInfo, device.config.displayType)
         for problem in problems:
             if (device.device_id, problem) not in self._warned:
                 self._warned.add((device.device_id, problem))
                 log.warning("device %s: %s", device.device_id, problem)
         before = _value(device, interface.name)
         expected = self._expected.get((device.device_id, interface.name))
-        target = control.resolve(interface, operation, directive.payload,
-                                 current=before if expected is None else expected[1], value_range=value_range,
-                                 rng=self._rng)
+        target = interfaces.resolve(interface, operation, directive.payload,
+                                    current=before if expected is None else expected[1], value_range=value_range,
+                                    rng=self._rng)
         request = ControlRequest(directive.message_id, interface.name, operation, target.value, target.delta,
                                  {k: v.value for k, v in device.states.items()})
         try:
@@ -280,24 +248,10 @@ class Directives:
             return []
         return [g.user_id for g in await self._grants.all() if g.driver_user == driver_user]
 
-    def _device(self, directive: Directive) -> Device:
-        endpoint_id = (directive.endpoint or {}).get("endpointId")
-        if not isinstance(endpoint_id, str) or not endpoint_id:
-            raise DirectiveError("E_INTERNAL_ERROR", "endpoint.endpointId: missing or not a string")
-        device = self._registry.get(endpoint_id)
-        if device is None:
-            raise DirectiveError("E_NO_SUCH_ENDPOINT", f"no device {endpoint_id!r} on this hub")
-        return device
-
     def _forget_expected(self, key: tuple[str, str], message_id: str) -> None:
         expected = self._expected.get(key)
         if expected is not None and expected[0] == message_id:
             del self._expected[key]
-
-    def _response(self, message_id: str, endpoint_id: str, states: list[dict[str, Any]]) -> dict[str, Any]:
-        """The synchronous Response: endpointId and states without timeOfSample, empty payload."""
-        return {"header": messages.header(self._brand, "Response", message_id),
-                "endpoint": {"endpointId": endpoint_id, "states": states}, "payload": {}}
 
 
 def _value(device: Device, interface: str) -> StateValue | None:
@@ -305,7 +259,7 @@ def _value(device: Device, interface: str) -> StateValue | None:
     return None if sample is None else sample.value
 
 
-def _with_target(device: Device, target: control.Target) -> list[dict[str, Any]]:
+def _with_target(device: Device, target: Target) -> list[dict[str, Any]]:
     """The device's retrievable states with the target in place of its interface's value (optimistic)."""
     out = []
     for capability in device.config.capabilities:

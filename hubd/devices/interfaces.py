@@ -1,4 +1,4 @@
-"""Control directives, the pure part: interfaces, ranges, operation to target value.
+"""The platform's interfaces, and control directives' pure part: ranges, operation to target value.
 
 Owns the interface table and how `<Interface>.<Op>` plus its payload becomes the value a device must end
 up with (the `set` message, README "MQTT") and how hubd recognises that the device got there.

@@ -1,0 +1,44 @@
+"""Discover and ReportState: what the platform asks about the devices, answered from the registry.
+
+Discover lists every device with its capabilities and current states; ReportState answers with one device's
+retrievable states (a resend gets the first answer, through hubd.directives.replay). Handlers are dict in,
+dict out (`Directive` -> reply); refusals are DirectiveError, which the endpoint turns into an ErrorResponse.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hubd.cloud import messages
+from hubd.directives.message import Directive, DirectiveRouter, addressed_device, response
+from hubd.directives.replay import Attempt, Replay
+from hubd.registry import DeviceRegistry
+
+
+class Discovery:
+    """Answers Discover and ReportState."""
+
+    def __init__(self, *, brand: str, registry: DeviceRegistry, replay: Replay) -> None:
+        self._brand = brand
+        self._registry = registry
+        self._replay = replay
+
+    def register(self, router: DirectiveRouter) -> None:
+        """Route `{brand}.Discovery/Discover` and `{brand}.Query/ReportState` here."""
+        router.add_handler(f"{self._brand}.Discovery", "Discover", self.discover)
+        router.add_handler(f"{self._brand}.Query", "ReportState", self.report_state)
+
+    async def discover(self, directive: Directive) -> dict[str, Any]:
+        """DiscoveryResponse: every device, with capabilities and current states (with timeOfSample)."""
+        endpoints = [device.endpoint() for device in self._registry.devices()]
+        return {"header": messages.header(self._brand, "DiscoveryResponse", directive.message_id),
+                "payload": {"endpoints": endpoints}}
+
+    async def report_state(self, directive: Directive) -> dict[str, Any]:
+        """Response with the device's retrievable states; a resend gets the first answer."""
+        return await self._replay.once(directive, self._report_state)
+
+    async def _report_state(self, directive: Directive, _attempt: Attempt) -> dict[str, Any]:
+        device = addressed_device(directive, self._registry.get)
+        return response(self._brand, directive.message_id, device.device_id,
+                        device.state_list(with_time=False, retrievable_only=True))
