@@ -2,7 +2,7 @@
 
 Start order (stop is the reverse): store, embedded broker, platform side (tokens, outbox sender),
 registry, MQTT bridge, directives, webhook, HTTP, zeroconf. The flow is one-way:
-MQTT bridge (dialects) -> registry -> reporter -> outbox (SQLite) -> outbox sender -> platform client;
+MQTT bridge (dialects) -> registry -> outbox writer -> outbox (SQLite) -> outbox sender -> platform client;
 HTTP -> directives / webhook -> device commands (dialects) -> MQTT bridge for what goes to devices.
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from hubd.cloud.client import PlatformClient
 from hubd.cloud.tokens import TokenManager
 from hubd.config import HubdConfig
-from hubd.devices.commands import DeviceCommands
 from hubd.dialects.base import Dialect
+from hubd.dialects.commands import DeviceCommands
 from hubd.dialects.native import NativeDialect
 from hubd.directives.control import Controls
 from hubd.directives.discovery import Discovery
@@ -28,18 +28,17 @@ from hubd.driver.service import DriverService
 from hubd.journal import EventJournal
 from hubd.lifecycle import Component, Health, Supervisor, SystemClock
 from hubd.metrics import Metrics
-from hubd.mqtt.bridge import MqttBridge
+from hubd.mqtt.bridge import MqttBridge, status_topic
 from hubd.mqtt.client import MqttClient, Will
-from hubd.mqtt.topics import status_topic
-from hubd.outbox import OutboxSender
+from hubd.outbox.sender import OutboxSender
+from hubd.outbox.writer import OutboxWriter
 from hubd.registry import DeviceRegistry
-from hubd.reporter import Reporter
+from hubd.status.routes import DeviceImport, StatusRoutes
 from hubd.store.db import Database
 from hubd.store.grants import GrantRepo
 from hubd.store.replies import DirectiveReplyRepo
 from hubd.systemd import Notifier
 from hubd.web.server import HttpServer, RouteSource
-from hubd.web.status import DeviceImport, StatusRoutes
 from hubd.webhook.service import WebhookService
 from hubd.webhook.store import record_results_blocking
 
@@ -89,10 +88,10 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     if not config.platform.reporting_enabled:
         log.warning("state reporting is off: set platform.base_url, auth_url, client_id and client_secret")
 
-    # Speakers' command results go to the webhook's tables, in the reporter's transaction.
-    reporter = Reporter(db, namespace=config.platform.namespace, metrics=metrics, outbox_wakeup=outbox_wakeup,
-                        results=record_results_blocking)
-    registry = DeviceRegistry(db, reporter, metrics, brand=config.platform.namespace, rejections=journal)
+    # Speakers' command results go to the webhook's tables, in the writer's transaction.
+    writer = OutboxWriter(db, namespace=config.platform.namespace, metrics=metrics, outbox_wakeup=outbox_wakeup,
+                          results=record_results_blocking)
+    registry = DeviceRegistry(db, writer, metrics, brand=config.platform.namespace, rejections=journal)
     components.append(registry)
 
     client = MqttClient(
@@ -124,10 +123,10 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     directives = DirectiveEndpoint(path=config.http.vendor_path, brand=config.platform.namespace, verifier=driver,
                                    metrics=metrics)
     replay = Replay(DirectiveReplyRepo(db), metrics)
-    AcceptGrant(brand=config.platform.namespace, tokens=tokens, reporter=reporter,
+    AcceptGrant(brand=config.platform.namespace, tokens=tokens, writer=writer,
                 reporting_enabled=config.platform.reporting_enabled).register(directives)
     Discovery(brand=config.platform.namespace, registry=registry, replay=replay).register(directives)
-    controls = Controls(brand=config.platform.namespace, registry=registry, commands=commands, events=reporter,
+    controls = Controls(brand=config.platform.namespace, registry=registry, commands=commands, events=writer,
                         grants=GrantRepo(db), replay=replay, metrics=metrics)
     controls.register(directives)
     components.append(controls)

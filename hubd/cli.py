@@ -195,9 +195,10 @@ def _db_migrate(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     setup_logging("warning")
-    from hubd.demo import run_demo
+    from hubd.app import build
+    from hubd.demo.run import run_demo
 
-    return asyncio.run(run_demo(state_dir=args.state_dir, http_port=args.http_port, mqtt_port=args.mqtt_port,
+    return asyncio.run(run_demo(build, state_dir=args.state_dir, http_port=args.http_port, mqtt_port=args.mqtt_port,
                                 platform_port=args.platform_port, doorbell_every_s=args.doorbell_every_s))
 
 

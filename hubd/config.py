@@ -1,27 +1,24 @@
-"""The configuration file: pydantic models (every key: config.example.yaml) and the YAML loader.
+"""The configuration file: pydantic models (every key: config.example.yaml), loading and the placeholder check.
 
-Owns parsing (safe YAML with merge keys; a tag or value it cannot read is a reported problem, never a
-traceback), `${ENV_VAR}` substitution, `<key>_file` secrets and error reporting with YAML lines.
-Imports nothing from hubd but errors.
+Owns what each key means, its default and its checks, and `hubd init`'s placeholder (a value still holding it
+is a problem, with what to put there). Reading the YAML (lines, `${ENV_VAR}`, merge keys, `<key>_file`
+secrets, the report) is hubd.yamlconfig's. Imports nothing from hubd but errors and yamlconfig.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import ssl
-import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
 from hubd.errors import ConfigError
+from hubd.yamlconfig import KeyPath, is_secret_path, parse_yaml_model
 
-_ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _TOPIC_SEGMENT_RE = re.compile(r"^[^#+\x00]+$")
 
 
@@ -281,25 +278,6 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> HubdC
     return parse_config(text, env if env is not None else os.environ, source=str(path))
 
 
-KeyPath = tuple[str | int, ...]
-
-
-class _Problems:
-    """Everything wrong with one file, reported in one pass, sorted by line."""
-
-    def __init__(self) -> None:
-        self._items: list[tuple[int, str]] = []
-        self.paths: set[KeyPath] = set()  # keys whose problem is reported: pydantic's follow-up errors are not
-
-    def add(self, path: KeyPath, message: str, line: int | None) -> None:
-        where = f" (line {line})" if line is not None else ""
-        self._items.append((line if line is not None else 1 << 30, f"{_dotted(path)}: {message}{where}"))
-        self.paths.add(path)
-
-    def lines(self) -> list[str]:
-        return [text for _, text in sorted(self._items, key=lambda item: item[0])]
-
-
 def parse_config(text: str, env: Mapping[str, str], source: str = "<config>") -> HubdConfig:
     """Validate YAML text; raise ConfigError with `<key.path>: <problem> (line N)` lines, all in one pass."""
     return parse_yaml_model(HubdConfig, text, env, source, top_level="sections (storage, mqtt, http, ...)",
@@ -332,327 +310,8 @@ def unfilled_placeholders(data: dict[str, Any]) -> list[tuple[KeyPath, str]]:
                 walk(item, (*path, i))
         elif isinstance(value, str) and PLACEHOLDER.lower() in value.lower():
             hint = _PLACEHOLDER_HINTS.get(path, "the value this setting needs (see the comment above it)")
-            where = " (here or in the file its `_file` key names)" if _is_secret_path(path) else ""
+            where = " (here or in the file its `_file` key names)" if is_secret_path(HubdConfig, path) else ""
             found.append((path, f"still the placeholder `hubd init` wrote{where}; put here {hint}"))
 
     walk(data, ())
     return found
-
-
-M = typing.TypeVar("M", bound=BaseModel)
-CrossChecks = typing.Callable[[dict[str, Any]], list[tuple["KeyPath", str]]]
-
-
-def parse_yaml_model(model: type[M], text: str, env: Mapping[str, str], source: str, *, top_level: str,
-                     example: str, cross_checks: CrossChecks | None = None) -> M:
-    """YAML text validated against `model` (hubd's config, the speaker's): ConfigError with one
-    `<key.path>: <problem> (line N)` line per problem, all in one pass; `example` is the file naming every key."""
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise ConfigError([f"{source}: not valid YAML: {getattr(err, 'problem', err)}{where}"]) from err
-    lines: dict[KeyPath, int] = {}
-    problems = _Problems()
-    data = {} if node is None else _YamlReader(env, lines, problems).read(node, ())
-    if data is None and problems.lines():
-        raise ConfigError(problems.lines())
-    if not isinstance(data, dict):
-        raise ConfigError([f"{source}: the top level must be a mapping of {top_level}"])
-    _read_secret_files(model, data, (), lines, problems)
-    config: M | None = None
-    try:
-        config = model.model_validate(data)
-    except ValidationError as err:
-        for error in err.errors():
-            loc = _loc(error)
-            if not any(loc[:n] in problems.paths for n in range(1, len(loc) + 1)):
-                problems.add(loc, _message(error, example) + _did_you_mean(model, loc, error),
-                             _line(loc, lines))
-    for loc, message in cross_checks(data) if cross_checks is not None else ():
-        if loc not in problems.paths:
-            problems.add(loc, message, _line(loc, lines))
-    found = problems.lines()
-    if found or config is None:
-        raise ConfigError(found)
-    return config
-
-
-class _YamlReader:
-    """Turns composed YAML nodes into Python values, noting each key's line and reporting what it cannot read.
-
-    Substitutes `${ENV_VAR}`, applies merge keys (`<<: *anchor`), and never lets the YAML library's own
-    error text through for a value: it may quote the value, and the value may be a secret.
-    """
-
-    def __init__(self, env: Mapping[str, str], lines: dict[KeyPath, int], problems: _Problems) -> None:
-        self._loader = yaml.SafeLoader("")
-        self._env = env
-        self._lines = lines
-        self._problems = problems
-
-    def read(self, node: yaml.Node, path: KeyPath) -> Any:
-        """The node's value; None (and a problem reported at `path`) if it cannot be read."""
-        self._lines[path] = node.start_mark.line + 1
-        if isinstance(node, yaml.MappingNode):
-            return self._mapping(node, path)
-        if isinstance(node, yaml.SequenceNode):
-            if node.tag != _YAML_TAG + "seq":
-                self._bad_tag(node, path)
-                return None
-            return [self.read(item, (*path, i)) for i, item in enumerate(node.value)]
-        assert isinstance(node, yaml.ScalarNode)  # the third and last kind of node
-        value = self._scalar(node, path)
-        if isinstance(value, str) and "${" in value:
-            value = _ENV_RE.sub(lambda match: self._env_value(match.group(1), path), value)
-        return None if value is _UNREADABLE else value
-
-    def _mapping(self, node: yaml.MappingNode, path: KeyPath) -> dict[str, Any] | None:
-        if node.tag != _YAML_TAG + "map":
-            self._bad_tag(node, path)
-            return None
-        written_here = {id(key) for key, _ in node.value if key.tag != _YAML_TAG + "merge"}
-        try:
-            pairs = _merged_pairs(node)  # the merged keys first, then this mapping's own
-        except _MergeError as err:
-            self._problems.add(path, "cannot merge this: `<<:` takes a mapping or a list of mappings, e.g. "
-                               "`<<: *anchor`", err.line)
-            return None
-        out: dict[str, Any] = {}
-        own: set[str] = set()  # keys written in this mapping, not merged in: a merged key may be overridden
-        for key_node, value_node in pairs:
-            key_line = key_node.start_mark.line + 1
-            if not isinstance(key_node, yaml.ScalarNode):
-                self._problems.add(path, "a key must be a name, not a mapping or a list", key_line)
-                continue
-            key_value = self._scalar(key_node, path)
-            if key_value is _UNREADABLE:
-                continue
-            key = str(key_value)
-            if id(key_node) in written_here:
-                if key in own:
-                    self._problems.add((*path, key), f"duplicate key: already given on line "
-                                       f"{self._lines[(*path, key)]}; keep one", key_line)
-                    continue
-                own.add(key)
-            out[key] = self.read(value_node, (*path, key))
-            self._lines[(*path, key)] = key_line
-        return out
-
-    def _scalar(self, node: yaml.ScalarNode, path: KeyPath) -> Any:
-        """The scalar's value, or _UNREADABLE once its problem is reported."""
-        line = node.start_mark.line + 1
-        if node.tag not in self._loader.yaml_constructors:
-            self._problems.add(path, _unknown_tag(node.tag, path), line)
-            return _UNREADABLE
-        try:
-            return self._loader.construct_object(node)
-        except (yaml.YAMLError, ValueError, TypeError, OverflowError):
-            kind = node.tag.removeprefix(_YAML_TAG)
-            name = _TAG_NAMES.get(kind, kind)
-            implicit = node.style is None and self._loader.resolve(  # type: ignore[no-untyped-call]
-                yaml.ScalarNode, node.value, (True, False))
-            if implicit == node.tag:
-                problem = f"it looks like {name} but is not a valid one; put it in quotes if it is text"
-            else:
-                problem = f"it is tagged !!{kind} but is not {name}; fix the value or remove the tag"
-            self._problems.add(path, f"cannot read this value ({problem})", line)
-            return _UNREADABLE
-
-    def _bad_tag(self, node: yaml.Node, path: KeyPath) -> None:
-        tag = node.tag
-        if tag.startswith(_YAML_TAG):
-            problem = f"cannot read this value (!!{tag.removeprefix(_YAML_TAG)} is not supported here; " \
-                      "write a plain mapping or list)"
-        else:
-            problem = _unknown_tag(tag, path)
-        self._problems.add(path, problem, node.start_mark.line + 1)
-
-    def _env_value(self, name: str, path: KeyPath) -> str:
-        if name not in self._env:
-            hint = ("; systemd sets it for the unit, by hand set it to the directory of the secret files, e.g. "
-                    "`CREDENTIALS_DIRECTORY=/etc/credstore hubd ...`") if name == "CREDENTIALS_DIRECTORY" else ""
-            self._problems.add(path, f"environment variable {name} is not set{hint}", self._lines[path])
-            return ""
-        return self._env[name]
-
-
-class _MergeError(Exception):
-    """A `<<:` whose value is not a mapping or a list of mappings; `line` is where that value starts."""
-
-    def __init__(self, line: int) -> None:
-        super().__init__(line)
-        self.line = line
-
-
-def _merged_pairs(node: yaml.MappingNode, within: frozenset[int] = frozenset()) -> list[tuple[yaml.Node, yaml.Node]]:
-    """The mapping's (key, value) pairs with `<<:` merge keys applied, in an order where the last one wins.
-
-    The YAML merge-key rules (yaml.org/type/merge.html): keys written in the mapping win over merged ones;
-    of the merged mappings, the first in a `<<: [*a, *b]` list wins. Done here rather than by PyYAML's
-    `flatten_mapping`, whose order for a list changed between releases (6.0.4 lets the last one win).
-    The nodes are not changed: an anchor's mapping may be merged in several places.
-    """
-    if id(node) in within:  # `&a {<<: *a}`: a mapping merged into itself
-        raise _MergeError(node.start_mark.line + 1)
-    within = within | {id(node)}
-    merged: list[tuple[yaml.Node, yaml.Node]] = []
-    own: list[tuple[yaml.Node, yaml.Node]] = []
-    for key_node, value_node in node.value:
-        if key_node.tag != _YAML_TAG + "merge":
-            own.append((key_node, value_node))
-            continue
-        if isinstance(value_node, yaml.MappingNode):
-            sources = [value_node]
-        elif isinstance(value_node, yaml.SequenceNode):
-            sources = []
-            for item in value_node.value:
-                if not isinstance(item, yaml.MappingNode):
-                    raise _MergeError(item.start_mark.line + 1)
-                sources.append(item)
-        else:
-            raise _MergeError(value_node.start_mark.line + 1)
-        for source in reversed(sources):  # the first source last, so that it wins
-            merged.extend(_merged_pairs(source, within))
-    return merged + own
-
-
-_YAML_TAG = "tag:yaml.org,2002:"
-_TAG_NAMES = {"int": "an integer", "float": "a number", "bool": "true or false", "timestamp": "a date",
-              "binary": "base64 data", "null": "null"}
-_UNREADABLE = object()
-
-
-def _unknown_tag(tag: str, path: KeyPath) -> str:
-    """What to say about a YAML tag hubd does not read (Home Assistant's own ones get their equivalent)."""
-    shown = f"!!{tag.removeprefix(_YAML_TAG)}" if tag.startswith(_YAML_TAG) else tag
-    if tag == "!secret":
-        key = path[-1] if path and isinstance(path[-1], str) else None
-        as_file = f"`{key}_file: /path/to/file` or " if key is not None and _is_secret_path(path) else ""
-        return f"!secret is Home Assistant syntax (hubd has no secrets.yaml); use {as_file}`${{ENV_VAR}}`"
-    if tag == "!env_var":
-        return "!env_var is Home Assistant syntax; write `${ENV_VAR}` instead"
-    if tag.startswith("!include"):
-        return f"{shown} is Home Assistant syntax; hubd reads one file: write the values here"
-    return f"unknown YAML tag {shown}; remove it (hubd reads plain YAML values, with `${{ENV_VAR}}`)"
-
-
-def _is_secret_path(path: KeyPath) -> bool:
-    """True if `path` names a secret field (one that also takes `<key>_file`)."""
-    annotation: Any = HubdConfig
-    for part in path:
-        if isinstance(part, int):
-            annotation = _list_item(annotation)
-            continue
-        model = _model_of(annotation)
-        if model is None or part not in model.model_fields:
-            return False
-        annotation = model.model_fields[part].annotation
-    return _is_secret(annotation)
-
-
-def _read_secret_files(
-    model: type[BaseModel], data: dict[str, Any], path: KeyPath, lines: dict[KeyPath, int], problems: _Problems
-) -> None:
-    """Replace every `<secret>_file: PATH` (of a SecretStr field, at any depth) by the file's content."""
-    for name, field in model.model_fields.items():
-        annotation = field.annotation
-        key = f"{name}_file"
-        if _is_secret(annotation) and key in data:
-            _read_secret_file(data, path, name, lines, problems)
-        value = data.get(name)
-        sub = _model_of(annotation)
-        if sub is not None and isinstance(value, dict):
-            _read_secret_files(sub, value, (*path, name), lines, problems)
-        item_model = _model_of(_list_item(annotation))
-        if item_model is not None and isinstance(value, list):
-            for i, item in enumerate(value):
-                if isinstance(item, dict):
-                    _read_secret_files(item_model, item, (*path, name, i), lines, problems)
-
-
-def _read_secret_file(
-    data: dict[str, Any], path: KeyPath, name: str, lines: dict[KeyPath, int], problems: _Problems
-) -> None:
-    key = f"{name}_file"
-    file_path, value_path = (*path, key), (*path, name)
-    given = data.pop(key)
-    if name in data:
-        problems.add(file_path, f"give either {_dotted(value_path)} or {_dotted(file_path)}, not both",
-                     lines.get(file_path))
-        return
-    if file_path in problems.paths:  # an unset ${ENV_VAR} in the path: reported already
-        problems.paths.add(value_path)  # and not again as "field required"
-        return
-    try:
-        data[name] = Path(str(given)).read_text(encoding="utf-8").rstrip("\r\n")
-    except OSError as err:
-        problems.add(file_path, f"cannot read {given}: {err.strerror or err}", lines.get(file_path))
-        problems.paths.add(value_path)
-        return
-    lines[value_path] = lines.get(file_path, 0)
-
-
-def _is_secret(annotation: Any) -> bool:
-    return annotation is SecretStr or SecretStr in typing.get_args(annotation)
-
-
-def _did_you_mean(model: type[BaseModel], loc: KeyPath, error: Any) -> str:
-    """For an unknown key, the closest key that exists there: `mqtt.hots` -> "; did you mean `host`?"."""
-    if error["type"] != "extra_forbidden" or not loc or not isinstance(loc[-1], str):
-        return ""
-    current: type[BaseModel] | None = model
-    for part in loc[:-1]:
-        if current is None:
-            return ""
-        if isinstance(part, int):
-            continue  # a list's item: its model was taken with the list's field
-        field = current.model_fields.get(part)
-        if field is None:
-            return ""
-        current = _model_of(field.annotation) or _model_of(_list_item(field.annotation))
-    if current is None:
-        return ""
-    close = difflib.get_close_matches(loc[-1], list(current.model_fields), n=1, cutoff=0.6)
-    return f"; did you mean `{close[0]}`?" if close else ""
-
-
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
-
-
-def _list_item(annotation: Any) -> Any:
-    if typing.get_origin(annotation) is list:
-        args = typing.get_args(annotation)
-        return args[0] if args else None
-    return None
-
-
-def _dotted(path: KeyPath) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
-    return out or "<top>"
-
-
-def _loc(error: Any) -> KeyPath:
-    return tuple(p for p in error["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-
-
-def _message(error: Any, example: str = "config.example.yaml") -> str:
-    message: str = error["msg"]
-    if error["type"] == "extra_forbidden":
-        return f"unknown key (check the spelling; see {example} for every key)"
-    if message.startswith("Value error, "):
-        return message[len("Value error, "):]
-    return message
-
-
-def _line(loc: KeyPath, lines: dict[KeyPath, int]) -> int | None:
-    probe = loc
-    while probe:
-        if probe in lines:
-            return lines[probe]
-        probe = probe[:-1]
-    return None

@@ -1,26 +1,22 @@
-"""Internal events passed between stages (frozen, slotted dataclasses) and the outbox's barrier lane.
+"""Platform events on their way to the outbox (frozen, slotted values) and the outbox's barrier lane.
 
-Imports nothing from hubd.
+A `PendingEvent` is what a stage hands the outbox writer: the outbox's decision (`hubd.outbox.decide`), a control
+directive's late confirmation, a new grant's discovery. Imports nothing from hubd.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
-
-MessageKind = Literal["config", "state", "event", "availability", "command_result"]
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
-class DeviceMessage:
-    """One MQTT message from a device, as the bridge received it."""
+class PendingEvent:
+    """A platform message to queue: its name, the endpoints whose order it joins, its body builder input."""
 
-    kind: MessageKind
-    device_id: str
-    payload: bytes
-    topic: str
-    received_at: float  # epoch seconds, when hubd received it
-    retained: bool = False
+    name: str
+    lanes: tuple[str, ...]
+    body: dict[str, Any]  # built with a placeholder messageId; each user's row gets its own
 
 
 # An outbox row whose first lane starts with this goes before every other pending row of its user: a new

@@ -2,7 +2,7 @@
 
 A passive recorder. The outbox sender tells it what becomes of each platform event (written to the outbox and
 waiting, sending, delivered, retrying and why, given up on, held back), the device registry tells it which
-device messages it refused and why; the status page (`web/status.py`) reads it. It calls nobody and stores
+device messages it refused and why; the status page (`status/routes.py`) reads it. It calls nobody and stores
 nothing on disk: a restart starts it empty (the outbox and the dead letters stay the record of truth).
 
 Bounded and cheap on the hot path: every record is a dict update plus at most one eviction (O(1)); the latest
@@ -99,7 +99,7 @@ class EventJournal:
         self._failed: OrderedDict[tuple[str, str, str], _Problem] = OrderedDict()  # (user, event name, error)
         self._users: dict[str, tuple[float | None, str | None, float | None]] = {}  # delivered at, error, error at
 
-    # --- what the outbox sender reports (hubd.outbox.DeliveryObserver) --------------------------------------
+    # --- what the outbox sender reports (hubd.outbox.delivery.DeliveryObserver) -----------------------------
 
     def queued(self, event: EventRef, at: float) -> None:
         """The sender took up a row written to the outbox: waiting for its turn."""

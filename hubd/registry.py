@@ -2,8 +2,9 @@
 
 It turns typed device inputs (from the dialects, `hubd.dialects.base`: it never sees a topic's format) into
 changes (new/updated/deleted device, changed states, presses) and
-hands them with the rows to persist to the next stage (`ChangeSink`, the reporter), which writes
-both in one transaction. Others read devices (`get`, `devices`) and may wait for a device's state
+hands them with the rows to persist to the next stage (`ChangeSink`, the outbox writer), which writes
+both in one transaction (`Device`: `hubd.devices.device`; the changes: `hubd.devices.changes`; the rows and
+their SQL: `hubd.store.devices`). Others read devices (`get`, `devices`) and may wait for a device's state
 (`wait_for_state`), but never write. Configs and states are brought into the shape the platform accepts
 (`hubd.devices.conformance`) before anything is kept: what the platform would refuse is refused here, with the topic.
 The devices in memory take a batch's values before its commit, so a commit the disk refuses
@@ -14,144 +15,41 @@ stops: applying the batch again (or a redelivery of it) would find nothing chang
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from hubd.devices import conformance
+from hubd.devices.changes import (
+    AvailabilityChanged,
+    Change,
+    CommandResultReceived,
+    DeviceAnnounced,
+    DeviceRemoved,
+    DoorbellPressed,
+    StatesChanged,
+)
+from hubd.devices.device import Device
+from hubd.devices.model import MAX_DEVICE_ID_CHARS, Route, StateSample, valid_device_id
 from hubd.dialects.base import (
     AvailabilityReceived,
     ConfigReceived,
     Decoded,
     DeviceGone,
     DeviceInput,
-    EntityNote,
     InputRejected,
-    Origin,
     PressReceived,
-    Route,
     StateReceived,
     input_kind,
 )
 from hubd.errors import DeviceMessageInvalid, StorageUnavailable
 from hubd.failures import MessageFailures
 from hubd.metrics import Metrics
-from hubd.mqtt import codec
-from hubd.mqtt.codec import CommandResult, DeviceConfig, StateSample
-from hubd.mqtt.topics import MAX_DEVICE_ID_CHARS, valid_device_id
 from hubd.store.db import Database
+from hubd.store.devices import DeviceRows, device_row, load_devices_blocking
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class Device:
-    """What hubd knows of one device."""
-
-    device_id: str
-    config: DeviceConfig
-    states: dict[str, StateSample] = field(default_factory=dict)
-    online: bool | None = None
-    route: Route = field(default_factory=lambda: Route("native", ""))  # where its commands go
-    origin: Origin = field(default_factory=lambda: Origin("native"))  # where it came from, for the status page
-    # When hubd last got a message from it (epoch seconds), not a retained replay nor an `offline` (the broker's
-    # will says that); in memory only, None: not since the start.
-    last_seen: float | None = field(default=None, compare=False)
-
-    def state_list(self, *, with_time: bool = True, retrievable_only: bool = False) -> list[dict[str, Any]]:
-        """States as the platform's State objects, in capability order."""
-        out: list[dict[str, Any]] = []
-        for cap in self.config.capabilities:
-            sample = self.states.get(cap.interface)
-            if sample is None or (retrievable_only and not cap.retrievable):
-                continue
-            item: dict[str, Any] = {"interface": sample.interface, "value": sample.value}
-            if with_time:
-                item["timeOfSample"] = sample.time_of_sample
-            out.append(item)
-        return out
-
-    def endpoint(self) -> dict[str, Any]:
-        """The platform's full Endpoint with current states (timeOfSample included)."""
-        out = self.config.endpoint(self.device_id)
-        out["states"] = self.state_list()
-        return out
-
-    def row(self) -> DeviceRow:
-        """The `devices` table row."""
-        states = {k: [s.value, s.time_of_sample] for k, s in self.states.items()}
-        online = None if self.online is None else int(self.online)
-        return (self.device_id, self.config.canonical(), json.dumps(states, separators=(",", ":")), online,
-                self.route.dialect, self.route.address, _origin_json(self.origin))
-
-
-DeviceRow = tuple[str, str, str, int | None, str, str, str]
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceAnnounced:
-    """A device is new or its description changed."""
-
-    device: Device
-    endpoint: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceRemoved:
-    """A device's config was cleared."""
-
-    device_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class StatesChanged:
-    """Some interface values changed."""
-
-    device_id: str
-    changed: tuple[StateSample, ...]
-    snapshot: tuple[dict[str, Any], ...]
-    additional_info: dict[str, str]
-    proactive: frozenset[str]
-    cause: str
-
-
-@dataclass(frozen=True, slots=True)
-class DoorbellPressed:
-    """A doorbell was pressed."""
-
-    device_id: str
-    timestamp: str
-
-
-@dataclass(frozen=True, slots=True)
-class AvailabilityChanged:
-    """A device went online or offline."""
-
-    device_id: str
-    online: bool
-
-
-@dataclass(frozen=True, slots=True)
-class CommandResultReceived:
-    """A speaker answered a command."""
-
-    device_id: str
-    result: CommandResult
-    received_at: float
-
-
-Change = DeviceAnnounced | DeviceRemoved | StatesChanged | DoorbellPressed | AvailabilityChanged | CommandResultReceived
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceRows:
-    """What to persist for a batch: rows to upsert and ids to delete."""
-
-    upserts: tuple[DeviceRow, ...]
-    deletes: tuple[str, ...]
 
 
 class RejectionObserver(Protocol):
@@ -247,7 +145,7 @@ class DeviceRegistry:
                     self._rejected(decoded, f"hubd failed on it ({type(err).__name__}: {err})")
         if not work.changes and not work.dirty and not work.deleted:
             return
-        rows = DeviceRows(tuple(d.row() for d in work.dirty.values()), tuple(sorted(work.deleted)))
+        rows = DeviceRows(tuple(device_row(d) for d in work.dirty.values()), tuple(sorted(work.deleted)))
         await self._commit(work.changes, rows)
         for device_id in {*work.dirty, *work.deleted}:
             for future in self._waiters.pop(device_id, []):
@@ -375,29 +273,6 @@ class DeviceRegistry:
                               dict(device.config.additionalInfo), proactive, update.cause)]
 
 
-def load_devices_blocking(conn: sqlite3.Connection) -> list[Device]:
-    """Every device in the `devices` table, sorted by id (the registry at start; a new grant's devices)."""
-    devices = []
-    for device_id, config_json, states_json, online, dialect, address, origin_json in conn.execute(
-            "SELECT id, config, states, online, dialect, address, origin FROM devices ORDER BY id"):
-        states = {k: StateSample(k, v[0], v[1]) for k, v in json.loads(states_json).items()}
-        devices.append(Device(device_id, codec.load_config(config_json), states,
-                              None if online is None else bool(online), Route(dialect, address),
-                              _load_origin(dialect, origin_json)))
-    return devices
-
-
-def write_rows_blocking(conn: sqlite3.Connection, rows: DeviceRows) -> None:
-    """Upsert and delete device rows (inside the caller's transaction)."""
-    conn.executemany(
-        "INSERT INTO devices (id, config, states, online, dialect, address, origin) VALUES (?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT(id) DO UPDATE SET config=excluded.config, states=excluded.states, online=excluded.online, "
-        "dialect=excluded.dialect, address=excluded.address, origin=excluded.origin",
-        rows.upserts,
-    )
-    conn.executemany("DELETE FROM devices WHERE id = ?", [(d,) for d in rows.deletes])
-
-
 @dataclass(slots=True)
 class _Batch:
     """What one `handle` call collects: the changes in order, the rows to write and the ids to delete."""
@@ -405,18 +280,6 @@ class _Batch:
     changes: list[Change] = field(default_factory=list)
     dirty: dict[str, Device] = field(default_factory=dict)
     deleted: set[str] = field(default_factory=set)
-
-
-def _origin_json(origin: Origin) -> str:
-    if not origin.entities:
-        return "{}"
-    return json.dumps({"entities": [[e.name, e.exported, e.reason] for e in origin.entities]},
-                      separators=(",", ":"))
-
-
-def _load_origin(dialect: str, text: str) -> Origin:
-    data = json.loads(text) if text else {}
-    return Origin(dialect, tuple(EntityNote(str(n), bool(x), str(r)) for n, x, r in data.get("entities", ())))
 
 
 def _clear_hint(item: InputRejected, decoded: Decoded) -> str:

@@ -11,14 +11,35 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
-from simulators.platform_records import camel_json
+from simulators.platform_records import EventRecord, FailureReport, Rejection, TokenRequest, camel_json
+from simulators.platform_tokens import TokenAuthority
 
-if TYPE_CHECKING:
-    from simulators.platform import PlatformSimulator
+
+class PlatformSimulator(Protocol):
+    """What the control routes use of the simulator (simulators.platform.PlatformSimulator)."""
+
+    tokens: TokenAuthority
+    events: list[EventRecord]
+    duplicates: list[EventRecord]
+    rejections: list[Rejection]
+    token_requests: list[TokenRequest]
+    failure_reports: list[FailureReport]
+    expired_token_hits: int
+
+    def issue_code(self, user_id: str) -> str: ...
+    def fail_events(self, *statuses: int) -> None: ...
+    def fail_token_requests(self, *statuses: int) -> None: ...
+    def set_latency(self, seconds: float) -> None: ...
+    def set_outage(self, on: bool, user_id: str | None = None) -> None: ...
+    def faults(self) -> dict[str, Any]: ...
+    def expire_tokens(self, user_id: str | None = None) -> None: ...
+    def revoke_refresh(self, user_id: str) -> None: ...
+    def revoke_user(self, user_id: str) -> None: ...
+    def reset(self, *, full: bool = False) -> None: ...
 
 
 class ControlRoutes:

@@ -14,13 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mosquitto import Mosquitto, free_port
-from rig import platform_config, rig_factory
+from mosquitto import Mosquitto
+from rig import rig_factory
 
 import hubd
-from simulators.platform import PlatformSimulator
-
-__all__ = ["free_port", "platform_config"]
 
 
 @pytest.fixture
@@ -85,16 +82,7 @@ def will_client() -> Iterator[Callable[[str, int, str], subprocess.Popen[bytes]]
 
 
 @pytest.fixture
-async def platform_sim() -> AsyncIterator[PlatformSimulator]:
-    """The platform simulator on a free port (client sim-client/sim-secret, 1 h tokens)."""
-    sim = PlatformSimulator(client_id="sim-client", client_secret="sim-secret")
-    await sim.start()
-    yield sim
-    await sim.stop()
-
-
-@pytest.fixture
 async def make_rig(tmp_path: Path, mosquitto: Mosquitto) -> AsyncIterator[Callable[..., Any]]:
-    """Factory for end-to-end rigs (tests/rig.py): `rig = await make_rig(hub_overrides={...})`."""
+    """Factory for end-to-end rigs (tests/rig.py): `rig = await make_rig(hub_overrides={...}, devices=[...])`."""
     async for make in rig_factory(tmp_path, mosquitto):
         yield make

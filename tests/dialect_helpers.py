@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from hubd.devices.model import StateValue
 from hubd.dialects.base import DeviceInput, PressReceived, StateReceived
-from hubd.mqtt.codec import StateValue
 
 
 def states(inputs: list[DeviceInput]) -> dict[str, dict[str, StateValue]]:

@@ -10,15 +10,9 @@ from dialect_helpers import presses as presses
 from dialect_helpers import states as states
 
 from hubd.config import DoorbellConfig, HomeAssistantConfig
-from hubd.dialects.base import (
-    ConfigReceived,
-    ControlRequest,
-    DeviceGone,
-    DeviceInput,
-    Route,
-)
+from hubd.devices.model import Route, StateValue
+from hubd.dialects.base import ConfigReceived, ControlRequest, DeviceGone, DeviceInput
 from hubd.dialects.homeassistant import HomeAssistantDialect
-from hubd.mqtt.codec import StateValue
 
 FIXTURES = Path(__file__).parent / "fixtures" / "homeassistant"
 NOW = 1_700_000_000.0

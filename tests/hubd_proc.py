@@ -75,8 +75,10 @@ class HubdProcess:
 
     @property
     def url(self) -> str:
-        """Base URL of the HTTP API."""
-        return f"http://127.0.0.1:{self.http_port}"
+        """Base URL of the HTTP API: on the address it listens on (http.host), loopback for a wildcard."""
+        host = str(self.config["http"].get("host", "127.0.0.1"))
+        host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        return f"http://[{host}]:{self.http_port}" if ":" in host else f"http://{host}:{self.http_port}"
 
     def start(self) -> None:
         """Write the config and spawn the daemon."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_driver_support import browser_session, running_driver, user_auth
+from driver_helpers import browser_session, running_driver, user_auth
 from unit_helpers import device_message, eventually
 
 from hubd.cloud.client import TokenSet
@@ -24,8 +24,8 @@ from hubd.cloud.tokens import TokenManager
 from hubd.directives.endpoint import DirectiveEndpoint
 from hubd.directives.grant import AcceptGrant
 from hubd.errors import CloudAuthError, CloudUnavailable
+from hubd.outbox.writer import OutboxWriter
 from hubd.registry import DeviceRegistry
-from hubd.reporter import Reporter
 from hubd.store.db import Database
 from hubd.store.grants import GrantRepo
 
@@ -87,15 +87,15 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
         tokens = TokenManager(GrantRepo(driver.db), host, clock=driver.clock, failure_report=False,
                               metrics=driver.metrics, outbox_wakeup=asyncio.Event())
         await tokens.start()
-        reporter = Reporter(driver.db, namespace="Service", metrics=driver.metrics)
-        registry = DeviceRegistry(driver.db, reporter, driver.metrics)
+        writer = OutboxWriter(driver.db, namespace="Service", metrics=driver.metrics)
+        registry = DeviceRegistry(driver.db, writer, driver.metrics)
         await registry.start()
         lamp = {"displayName": "Lamp", "displayType": "light",
                 "capabilities": [{"interface": "Switch", "supportedOperations": ["On", "Off"]}]}
         await registry.handle([device_message("config", "lamp-1", json.dumps(lamp).encode(), time.time())])
         endpoint = DirectiveEndpoint(path="/vendor", brand="Service", verifier=driver.service, metrics=driver.metrics,
                                      reply_budget_s=BUDGET_S)
-        AcceptGrant(brand="Service", tokens=tokens, reporter=reporter, reporting_enabled=True).register(endpoint)
+        AcceptGrant(brand="Service", tokens=tokens, writer=writer, reporting_enabled=True).register(endpoint)
         task = asyncio.create_task(tokens.run())
         try:
             yield Rig(endpoint, tokens, host, driver.db, str(auth["userToken"]))

@@ -11,19 +11,16 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import outbox_helpers
 import pytest
 from aiohttp import web
-from test_outbox_units import FakeTokens
-from unit_helpers import FakeClock, eventually
+from outbox_helpers import FakeTokens, running_sender
+from unit_helpers import eventually
 
 from hubd.cloud import messages
-from hubd.cloud.client import PlatformClient
+from hubd.cloud.client import PlatformClient, failure_sign
 from hubd.config import HubdConfig
 from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
-from hubd.metrics import Metrics
-from hubd.outbox import OutboxSender
-from hubd.reporter import PendingEvent, insert_events_blocking
-from hubd.store.db import Database
 from simulators.platform import PlatformSimulator
 
 # Every character RFC 6749 2.3.1 makes a client encode before Basic auth, and one Basic itself cannot carry.
@@ -185,30 +182,13 @@ async def test_a_body_that_is_not_utf8_is_an_answer_not_a_crash(proxy_errors: st
             await client.exchange_code("code")
         assert refused.value.error == "invalid_grant" and "caf\ufffd" in str(refused.value)
         # Behind the outbox: the press is retried later; the sender keeps running.
-        db = Database(tmp_path / "hubd.db", synchronous="normal")
-        await db.start()
-        wakeup, metrics = asyncio.Event(), Metrics()
-        sender = OutboxSender(db, client, FakeTokens(tokens={"alice": "alice:1"}), clock=FakeClock(),
-                              metrics=metrics, wakeup=wakeup)
-        await sender.start()
-        task = asyncio.create_task(sender.run())
-        try:
-            await db.call(lambda c: insert_events_blocking(c, [bell()], ["alice"], 0.0))
-            wakeup.set()
-            failures = metrics.counter("hubd_event_send_failures_total", "", "reason")
-            await eventually(lambda: failures.get("unavailable") == 1 or task.done(), "the send retried")
-            assert not task.done() and sender.depth("alice") == 1
-        finally:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            await db.stop()
+        async with running_sender(tmp_path, api=client, tokens=FakeTokens(tokens={"alice": "alice:1"})) as rig:
+            await rig.queue("alice", outbox_helpers.press("bell"))
+            failures = rig.metrics.counter("hubd_event_send_failures_total", "", "reason")
+            await eventually(lambda: failures.get("unavailable") == 1 or rig.task.done(), "the send retried")
+            assert not rig.task.done() and rig.sender.depth("alice") == 1
     finally:
         await client.stop()
-
-
-def bell() -> PendingEvent:
-    return PendingEvent("DoorbellPress", ("bell",),
-                        messages.doorbell_press("Service", "", "bell", "2024-01-01T00:00:00.000Z"))
 
 
 def test_a_slow_dns_lookup_does_not_hold_up_the_end_of_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -244,3 +224,8 @@ def test_a_slow_dns_lookup_does_not_hold_up_the_end_of_the_loop(monkeypatch: pyt
         assert not finished.is_set(), "asyncio.run waited for the DNS lookup"
     finally:
         release.set()
+
+
+def test_failure_report_sign_matches_protocol_test_vector() -> None:
+    assert failure_sign("2erf3gfeg3gt", "SplxlOBeZQQYbYS6WxSbIA", "the_client_secret") == (
+        "189e55722f1d6cfe09bd6637f098356b329262d96a126e6aff2f46542d36dd90")

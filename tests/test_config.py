@@ -1,14 +1,18 @@
-"""The config loader (hubd/config.py) and config.example.yaml: secrets from files, errors in one pass, every key."""
+"""The config loader (hubd/config.py), config.example.yaml and `hubd check-config`/`hubd run` on a bad config:
+secrets from files and never printed, errors in one pass naming key and line, every key."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hubd_proc import REPO
+from hubd_proc import REPO, HubdProcess, free_port
 from pydantic import BaseModel
 
 from hubd.config import HubdConfig, load_config, parse_config
@@ -275,3 +279,104 @@ def test_an_unknown_key_names_the_closest_one() -> None:
     found = problems("driver:\n  accounts:\n    - {usrname: a, password: b}\n")
     assert "driver.accounts[0].usrname: unknown key" in found[-1] and "did you mean `username`?" in found[-1]
     assert "did you mean" not in problems("mqtt:\n  zzzzz: 1\n")[0]  # nothing close: no guess
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hubd", *args], capture_output=True, text=True, timeout=30, cwd=cwd, check=False
+    )
+
+
+def test_the_example_config_passes_check_config() -> None:
+    result = run_cli("check-config", "-c", str(REPO / "config.example.yaml"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_config_errors_name_key_and_line(tmp_path: Path) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(
+        "mqtt:\n  host: 127.0.0.1\n  prot: 1883\nhttp:\n  port: eighty\nplatform:\n  client_auth: digest\n"
+    )
+    result = run_cli("check-config", "-c", str(config))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert any(line.startswith("mqtt.prot: unknown key") and "(line 3)" in line for line in lines), lines
+    assert any(line.startswith("http.port:") and "(line 5)" in line for line in lines), lines
+    assert any(
+        line.startswith("platform.client_auth:") and "'basic'" in line and "(line 7)" in line for line in lines
+    ), lines
+    assert len(lines) == 3
+
+
+def test_check_config_reads_env_vars_and_secret_files_and_names_a_missing_var(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.write_text("s3cr3t-value\n")
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"mqtt:\n  port: ${{HUBD_TEST_PORT}}\n  password_file: {secret}\n"
+        "platform:\n  client_secret: ${HUBD_MISSING_VAR}\n"
+    )
+    env = {**os.environ, "HUBD_TEST_PORT": "1999"}
+    result = subprocess.run(
+        [sys.executable, "-m", "hubd", "check-config", "-c", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "platform.client_secret: environment variable HUBD_MISSING_VAR is not set (line 5)" in result.stderr
+    assert "s3cr3t" not in result.stderr + result.stdout
+
+
+def test_check_config_explains_yaml_it_cannot_read_without_a_traceback(tmp_path: Path) -> None:
+    """Home Assistant's `!secret`, a value its tag does not fit, merge keys: problems, exit 2, no value shown."""
+    config = tmp_path / "c.yaml"
+    config.write_text("mqtt:\n  <<: {host: 10.0.0.1}\n  port: !!int s3cr3t\n  password: !secret mqtt_pw\n")
+    result = run_cli("check-config", "-c", str(config))
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and "s3cr3t" not in result.stderr
+    assert result.stderr.splitlines() == [
+        "mqtt.port: cannot read this value (it is tagged !!int but is not an integer; fix the value or remove the"
+        " tag) (line 3)",
+        "mqtt.password: !secret is Home Assistant syntax (hubd has no secrets.yaml); use"
+        " `password_file: /path/to/file` or `${ENV_VAR}` (line 4)",
+    ]
+
+
+def test_run_exits_2_on_a_config_error_even_one_found_at_start(tmp_path: Path) -> None:
+    """Exit 2 is what the unit's RestartPreventExitStatus=2 keeps from being restarted in a loop."""
+    bad_yaml = tmp_path / "bad.yaml"
+    bad_yaml.write_text("mqtt:\n  port: !secret p\n")
+    result = run_cli("run", "-c", str(bad_yaml))
+    assert result.returncode == 2 and "mqtt.port: !secret" in result.stderr, result.stderr
+    # The driver refuses an account listed twice when it starts; check-config says the same beforehand.
+    hub = HubdProcess(tmp_path / "hub", mqtt_port=free_port(), overrides={"driver": {"accounts": [
+        {"username": "anna", "password": "pw-1"}, {"username": "anna", "password": "pw-2"}]}})
+    hub.start()
+    try:
+        checked = run_cli("check-config", "-c", str(hub.config_path))
+        assert checked.returncode == 2 and "driver.accounts[1].username: 'anna' is listed twice" in checked.stderr
+        assert hub.wait(30) == 2, hub.log()
+        assert "driver.accounts[1].username: 'anna' is listed twice" in hub.log()
+        assert "Traceback" not in hub.log() and "pw-1" not in hub.log()
+    finally:
+        hub.kill()
+
+
+def test_secrets_are_never_printed(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("platform:\n  client_secret: very-secret-value\nmqtt:\n  password: other-secret\n")
+    loaded = load_config(config)
+    assert "very-secret-value" not in repr(loaded) and "other-secret" not in str(loaded)
+    assert loaded.platform.client_secret is not None
+    assert loaded.platform.client_secret.get_secret_value() == "very-secret-value"
+
+
+def test_check_config_rejects_a_missing_ca_file(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text("mqtt:\n  tls: true\n  ca_file: /nonexistent.pem\n")
+    result = run_cli("check-config", "-c", str(config))
+    assert result.returncode == 2
+    assert result.stderr.strip() == "mqtt.ca_file: cannot read /nonexistent.pem: No such file or directory (line 3)"

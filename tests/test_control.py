@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from hubd.devices.interfaces import INTERFACES, Target, limits, parse_name, resolve, same_value
-from hubd.dialects.base import ControlRequest, Route
+from hubd.devices.model import Route, StateValue
+from hubd.dialects.base import ControlRequest
 from hubd.dialects.native import NativeDialect
 from hubd.errors import DirectiveError
-from hubd.mqtt.codec import StateValue
 
 
 def target(name: str, payload: dict[str, Any] | None = None, *, current: StateValue | None = None,

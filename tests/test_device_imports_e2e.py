@@ -2,30 +2,35 @@
 platform simulator and a real hubd process (`homeassistant: {enabled: true}`), driven by the discovery
 simulators (simulators/discovery_*.py) and by the real payloads of tests/fixtures/homeassistant.
 
-Also holds what tests/test_zigbee2mqtt_e2e.py shares: the rig factory (tests/rig.py's, with list-valued
-overrides such as `doorbells` kept whole), publishing, and waiting on what hubd reported. Every wait is on a
-condition; "nothing more was sent" is checked after a barrier (`settle`) that hubd handles after everything
-published before it.
+The rig, publishing and waiting on what hubd reported are tests/rig.py's. Every wait is on a condition;
+"nothing more was sent" is checked after a barrier (`settle`) that hubd handles after everything published before
+it.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-import pytest
 from homeassistant_helpers import fixture
-from hubd_proc import HubdProcess, deep_merge
-from mosquitto import Mosquitto, publish
-from rig import Rig, invalid_total, platform_config
+from rig import (
+    Rig,
+    announced,
+    changes,
+    devices,
+    invalid_total,
+    send,
+    send_until_seen,
+    settle,
+    states_of,
+    wait_change,
+    wait_devices,
+)
 from zigbee2mqtt_helpers import entries
 
 from simulators.discovery_esphome import EspHomeClimateSensor
 from simulators.discovery_zigbee2mqtt import Zigbee2MqttButton, Zigbee2MqttLight
-from simulators.platform import PlatformSimulator
 from simulators.platform_directives import DirectiveClient
 
 MakeRig = Callable[..., Awaitable[Rig]]
@@ -36,39 +41,6 @@ HALL_BULB = "zigbee2mqtt_0x000b57fffec6a5b2"  # zigbee2mqtt's identifier of the 
 BUTTON = "zigbee2mqtt_0x0017880104e45520"
 DOORBELL = {"device": "Front Door Button", "event": "single"}
 BATTERY_REASON = "no platform interface for device_class battery"
-_markers = itertools.count()
-
-
-async def import_rig_factory(tmp_path: Path, broker: Mosquitto) -> AsyncIterator[MakeRig]:
-    """`await make(hub_overrides)`: a Rig whose hubd config is deep-merged with the overrides, lists kept."""
-    rigs: list[Rig] = []
-
-    async def make(hub_overrides: dict[str, Any]) -> Rig:
-        sim = PlatformSimulator(client_id="sim-client", client_secret="sim-secret")
-        await sim.start()
-        hub = HubdProcess(tmp_path / f"hub{len(rigs)}", mqtt_port=broker.port,
-                          overrides=deep_merge(platform_config(sim), hub_overrides))
-        rigs.append(Rig(broker, sim, hub))
-        hub.start()
-        await hub.wait_ready()
-        return rigs[-1]
-
-    yield make
-    for rig in rigs:
-        rig.hub.kill()
-        await rig.sim.stop()
-
-
-@pytest.fixture
-async def make_import_rig(tmp_path: Path, mosquitto: Mosquitto) -> AsyncIterator[MakeRig]:
-    async for make in import_rig_factory(tmp_path, mosquitto):
-        yield make
-
-
-def send(rig: Rig, topic: str, payload: object, *, retain: bool = False) -> None:
-    """One QoS 1 publish, acknowledged by the broker (a str or bytes as it is, anything else as JSON)."""
-    publish(rig.broker.port, topic, payload if isinstance(payload, str | bytes) else json.dumps(payload),
-            retain=retain)
 
 
 def send_fixture(rig: Rig, name: str, *, states: bool = True) -> None:
@@ -79,80 +51,9 @@ def send_fixture(rig: Rig, name: str, *, states: bool = True) -> None:
         send(rig, item["topic"], item["payload"], retain=True)
 
 
-async def devices(rig: Rig) -> dict[str, dict[str, Any]]:
-    """GET /api/devices: the devices by endpointId."""
-    _, body = await rig.hub.get("/api/devices")
-    return {d["endpointId"]: d for d in body["devices"]}
-
-
-async def wait_devices(rig: Rig, *ids: str, check: Callable[[dict[str, Any]], bool] | None = None,
-                       ) -> dict[str, dict[str, Any]]:
-    """Wait until /api/devices lists these devices (each passing `check`); they, by endpointId."""
-    async def found() -> dict[str, dict[str, Any]] | None:
-        known = await devices(rig)
-        ok = all(i in known and (check is None or check(known[i])) for i in ids)
-        return {i: known[i] for i in ids} if ok else None
-    result: dict[str, dict[str, Any]] = await rig.hub.wait_for(found, what=f"devices {ids} in /api/devices")
-    return result
-
-
-async def send_until_seen(rig: Rig, topic: str, payload: object, device_id: str,
-                          check: Callable[[dict[str, Any]], bool]) -> None:
-    """Publish a state that is not retained until hubd shows it: hubd subscribes to a discovered state topic
-    only after the device's config is handled, so a first publish may find nobody subscribed yet."""
-    async def seen() -> bool:
-        send(rig, topic, payload)
-        device = (await devices(rig)).get(device_id)
-        return device is not None and check(device)
-    await rig.hub.wait_for(seen, what=f"{device_id} showing what came on {topic}")
-
-
-def states_of(device: dict[str, Any]) -> dict[str, Any]:
-    """An endpoint's (or /api/devices device's) states, interface to value."""
-    return {s["interface"]: s["value"] for s in device.get("states", [])}
-
-
-async def announced(rig: Rig, *ids: str) -> dict[str, dict[str, Any]]:
-    """Wait until AddOrUpdateReports have carried these endpoints; the latest endpoint of each."""
-    async def found() -> dict[str, dict[str, Any]] | None:
-        latest = {e["endpointId"]: e for r in rig.events("AddOrUpdateReport")
-                  for e in r.message["payload"]["endpoints"]}
-        return latest if all(i in latest for i in ids) else None
-    result: dict[str, dict[str, Any]] = await rig.hub.wait_for(found, what=f"AddOrUpdateReport of {ids}")
-    return result
-
-
-def changes(rig: Rig, endpoint: str) -> list[dict[str, Any]]:
-    """The changed states of every ChangeReport about an endpoint, in arrival order (interface to value)."""
-    return [states_of(r.message["payload"]["change"]) for r in rig.events("ChangeReport", endpoint=endpoint)]
-
-
-async def wait_change(rig: Rig, endpoint: str, interface: str, value: object) -> None:
-    """Wait for a ChangeReport about `endpoint` that changed `interface` to `value`."""
-    async def found() -> bool:
-        return any(c.get(interface) == value for c in changes(rig, endpoint))
-    await rig.hub.wait_for(found, what=f"a ChangeReport of {endpoint} with {interface}={value!r}")
-
-
-async def settle(rig: Rig) -> None:
-    """Return once hubd has handled everything published before and delivered every event it queued (a user
-    must be bound).
-
-    hubd takes its MQTT messages in the order the broker forwards them and commits their events in that order,
-    so the events of everything published before a native marker device are in the outbox before the marker's
-    AddOrUpdateReport; once that arrived, the outbox is waited empty."""
-    marker = f"marker-{next(_markers)}"
-    rig.publish(marker, "config", {"displayName": "Marker", "displayType": "unknown", "capabilities": []})
-    await rig.wait_events(1, "AddOrUpdateReport", endpoint=marker)
-
-    async def delivered() -> bool:
-        return await rig.hub.metric("hubd_outbox_depth") == 0
-    await rig.hub.wait_for(delivered, what="the outbox delivered")
-
-
 async def test_discovery_devices_reach_the_platform_report_changes_and_obey_directives(
-        make_import_rig: MakeRig) -> None:
-    rig = await make_import_rig({"homeassistant": {"enabled": True}, "doorbells": [DOORBELL]})
+        make_rig: MakeRig) -> None:
+    rig = await make_rig(hub_overrides={"homeassistant": {"enabled": True}, "doorbells": [DOORBELL]})
     host, port = rig.broker.host, rig.broker.port
     sensor = EspHomeClimateSensor(host, port, area="Porch")
     bulb = Zigbee2MqttLight(host, port, name="Hallway Bulb")
@@ -202,8 +103,8 @@ async def test_discovery_devices_reach_the_platform_report_changes_and_obey_dire
 
 
 async def test_api_devices_and_the_status_page_show_the_source_and_why_an_entity_is_not_exported(
-        make_import_rig: MakeRig) -> None:
-    rig = await make_import_rig({"homeassistant": {"enabled": True}, "doorbells": [DOORBELL]})
+        make_rig: MakeRig) -> None:
+    rig = await make_rig(hub_overrides={"homeassistant": {"enabled": True}, "doorbells": [DOORBELL]})
     button = Zigbee2MqttButton(rig.broker.host, rig.broker.port, name="Front Door Button")
     # A plant sensor that only has a battery: none of its entities is exported, so it is no device of hubd's.
     send(rig, "homeassistant/sensor/plant1/battery/config",
@@ -246,8 +147,8 @@ async def test_api_devices_and_the_status_page_show_the_source_and_why_an_entity
 
 
 async def test_after_a_kill_and_restart_what_came_meanwhile_is_reported_and_retained_replays_send_nothing(
-        make_import_rig: MakeRig) -> None:
-    rig = await make_import_rig({"homeassistant": {"enabled": True}, "doorbells": [DOORBELL]})
+        make_rig: MakeRig) -> None:
+    rig = await make_rig(hub_overrides={"homeassistant": {"enabled": True}, "doorbells": [DOORBELL]})
     button = Zigbee2MqttButton(rig.broker.host, rig.broker.port, name="Front Door Button")
     bulb_topic = "zigbee2mqtt/bulb"  # the bulb of z2m_light_LED1545G12: zigbee2mqtt does not retain its states
     bulb_state = json.loads(fixture("z2m_light_LED1545G12")["states"][0]["payload"])
@@ -296,8 +197,8 @@ async def test_after_a_kill_and_restart_what_came_meanwhile_is_reported_and_reta
 
 
 async def test_an_empty_retained_config_removes_the_entity_and_the_last_exported_one_deletes_the_device(
-        make_import_rig: MakeRig) -> None:
-    rig = await make_import_rig({"homeassistant": {"enabled": True}})
+        make_rig: MakeRig) -> None:
+    rig = await make_rig(hub_overrides={"homeassistant": {"enabled": True}})
     send_fixture(rig, "esphome_garagedoor1_sht3x")
     await wait_devices(rig, GARAGE, check=lambda d: len(d["capabilities"]) == 3)
     await rig.bind()
@@ -321,8 +222,8 @@ async def test_an_empty_retained_config_removes_the_entity_and_the_last_exported
 
 
 async def test_with_both_imports_a_device_zigbee2mqtt_announces_twice_is_imported_once_natively(
-        make_import_rig: MakeRig) -> None:
-    rig = await make_import_rig({"homeassistant": {"enabled": True}, "zigbee2mqtt": {"enabled": True}})
+        make_rig: MakeRig) -> None:
+    rig = await make_rig(hub_overrides={"homeassistant": {"enabled": True}, "zigbee2mqtt": {"enabled": True}})
     ieee = "0x000b57fffec6a5b2"
     send(rig, "zigbee2mqtt/bridge/devices", entries("ikea_LED1545G12_bulb"), retain=True)
     send_fixture(rig, "z2m_light_LED1545G12")  # the same bulb through zigbee2mqtt's discovery
@@ -344,8 +245,8 @@ async def test_with_both_imports_a_device_zigbee2mqtt_announces_twice_is_importe
         await sensor.stop()
 
 
-async def test_poison_messages_are_counted_and_hubd_goes_on(make_import_rig: MakeRig) -> None:
-    rig = await make_import_rig({"homeassistant": {"enabled": True}, "zigbee2mqtt": {"enabled": True}})
+async def test_poison_messages_are_counted_and_hubd_goes_on(make_rig: MakeRig) -> None:
+    rig = await make_rig(hub_overrides={"homeassistant": {"enabled": True}, "zigbee2mqtt": {"enabled": True}})
     send(rig, "zigbee2mqtt/bridge/devices", entries("aqara_MCCGQ11LM_contact"), retain=True)
     contact = "0x00158d00091e7bd6"
     await wait_devices(rig, contact)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import os
 import random
@@ -12,18 +11,15 @@ import shutil
 import signal
 import subprocess
 import sys
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import paho.mqtt.client as mqtt
 import pytest
 from mosquitto import Mosquitto, free_port
-from paho.mqtt.enums import CallbackAPIVersion
+from mqtt_observer import WAIT_S, Observer, Seen
 
-from simulators.device_fleet import BrokerRefused, DeviceFleet, tcp_nodelay
+from simulators.device_fleet import BrokerRefused, DeviceFleet
 from simulators.device_models import (
     AirConditioner,
     ClimateSensor,
@@ -34,86 +30,11 @@ from simulators.device_models import (
     MotionSensor,
 )
 from simulators.devices import make_demo_devices, make_device
-from simulators.sim_device import InterfaceSpec, Recorder, SetDirective, SetRejected, SimDevice
+from simulators.sim_device import InterfaceSpec, SetDirective, SetRejected, SimDevice
 from simulators.speaker import SimSpeaker
 
-WAIT_S = 10.0
 UTC_MS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 REPO = Path(__file__).resolve().parent.parent
-
-
-@dataclass(frozen=True, slots=True)
-class Seen:
-    """One message the observer received."""
-
-    seq: int
-    topic: str
-    payload: bytes
-    retain: bool
-    qos: int
-
-    def json(self) -> Any:
-        return json.loads(self.payload)
-
-
-class Observer:
-    """A plain paho client that subscribes to everything under the base topic and records it."""
-
-    def __init__(self, host: str, port: int, base: str) -> None:
-        self.base = base
-        self.seen: Recorder[Seen] = Recorder()
-        self.subscribed: Recorder[int] = Recorder()
-        self._seq = itertools.count()
-        self._loop = asyncio.get_running_loop()
-        self._client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"obs-{uuid.uuid4().hex[:8]}")
-        self._client.on_socket_open = tcp_nodelay
-        self._client.on_connect = self._on_connect
-        self._client.on_subscribe = self._on_subscribe
-        self._client.on_message = self._on_message
-        self._client.reconnect_delay_set(0.1, 1)  # type: ignore[arg-type]  # floats work
-        self._client.connect_async(host, port)
-
-    async def start(self) -> None:
-        self._client.loop_start()
-        await self.subscribed.wait_for(timeout_s=WAIT_S)
-
-    async def stop(self) -> None:
-        self._client.disconnect()
-        await asyncio.to_thread(self._client.loop_stop)
-
-    def mark(self) -> int:
-        """The sequence number the next message will get: wait for messages from here on."""
-        return len(self.seen.items)
-
-    async def next(
-        self, suffix: str, *, device: str, after: int = 0, pred: Callable[[Seen], bool] | None = None
-    ) -> Seen:
-        """The first message on B/device/<device>/<suffix> since `after` (matching pred)."""
-        topic = f"{self.base}/device/{device}/{suffix}"
-        return await self.seen.wait_for(
-            lambda m: m.seq >= after and m.topic == topic and (pred is None or pred(m)), WAIT_S
-        )
-
-    async def publish(self, topic: str, payload: bytes | str, *, retain: bool = False) -> None:
-        info = self._client.publish(topic, payload, qos=1, retain=retain)
-        await asyncio.to_thread(info.wait_for_publish, WAIT_S)
-        assert info.is_published()
-
-    async def send_set(self, device: str, body: dict[str, object]) -> Seen:
-        """Publish a set directive and return the device's state answer."""
-        mark = self.mark()
-        await self.publish(f"{self.base}/device/{device}/set", json.dumps(body))
-        return await self.next("state", device=device, after=mark)
-
-    def _on_connect(self, client: mqtt.Client, *_: Any) -> None:
-        client.subscribe(f"{self.base}/#", 1)
-
-    def _on_subscribe(self, *_: Any) -> None:
-        self._loop.call_soon_threadsafe(self.subscribed.add, 1)
-
-    def _on_message(self, _c: mqtt.Client, _u: Any, m: mqtt.MQTTMessage) -> None:
-        seen = (m.topic, bytes(m.payload), bool(m.retain), m.qos)
-        self._loop.call_soon_threadsafe(lambda: self.seen.add(Seen(next(self._seq), *seen)))
 
 
 Run = Callable[..., Awaitable[tuple[DeviceFleet, Observer]]]
@@ -128,7 +49,8 @@ async def run(mosquitto: Mosquitto) -> AsyncIterator[Run]:
     async def start(*devices: SimDevice, **kwargs: Any) -> tuple[DeviceFleet, Observer]:
         fleet = DeviceFleet(host=mosquitto.host, port=mosquitto.port, devices=list(devices), **kwargs)
         fleets.append(fleet)
-        observer = Observer(mosquitto.host, mosquitto.port, fleet.broker.base_topic)
+        base = fleet.broker.base_topic
+        observer = Observer(mosquitto.host, mosquitto.port, subscribe=f"{base}/#", base=base)
         observers.append(observer)
         await fleet.start()
         await observer.start()
@@ -231,7 +153,7 @@ async def test_start_publishes_retained_config_and_online(run: Run) -> None:
 
 async def retained(broker: Mosquitto, device: str, suffix: str) -> Seen:
     """What a new subscriber gets as the retained message of B/device/<device>/<suffix>."""
-    late = Observer(broker.host, broker.port, "hubd")
+    late = Observer(broker.host, broker.port, subscribe="hubd/#", base="hubd")
     await late.start()
     try:
         got = await late.next(suffix, device=device)
@@ -589,7 +511,7 @@ async def test_speaker_volume_set(run: Run) -> None:
 
 
 async def test_devices_command_line(mosquitto: Mosquitto) -> None:
-    obs = Observer(mosquitto.host, mosquitto.port, "cli")
+    obs = Observer(mosquitto.host, mosquitto.port, subscribe="cli/#", base="cli")
     await obs.start()
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -640,7 +562,7 @@ async def test_devices_command_line(mosquitto: Mosquitto) -> None:
 
 
 async def test_speaker_command_line(mosquitto: Mosquitto, tmp_path: Path) -> None:
-    obs = Observer(mosquitto.host, mosquitto.port, "hubd")
+    obs = Observer(mosquitto.host, mosquitto.port, subscribe="hubd/#", base="hubd")
     await obs.start()
     proc = await asyncio.create_subprocess_exec(
         sys.executable,

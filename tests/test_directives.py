@@ -1,4 +1,4 @@
-"""Issue 6 end to end: the platform simulator sends Discover, control and ReportState to a hubd process,
+"""Directives end to end: the platform simulator sends Discover, control and ReportState to a hubd process,
 simulated devices on a real broker obey, and every reply is checked against PROTOCOL.md 5."""
 
 from __future__ import annotations
@@ -10,18 +10,16 @@ import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import platform_config
 from hubd_proc import REPO, HubdProcess
 from mosquitto import Mosquitto
+from rig import Rig as SharedRig
 
 from simulators.device_fleet import DeviceFleet
 from simulators.device_models import AirConditioner, ClimateSensor, Curtain, Light
 from simulators.platform import PlatformSimulator
-from simulators.platform_binding import bind_user
 from simulators.platform_directives import DirectiveClient, DirectiveReply, check_async_response
 from simulators.platform_records import EventRecord
 from simulators.sim_device import SimDevice
@@ -72,38 +70,26 @@ MakeRig = Callable[..., Awaitable[Rig]]
 
 
 @pytest.fixture
-async def make_rig(tmp_path: Path, mosquitto: Mosquitto) -> AsyncIterator[MakeRig]:
-    started: list[Rig] = []
+async def make_directive_rig(make_rig: Callable[..., Awaitable[SharedRig]]) -> AsyncIterator[MakeRig]:
+    """`await make_directive_rig(*devices)`: the shared rig with these devices, user-1 bound, its client."""
+    clients: list[DirectiveClient] = []
 
     async def make(*devices: SimDevice) -> Rig:
-        sim = PlatformSimulator(client_id="sim-client", client_secret="sim-secret")
-        await sim.start()
-        hub = HubdProcess(tmp_path / f"hub{len(started)}", mqtt_port=mosquitto.port, overrides=platform_config(sim))
-        fleet = DeviceFleet(host=mosquitto.host, port=mosquitto.port, devices=list(devices))
-        rig = Rig(fleet, sim, hub, DirectiveClient(hub.url, token=""))
-        started.append(rig)
-        hub.start()
-        await hub.wait_ready()
-        await fleet.start()  # each device announces its config, availability and states
-        await hub.wait_for(lambda: _all_known(hub, devices), what="every device with its states")
-        bound = await bind_user(hub_url=hub.url, vendor_path="/vendor", sim=sim, username="demo", password="demo",
-                                user_id="user-1")
-        assert bound.ok, bound.reply
-        rig.client.token = bound.user_token
-        return rig
+        base = await make_rig(devices=devices)
+        assert base.fleet is not None
+        bound = await base.bind()
+        clients.append(DirectiveClient(base.hub.url, token=bound.user_token))
+        return Rig(base.fleet, base.sim, base.hub, clients[-1])
 
     yield make
-    for rig in started:
-        await rig.client.close()
-        await rig.fleet.stop()
-        rig.hub.kill()
-        await rig.sim.stop()
+    for client in clients:
+        await client.close()
 
 
-async def test_discover_lists_what_is_on_the_bus(make_rig: MakeRig) -> None:
+async def test_discover_lists_what_is_on_the_bus(make_directive_rig: MakeRig) -> None:
     devices: list[SimDevice] = [Light("lamp-1"), Curtain("curtain-1"), AirConditioner("ac-1"),
                                 ClimateSensor("climate-1")]
-    rig = await make_rig(*devices)
+    rig = await make_directive_rig(*devices)
     reply = await rig.client.discover()
     assert reply.name == "DiscoveryResponse"
     assert reply.body["header"]["namespace"] == "Service"
@@ -136,8 +122,8 @@ async def test_discover_lists_what_is_on_the_bus(make_rig: MakeRig) -> None:
     assert all("timeOfSample" not in s for s in state.body["endpoint"]["states"])
 
 
-async def test_command_line(make_rig: MakeRig) -> None:
-    rig = await make_rig(Light("lamp-1"))
+async def test_the_simulators_command_line_sends_directives_and_exits_by_outcome(make_directive_rig: MakeRig) -> None:
+    rig = await make_directive_rig(Light("lamp-1"))
     common = ("--hub", rig.hub.url, "--token", rig.client.token)
     code, out, err = await _cli("discover", *common)
     assert code == 0, err
@@ -154,8 +140,8 @@ async def test_command_line(make_rig: MakeRig) -> None:
     assert code == 2 and "the hub broke the contract" in err
 
 
-async def test_every_operation_kind_on_the_light(make_rig: MakeRig) -> None:
-    rig = await make_rig(Light("lamp-1"))
+async def test_every_operation_kind_on_the_light(make_directive_rig: MakeRig) -> None:
+    rig = await make_directive_rig(Light("lamp-1"))
     light = rig.device("lamp-1")
     assert (await rig.ok("lamp-1", "Switch.On"))["Switch"] == "On"
     assert (await rig.ok("lamp-1", "Switch.Off", {}))["Switch"] == "Off"
@@ -189,8 +175,8 @@ async def test_every_operation_kind_on_the_light(make_rig: MakeRig) -> None:
     assert len(light.sets.items) == sent
 
 
-async def test_every_operation_kind_on_the_curtain(make_rig: MakeRig) -> None:
-    rig = await make_rig(Curtain("curtain-1", travel_s=1.0), Curtain("curtain-2", travel_s=3.0, position=100))
+async def test_every_operation_kind_on_the_curtain(make_directive_rig: MakeRig) -> None:
+    rig = await make_directive_rig(Curtain("curtain-1", travel_s=1.0), Curtain("curtain-2", travel_s=3.0, position=100))
     curtain = rig.device("curtain-2")
     opening = await rig.ok("curtain-1", "Switch.On")  # confirmed as soon as it starts to open
     assert (opening["Switch"], opening["MotionSwitch"]) == ("On", "On")
@@ -219,8 +205,8 @@ async def test_every_operation_kind_on_the_curtain(make_rig: MakeRig) -> None:
     assert curtain.state()["Position"] == stopped["Position"]
 
 
-async def test_every_operation_kind_on_the_ac(make_rig: MakeRig) -> None:
-    rig = await make_rig(AirConditioner("ac-1", min_temperature=17, max_temperature=28))
+async def test_every_operation_kind_on_the_ac(make_directive_rig: MakeRig) -> None:
+    rig = await make_directive_rig(AirConditioner("ac-1", min_temperature=17, max_temperature=28))
     assert (await rig.ok("ac-1", "Switch.On"))["Switch"] == "On"
     assert (await rig.ok("ac-1", "Mode.Cool"))["Mode"] == "Cool"
     assert (await rig.ok("ac-1", "Mode.Dry"))["Mode"] == "Dry"
@@ -241,8 +227,8 @@ async def test_every_operation_kind_on_the_ac(make_rig: MakeRig) -> None:
     assert (await rig.ok("ac-1", "Switch.Off"))["Switch"] == "Off"
 
 
-async def test_unknown_and_offline_devices_and_bad_tokens(make_rig: MakeRig) -> None:
-    rig = await make_rig(Light("lamp-1"), Light("lamp-2", room="Hall"))
+async def test_unknown_and_offline_devices_and_bad_tokens(make_directive_rig: MakeRig) -> None:
+    rig = await make_directive_rig(Light("lamp-1"), Light("lamp-2", room="Hall"))
     assert await rig.error("ghost-1", "Switch.On") == "E_NO_SUCH_ENDPOINT"
     query = await rig.client.report_state("ghost-1")
     assert query.error == "E_NO_SUCH_ENDPOINT"
@@ -272,8 +258,8 @@ async def test_unknown_and_offline_devices_and_bad_tokens(make_rig: MakeRig) -> 
         assert (await rig.client.send(message)).error == "E_NOT_SUPPORTED_DIRECTIVE", (namespace, name)
 
 
-async def test_slow_device_gets_an_optimistic_reply_then_an_async_response(make_rig: MakeRig) -> None:
-    rig = await make_rig(Light("slow-1", delay_s=3.0), Light("slow-2", room="Hall", delay_s=3.0))
+async def test_slow_device_gets_an_optimistic_reply_then_an_async_response(make_directive_rig: MakeRig) -> None:
+    rig = await make_directive_rig(Light("slow-1", delay_s=3.0), Light("slow-2", room="Hall", delay_s=3.0))
     with_token, without = await asyncio.gather(
         rig.client.control("slow-1", "Brightness.Set", {"value": 30}, correlation_token="corr-slow-1"),
         rig.client.control("slow-2", "Brightness.Set", {"value": 70}))
@@ -302,8 +288,8 @@ async def test_slow_device_gets_an_optimistic_reply_then_an_async_response(make_
     assert not rig.sim.rejections
 
 
-async def test_a_resent_message_id_gets_the_first_answer_and_runs_once(make_rig: MakeRig) -> None:
-    rig = await make_rig(Light("lamp-1"), Light("slow-1", room="Hall", delay_s=1.0))
+async def test_a_resent_message_id_gets_the_first_answer_and_runs_once(make_directive_rig: MakeRig) -> None:
+    rig = await make_directive_rig(Light("lamp-1"), Light("slow-1", room="Hall", delay_s=1.0))
     first = await rig.client.control("lamp-1", "Brightness.Adjust", {"delta": 10}, message_id="adjust-1")
     assert first.states["Brightness"] == 90
     again = await rig.client.control("lamp-1", "Brightness.Adjust", {"delta": 10}, message_id="adjust-1")
@@ -326,8 +312,9 @@ async def test_a_resent_message_id_gets_the_first_answer_and_runs_once(make_rig:
     assert await rig.hub.metric("hubd_directive_resends_total") == 4
 
 
-async def test_a_resend_after_a_restart_gets_the_first_answer_and_does_not_run_again(make_rig: MakeRig) -> None:
-    rig = await make_rig(Light("lamp-1"))
+async def test_a_resend_after_a_restart_gets_the_first_answer_and_does_not_run_again(
+        make_directive_rig: MakeRig) -> None:
+    rig = await make_directive_rig(Light("lamp-1"))
     first = await rig.client.control("lamp-1", "Brightness.Adjust", {"delta": 10}, message_id="adjust-r")
     assert first.states["Brightness"] == 90
     assert rig.hub.stop() == 0
@@ -343,8 +330,8 @@ async def test_a_resend_after_a_restart_gets_the_first_answer_and_does_not_run_a
 
 
 async def test_a_broker_that_stops_answering_gets_an_optimistic_reply_and_the_device_still_obeys(
-        make_rig: MakeRig, mosquitto: Mosquitto) -> None:
-    rig = await make_rig(Light("lamp-1"))
+        make_directive_rig: MakeRig, mosquitto: Mosquitto) -> None:
+    rig = await make_directive_rig(Light("lamp-1"))
     mosquitto.pause()  # hubd's set goes out into the socket, but no PUBACK comes back
     try:
         reply = await rig.client.control("lamp-1", "Brightness.Set", {"value": 25}, message_id="paused-1",
@@ -360,8 +347,8 @@ async def test_a_broker_that_stops_answering_gets_an_optimistic_reply_and_the_de
     assert len(rig.device("lamp-1").sets.items) == 1
 
 
-async def test_a_stalled_database_still_gets_an_answer_within_3_s(make_rig: MakeRig) -> None:
-    rig = await make_rig(Light("lamp-1"))
+async def test_a_stalled_database_still_gets_an_answer_within_3_s(make_directive_rig: MakeRig) -> None:
+    rig = await make_directive_rig(Light("lamp-1"))
     await rig.ok("lamp-1", "Switch.On")  # the token has been checked once
     # Another process holds the write lock; hubd's one database thread gets stuck writing a state change.
     holder = sqlite3.connect(rig.hub.workdir / "hubd.db", isolation_level=None)
@@ -394,12 +381,6 @@ async def _cli(*args: str) -> tuple[int, str, str]:
     out, err = await asyncio.wait_for(proc.communicate(), WAIT_S)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
-
-
-async def _all_known(hub: HubdProcess, devices: tuple[SimDevice, ...]) -> bool:
-    _, body = await hub.get("/api/devices")
-    known = {d["endpointId"]: {s["interface"]: s["value"] for s in d["states"]} for d in body["devices"]}
-    return all(known.get(d.endpoint_id) == d.state() for d in devices)
 
 
 async def _online_is(hub: HubdProcess, endpoint_id: str, online: bool) -> bool:

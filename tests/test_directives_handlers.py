@@ -1,5 +1,5 @@
 """hubd.directives in-process, dict in and dict out through DirectiveEndpoint.handle (and its HTTP view on
-loopback): the real driver (with a fake clock, for expired tokens), registry, reporter and SQLite; simulated
+loopback): the real driver (with a fake clock, for expired tokens), registry, outbox writer and SQLite; simulated
 device models stand in for MQTT."""
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from typing import Any
 
 import aiohttp
 import pytest
-from test_driver_support import RunningDriver, browser_session, command, log_in, running_driver, user_auth
+from driver_helpers import RunningDriver, browser_session, command, log_in, running_driver, user_auth
 from unit_helpers import device_message
 
 from hubd.cloud.client import PlatformClient
 from hubd.cloud.tokens import TokenManager
 from hubd.config import HubdConfig
-from hubd.devices.commands import DeviceCommands
 from hubd.dialects.base import Outgoing
+from hubd.dialects.commands import DeviceCommands
 from hubd.dialects.native import NativeDialect
 from hubd.directives.control import Controls
 from hubd.directives.discovery import Discovery
@@ -35,9 +35,10 @@ from hubd.directives.replay import Replay
 from hubd.driver.store import revoke_user_blocking
 from hubd.driver.verdicts import VERDICT_TTL_S
 from hubd.errors import MqttUnavailable, MqttUnconfirmed
+from hubd.events import PendingEvent
 from hubd.lifecycle import Health
+from hubd.outbox.writer import OutboxWriter
 from hubd.registry import DeviceRegistry
-from hubd.reporter import PendingEvent, Reporter
 from hubd.store.db import Database
 from hubd.store.grants import Grant, GrantRepo
 from hubd.store.replies import DirectiveReplyRepo
@@ -116,14 +117,14 @@ class LoopbackBus:
 
 
 class RecordingEvents:
-    """The real reporter's enqueue, recorded once it returned (the outbox row is then committed)."""
+    """The real outbox writer's enqueue, recorded once it returned (the outbox row is then committed)."""
 
-    def __init__(self, reporter: Reporter) -> None:
-        self.reporter = reporter
+    def __init__(self, writer: OutboxWriter) -> None:
+        self.writer = writer
         self.queued: Recorder[tuple[str, tuple[str, ...] | None]] = Recorder()
 
     async def enqueue(self, events: Sequence[PendingEvent], user_ids: Sequence[str] | None = None) -> int:
-        count = await self.reporter.enqueue(events, user_ids)
+        count = await self.writer.enqueue(events, user_ids)
         for event in events:
             self.queued.add((event.name, None if user_ids is None else tuple(user_ids)))
         return count
@@ -166,7 +167,7 @@ class Hub:
     endpoint: DirectiveEndpoint
     controls: Controls
     registry: DeviceRegistry
-    reporter: Reporter
+    writer: OutboxWriter
     tokens: TokenManager
     bus: LoopbackBus
     events: RecordingEvents
@@ -211,11 +212,11 @@ class Hub:
     def another_hub(self) -> tuple[Controls, DirectiveEndpoint]:
         """A second set of directive handlers and endpoint over the same database and devices: hubd after a
         restart."""
-        return directive_handlers(self.driver, self.registry, self.reporter, self.tokens, self.bus, self.events,
+        return directive_handlers(self.driver, self.registry, self.writer, self.tokens, self.bus, self.events,
                                   self.grants)
 
 
-def directive_handlers(driver: RunningDriver, registry: DeviceRegistry, reporter: Reporter, tokens: TokenManager,
+def directive_handlers(driver: RunningDriver, registry: DeviceRegistry, writer: OutboxWriter, tokens: TokenManager,
                        bus: LoopbackBus, events: RecordingEvents,
                        grants: RecordingGrants) -> tuple[Controls, DirectiveEndpoint]:
     """The endpoint with every directive handler registered, as app.py wires them; and the control component."""
@@ -225,7 +226,7 @@ def directive_handlers(driver: RunningDriver, registry: DeviceRegistry, reporter
                         events=events, grants=grants, replay=replay, metrics=metrics, confirm_wait_s=WAIT_S)
     endpoint = DirectiveEndpoint(path="/vendor", brand="Service", verifier=driver.service, metrics=metrics,
                                  reply_budget_s=BUDGET_S)
-    AcceptGrant(brand="Service", tokens=tokens, reporter=reporter, reporting_enabled=False).register(endpoint)
+    AcceptGrant(brand="Service", tokens=tokens, writer=writer, reporting_enabled=False).register(endpoint)
     Discovery(brand="Service", registry=registry, replay=replay).register(endpoint)
     controls.register(endpoint)
     return controls, endpoint
@@ -236,18 +237,18 @@ async def hub(tmp_path: Path) -> AsyncIterator[Hub]:
     async with running_driver(tmp_path) as driver, browser_session() as session:
         auth = await user_auth(session, driver.url)  # alice's user token
         db, metrics = driver.db, driver.metrics
-        reporter = Reporter(db, namespace="Service", metrics=metrics)
-        registry = DeviceRegistry(db, reporter, metrics)
+        writer = OutboxWriter(db, namespace="Service", metrics=metrics)
+        registry = DeviceRegistry(db, writer, metrics)
         await registry.start()
         bus = LoopbackBus(registry, [Light("lamp-1"), Light("lamp-2"), Light("slow-1", delay_s=SLOW_S),
                                      ClimateSensor("climate-1"), Dimmer("dimmer-1"),
                                      Dimmer("dimmer-slow", delay_s=SLOW_S),
                                      AirConditioner("ac-crossed", min_temperature=30, max_temperature=20)])
-        events, grants = RecordingEvents(reporter), RecordingGrants(GrantRepo(db))
+        events, grants = RecordingEvents(writer), RecordingGrants(GrantRepo(db))
         platform = HubdConfig.model_validate({}).platform
         tokens = TokenManager(GrantRepo(db), PlatformClient(platform), clock=driver.clock, failure_report=False,
                               metrics=metrics, outbox_wakeup=asyncio.Event())
-        controls, endpoint = directive_handlers(driver, registry, reporter, tokens, bus, events, grants)
+        controls, endpoint = directive_handlers(driver, registry, writer, tokens, bus, events, grants)
         server = HttpServer(host="127.0.0.1", port=0, max_body_bytes=MAX_BODY_BYTES, health=Health(),
                             metrics=metrics, sources=[endpoint])
         await server.start()
@@ -255,7 +256,7 @@ async def hub(tmp_path: Path) -> AsyncIterator[Hub]:
             await bus.announce(device, with_state=device.endpoint_id != "lamp-2")
         follower = asyncio.create_task(controls.run())
         try:
-            yield Hub(driver, session, auth, endpoint, controls, registry, reporter, tokens, bus, events, grants,
+            yield Hub(driver, session, auth, endpoint, controls, registry, writer, tokens, bus, events, grants,
                       f"http://127.0.0.1:{server.bound_port}")
         finally:
             follower.cancel()

@@ -5,98 +5,22 @@ retain them; the light obeys zigbee2mqtt commands; a button press is zigbee2mqtt
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import json
-import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import paho.mqtt.client as mqtt
 import pytest
-from homeassistant_helpers import make, presses
+from homeassistant_helpers import fixture, make, presses
 from mosquitto import Mosquitto
-from paho.mqtt.enums import CallbackAPIVersion
+from mqtt_observer import WAIT_S, Observer, retained
 
 from hubd.dialects.base import ConfigReceived, StateReceived
-from simulators.device_fleet import tcp_nodelay
 from simulators.discovery_demo import make_demo_discovery_devices
 from simulators.discovery_esphome import EspHomeClimateSensor
 from simulators.discovery_session import DiscoveryDevice
 from simulators.discovery_zigbee2mqtt import Zigbee2MqttButton, Zigbee2MqttLight
-from simulators.sim_device import Recorder
 
-WAIT_S = 10.0
-FIXTURES = Path(__file__).parent / "fixtures" / "homeassistant"
 ESP_MAC = "20500de464ec"
-
-
-def fixture(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
-    return data
-
-
-@dataclass(frozen=True, slots=True)
-class Seen:
-    """One message the observer received."""
-
-    seq: int
-    topic: str
-    payload: bytes
-    retain: bool
-    qos: int
-
-    def json(self) -> Any:
-        return json.loads(self.payload)
-
-
-class Observer:
-    """A plain paho client subscribed to every topic, recording what arrives."""
-
-    def __init__(self, broker: Mosquitto) -> None:
-        self.seen: Recorder[Seen] = Recorder()
-        self._subscribed: Recorder[int] = Recorder()
-        self._seq = itertools.count()
-        self._loop = asyncio.get_running_loop()
-        self._client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"obs-{uuid.uuid4().hex[:8]}")
-        self._client.on_socket_open = tcp_nodelay
-        self._client.on_connect = lambda client, *_: client.subscribe("#", 1)
-        self._client.on_subscribe = self._on_subscribe
-        self._client.on_message = self._on_message
-        self._client.connect_async(broker.host, broker.port)
-
-    async def start(self) -> None:
-        self._client.loop_start()
-        await self._subscribed.wait_for(timeout_s=WAIT_S)
-
-    async def stop(self) -> None:
-        self._client.disconnect()
-        await asyncio.to_thread(self._client.loop_stop)
-
-    def mark(self) -> int:
-        """The sequence number the next message will get."""
-        return len(self.seen.items)
-
-    async def next(self, topic: str, *, after: int = 0, pred: Callable[[Seen], bool] | None = None) -> Seen:
-        """The first message on `topic` since `after` (matching pred)."""
-        return await self.seen.wait_for(
-            lambda m: m.seq >= after and m.topic == topic and (pred is None or pred(m)), WAIT_S)
-
-    def since(self, mark: int) -> list[Seen]:
-        return self.seen.items[mark:]
-
-    async def publish(self, topic: str, payload: bytes | str) -> None:
-        info = self._client.publish(topic, payload, qos=1)
-        await asyncio.to_thread(info.wait_for_publish, WAIT_S)
-
-    def _on_subscribe(self, *_: Any) -> None:
-        self._loop.call_soon_threadsafe(self._subscribed.add, 1)
-
-    def _on_message(self, _c: mqtt.Client, _u: Any, m: mqtt.MQTTMessage) -> None:
-        seen = (m.topic, bytes(m.payload), bool(m.retain), m.qos)
-        self._loop.call_soon_threadsafe(lambda: self.seen.add(Seen(next(self._seq), *seen)))
 
 
 Run = Callable[..., Any]
@@ -110,7 +34,7 @@ async def run(mosquitto: Mosquitto) -> AsyncIterator[Run]:
     observers: list[Observer] = []
 
     async def start(*started: DiscoveryDevice, early: bool = False) -> Observer:
-        observer = Observer(mosquitto)
+        observer = Observer(mosquitto.host, mosquitto.port)
         observers.append(observer)
         if early:
             await observer.start()
@@ -126,20 +50,6 @@ async def run(mosquitto: Mosquitto) -> AsyncIterator[Run]:
         await device.stop()
     for observer in observers:
         await observer.stop()
-
-
-async def retained(broker: Mosquitto) -> list[Seen]:
-    """Every retained message on the broker, as a new subscriber gets them."""
-    late = Observer(broker)
-    await late.start()
-    try:
-        # The broker sends the retained messages right after the SUBACK; a published marker comes after them.
-        marker = f"test/marker/{uuid.uuid4().hex}"
-        await late.publish(marker, b"")
-        await late.next(marker)
-        return [m for m in late.seen.items if m.retain]
-    finally:
-        await late.stop()
 
 
 def garage_board(broker: Mosquitto) -> EspHomeClimateSensor:

@@ -220,7 +220,7 @@ PACKAGE_FILES = [str(p.relative_to(REPO)) for p in (REPO / "hubd").rglob("*") if
 
 def missing_in_code(text: str) -> list[str]:
     """The files a string in hubd/ names that the repository lacks. A path may be repo-relative
-    (`docs/configuration.md`) or package-relative (`web/status.py`, `app.py`, a packaged
+    (`docs/configuration.md`) or package-relative (`status/routes.py`, `app.py`, a packaged
     `templates/status.html`); a path into another project (`homeassistant/components/...`) is not ours."""
     out = []
     for word in text.split():
@@ -408,3 +408,39 @@ def test_every_command_the_docs_show_parses(command: str) -> None:
             return
         pytest.fail(f"docs/ show `{command}`, which hubd refuses (exit {exit_.code})")
     assert getattr(args, "handler", None) is not None, command
+
+
+def _readme_section(title: str) -> str:
+    text = (REPO / "README.md").read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def test_readme_has_two_commands_and_ci_runs_the_test_command() -> None:
+    section = _readme_section("Two commands on a fresh machine")
+    blocks = [block.split("\n", 1)[1].strip() for block in section.split("```sh")[1:]]
+    commands = [block.split("```")[0].strip() for block in blocks]
+    assert len(commands) == 2, commands
+    demo, tests = commands
+    # A fresh Debian 12 / Raspberry Pi OS refuses `pip install` outside a venv (externally managed).
+    for command in commands:
+        assert command.startswith("python3 -m venv .venv && . .venv/bin/activate && "), command
+    assert demo.endswith("hubd demo") and "python -m pytest" in tests
+    ci_lines = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
+    assert tests in ci_lines, f"{tests!r} is not a line of .ci/run"
+
+
+def test_systemd_unit_and_readme_agree() -> None:
+    unit = (REPO / "systemd" / "hubd.service").read_text()
+    section = _readme_section("Raspberry Pi (systemd)")
+    credentials = [line.split("=", 1)[1].strip() for line in unit.splitlines() if line.startswith("LoadCredential=")]
+    assert credentials, "the unit loads no credentials"
+    for name in credentials:
+        # The README puts each credential's file where the unit loads it from, and the config points at it.
+        assert f"/etc/credstore/{name}" in section, name
+        assert f"${{CREDENTIALS_DIRECTORY}}/{name}" in section, name
+    assert "DynamicUser=yes" in unit
+    # DynamicUser: a uid that exists only while hubd runs, so /etc/hubd must be world-readable.
+    assert "install -d -m 0755 /etc/hubd" in section and "install -m 0644" in section
+    assert "0750" not in section and "0640" not in section

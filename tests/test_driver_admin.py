@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_driver_support import browser_session, command, error_of, log_in, make_config, running_driver, user_auth
+from driver_helpers import browser_session, command, error_of, log_in, make_config, running_driver, user_auth
 
 from hubd.driver.admin import list_tokens, revoke_tokens
 from hubd.driver.passwords import verify_password
-from hubd.driver.service import TokenStatus
+from hubd.usertoken import TokenStatus
 
 # HUBD_BIN: test another installed hubd; by default the console script of this venv
 HUBD = Path(os.environ.get("HUBD_BIN") or Path(sys.executable).parent / "hubd")

@@ -13,16 +13,14 @@ from urllib.parse import parse_qs, urlsplit
 import aiohttp
 import pytest
 from aiohttp import web
+from browser_helpers import CHROMIUM, chromium
+from driver_helpers import ALICE_PASSWORD, command, running_driver
 from mosquitto import free_port
-from test_driver_support import ALICE_PASSWORD, command, running_driver
 
 if TYPE_CHECKING:
-    from playwright.async_api import Browser, Page
+    from playwright.async_api import Page
 
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 
 pytestmark = [
     pytest.mark.browser,
@@ -65,19 +63,6 @@ async def callback_site(
         yield f"http://{host}:{port}/platform/callback", seen
     finally:
         await runner.cleanup()
-
-
-@asynccontextmanager
-async def chromium() -> AsyncIterator[Browser]:
-    """Headless Chromium from /usr/bin/chromium, closed after."""
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield browser
-        finally:
-            await browser.close()
 
 
 async def test_browser_links_an_account(tmp_path: Path) -> None:

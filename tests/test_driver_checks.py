@@ -13,8 +13,8 @@ from urllib.parse import quote
 
 import pytest
 from aiohttp import web
+from driver_helpers import ALICE_PASSWORD, CALLBACK, running_driver
 from mosquitto import free_port
-from test_driver_support import ALICE_PASSWORD, CALLBACK, running_driver
 
 from hubd.driver.checks import run_checks
 

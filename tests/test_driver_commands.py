@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 import aiohttp
 import pytest
-from test_driver_support import (
+from driver_helpers import (
     CALLBACK,
     RunningDriver,
     browser_session,
@@ -21,8 +21,8 @@ from test_driver_support import (
     user_auth,
 )
 
-from hubd.driver.service import TokenStatus
 from hubd.driver.store import GRACE_S
+from hubd.usertoken import TokenStatus
 
 
 @pytest.fixture

@@ -1,29 +1,26 @@
-"""Issue 3 against a running hubd: the platform's four checks pass in both modes, and binding works."""
+"""The driver in a running hubd: the platform's four checks pass in both modes, binding works, and AcceptGrant
+refuses what it must."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
-from conftest import platform_config
-from hubd_proc import HubdProcess
-from mosquitto import Mosquitto
+from rig import Rig
 
-from simulators.platform import PlatformSimulator
 from simulators.platform_binding import bind_user
+
+MakeRig = Callable[..., Awaitable[Rig]]
 
 
 @pytest.mark.parametrize("mode", ["oauth2", "oauth"])
-async def test_check_driver_passes_against_running_hubd(tmp_path: Path, mosquitto: Mosquitto,
-                                                        platform_sim: PlatformSimulator, mode: str) -> None:
-    overrides = platform_config(platform_sim)
-    overrides["driver"] = {**overrides["driver"], "mode": mode}  # type: ignore[dict-item]
-    hub = HubdProcess(tmp_path / "hub", mqtt_port=mosquitto.port, overrides=overrides)
-    hub.start()
+async def test_check_driver_passes_against_running_hubd(make_rig: MakeRig, mode: str) -> None:
+    rig = await make_rig(hub_overrides={"driver": {"mode": mode}})
+    hub, platform_sim = rig.hub, rig.sim
     try:
-        await hub.wait_ready()
         result = subprocess.run(
             [sys.executable, "-m", "hubd", "check-driver", hub.url, "--callback-url",
              f"{platform_sim.url}/cb/path?u=1&v=2", "--username", "demo", "--password", "demo"],
@@ -53,48 +50,38 @@ async def test_check_driver_passes_against_running_hubd(tmp_path: Path, mosquitt
     assert bound.user_token not in hub.log()
 
 
-async def test_accept_grant_with_unknown_or_missing_token_is_refused(tmp_path: Path, mosquitto: Mosquitto,
-                                                                     platform_sim: PlatformSimulator) -> None:
-    hub = HubdProcess(tmp_path / "hub", mqtt_port=mosquitto.port, overrides=platform_config(platform_sim))
-    hub.start()
-    try:
-        await hub.wait_ready()
-        message = {"header": {"messageId": "m-1", "namespace": "Service.Authorization", "name": "AcceptGrant",
-                              "payloadVersion": "v1", "authorization": {"type": "BearerToken", "token": "forged"}},
-                   "payload": {"grant": {"type": "OAuth2.AuthorizationCode",
-                                         "code": platform_sim.issue_code("mallory"), "userId": "mallory"}}}
-        status, reply, _ = await hub.post("/vendor", message)
-        assert status == 200
-        assert reply["header"]["name"] == "ErrorResponse" and reply["header"]["messageId"] == "m-1"
-        assert reply["payload"]["name"] == "E_INVALID_AUTHORIZATION"
-        status, reply, _ = await hub.post("/vendor", data=b"{not json", headers={"Content-Type": "application/json"})
-        assert status == 200 and reply["header"]["name"] == "ErrorResponse"
-        _, users = await hub.get("/api/users")
-        assert users["users"] == []
-    finally:
-        hub.stop()
+async def test_accept_grant_with_unknown_or_missing_token_is_refused(make_rig: MakeRig) -> None:
+    rig = await make_rig()
+    hub, platform_sim = rig.hub, rig.sim
+    message = {"header": {"messageId": "m-1", "namespace": "Service.Authorization", "name": "AcceptGrant",
+                          "payloadVersion": "v1", "authorization": {"type": "BearerToken", "token": "forged"}},
+               "payload": {"grant": {"type": "OAuth2.AuthorizationCode",
+                                     "code": platform_sim.issue_code("mallory"), "userId": "mallory"}}}
+    status, reply, _ = await hub.post("/vendor", message)
+    assert status == 200
+    assert reply["header"]["name"] == "ErrorResponse" and reply["header"]["messageId"] == "m-1"
+    assert reply["payload"]["name"] == "E_INVALID_AUTHORIZATION"
+    status, reply, _ = await hub.post("/vendor", data=b"{not json", headers={"Content-Type": "application/json"})
+    assert status == 200 and reply["header"]["name"] == "ErrorResponse"
+    _, users = await hub.get("/api/users")
+    assert users["users"] == []
 
 
-async def test_accept_grant_reports_a_refused_code(tmp_path: Path, mosquitto: Mosquitto,
-                                                   platform_sim: PlatformSimulator) -> None:
-    hub = HubdProcess(tmp_path / "hub", mqtt_port=mosquitto.port, overrides=platform_config(platform_sim))
-    hub.start()
-    try:
-        await hub.wait_ready()
-        bound = await bind_user(hub_url=hub.url, vendor_path="/vendor", sim=platform_sim, username="demo",
-                                password="demo", user_id="alice")
-        message = {"header": {"messageId": "m-2", "namespace": "Service.Authorization", "name": "AcceptGrant",
-                              "payloadVersion": "v1",
-                              "authorization": {"type": "BearerToken", "token": bound.user_token}},
-                   "payload": {"grant": {"type": "OAuth2.AuthorizationCode", "code": "not-a-code", "userId": "bob"}}}
-        _, reply, _ = await hub.post("/vendor", message)
-        assert reply["header"]["name"] == "ErrorResponse"
-        assert reply["payload"]["name"] == "E_INTERNAL_ERROR"
-        assert "invalid_grant" in reply["payload"]["message"]
-        platform_sim.set_outage(True)
-        message["header"]["messageId"] = "m-3"
-        message["payload"]["grant"]["code"] = "whatever"
-        _, reply, _ = await hub.post("/vendor", message)
-        assert reply["payload"]["name"] == "E_SERVER_UNREACHABLE"
-    finally:
-        hub.stop()
+async def test_accept_grant_reports_a_refused_code(make_rig: MakeRig) -> None:
+    rig = await make_rig()
+    hub, platform_sim = rig.hub, rig.sim
+    bound = await bind_user(hub_url=hub.url, vendor_path="/vendor", sim=platform_sim, username="demo",
+                            password="demo", user_id="alice")
+    message: dict[str, Any] = {
+        "header": {"messageId": "m-2", "namespace": "Service.Authorization", "name": "AcceptGrant",
+                   "payloadVersion": "v1", "authorization": {"type": "BearerToken", "token": bound.user_token}},
+        "payload": {"grant": {"type": "OAuth2.AuthorizationCode", "code": "not-a-code", "userId": "bob"}}}
+    _, reply, _ = await hub.post("/vendor", message)
+    assert reply["header"]["name"] == "ErrorResponse"
+    assert reply["payload"]["name"] == "E_INTERNAL_ERROR"
+    assert "invalid_grant" in reply["payload"]["message"]
+    platform_sim.set_outage(True)
+    message["header"]["messageId"] = "m-3"
+    message["payload"]["grant"]["code"] = "whatever"
+    _, reply, _ = await hub.post("/vendor", message)
+    assert reply["payload"]["name"] == "E_SERVER_UNREACHABLE"

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import aiohttp
 import pytest
-from test_driver_support import (
+from driver_helpers import (
     ALICE_PASSWORD,
     BOB_PASSWORD,
     CALLBACK,
@@ -31,11 +31,12 @@ from yarl import URL
 from hubd.driver.csrf import COOKIE_NAME as CSRF_COOKIE
 from hubd.driver.limits import ACCOUNT_FREE, SOURCE_FREE, TRUST_S
 from hubd.driver.passwords import verify_password
-from hubd.driver.service import DriverService, TokenStatus
+from hubd.driver.service import DriverService
 from hubd.driver.trust import COOKIE_NAME as DEVICE_COOKIE
 from hubd.errors import ConfigError
 from hubd.metrics import Metrics
 from hubd.store.db import Database
+from hubd.usertoken import TokenStatus
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 import pytest
-from test_driver_support import FakeClock
+from driver_helpers import FakeClock
 
 from hubd.config import HubdConfig
 from hubd.driver import passwords
@@ -13,7 +13,6 @@ from hubd.driver.limits import LoginLimiter
 from hubd.driver.passwords import PasswordHashInvalid, check_hash, hash_password, is_hash, verify_password
 from hubd.driver.policy import config_problems
 from hubd.driver.seal import SealBroken, seal, unseal
-from hubd.driver.store import TokenCheck, TokenStatus
 from hubd.driver.urls import (
     CallbackInvalid,
     CallbackRules,
@@ -27,6 +26,7 @@ from hubd.driver.urls import (
 from hubd.driver.verdicts import VerdictCache
 from hubd.errors import HubdError
 from hubd.ratelimit import CAP_S, FailureThrottle
+from hubd.usertoken import TokenCheck, TokenStatus
 
 
 def test_hash_format_and_verify() -> None:

@@ -8,13 +8,14 @@ import json
 import socket
 import subprocess
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 from mosquitto import free_port
+from unit_helpers import eventually
 
 from hubd.app import build
 from hubd.config import HubdConfig
@@ -23,7 +24,8 @@ from hubd.lifecycle import Backoff
 from hubd.mqtt import bridge as bridge_module
 from hubd.mqtt.bridge import MqttBridge
 from hubd.mqtt.broker import EmbeddedBroker
-from hubd.mqtt.client import Message, MqttClient
+from hubd.mqtt.client import MqttClient
+from hubd.mqtt.inbox import Message
 
 HOST = "127.0.0.1"
 HUB = {"client_id": "hubd", "username": "hubd", "password": "hub-secret", "clean_session": False}
@@ -243,9 +245,12 @@ async def test_stop_is_quick_idempotent_and_frees_the_port(
     await again.stop()
 
 
-async def test_run_waits_until_cancelled(broker: EmbeddedBroker) -> None:
+async def test_run_waits_until_cancelled(broker: EmbeddedBroker, clients: Callable[..., MqttClient]) -> None:
     task = asyncio.create_task(broker.run())
-    await asyncio.sleep(0.05)
+    # A message through the broker while run() runs: many turns of the loop, run() among them.
+    hub, device = await hub_and_device(clients, "hubd/device/+/state")
+    await device.publish("hubd/device/lamp/state", b"{}", qos=1)
+    assert [m.payload for m in await receive(hub, 1)] == [b"{}"]
     assert not task.done()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -303,11 +308,11 @@ async def test_hubd_gets_what_was_published_while_its_connection_was_down(
     watcher = MqttClient(host=HOST, port=mqtt_port, client_id="watcher", clean_session=True)
     try:
         async with aiohttp.ClientSession() as http:
-            await _poll(lambda: _status(http, f"{url}/healthz", 200), "hubd ready")
+            await eventually(lambda: _status(http, f"{url}/healthz", 200), "hubd ready", timeout_s=15.0)
             await device.connect()
             await device.publish("hubd/device/lamp/config", json.dumps(LAMP).encode(), retain=True)
             await device.publish("hubd/device/lamp/state", b'{"Switch": "On"}')
-            await _poll(lambda: _switch(http, url, "On"), "the first state")
+            await eventually(lambda: _switch(http, url, "On"), "the first state", timeout_s=15.0)
             await watcher.connect()
             await watcher.subscribe([("hubd/status", 1)])
             assert await _next_on(watcher, "hubd/status") == b"online"
@@ -327,7 +332,8 @@ async def test_hubd_gets_what_was_published_while_its_connection_was_down(
             status, body = await _get(http, f"{url}/healthz")
             assert status == 503, body
             gate.open.set()
-            await _poll(lambda: _switch(http, url, "Off"), "the state published while hubd was disconnected")
+            await eventually(lambda: _switch(http, url, "Off"), "the state published while hubd was disconnected",
+                             timeout_s=15.0)
             # hubd took the queued message in (and acknowledged it) while its SUBSCRIBE waited: amqtt reads
             # nothing else from a client before the queued messages are acknowledged, and gives up after 5 s.
             assert "Timeout waiting for PUBACK" not in caplog.text
@@ -368,15 +374,6 @@ async def _switch(http: aiohttp.ClientSession, url: str, value: str) -> bool:
         s["interface"] == "Switch" and s["value"] == value
         for d in body["devices"] if d["endpointId"] == "lamp" for s in d["states"]
     )
-
-
-async def _poll(predicate: Callable[[], Awaitable[bool]], what: str, timeout_s: float = 15.0) -> None:
-    try:
-        async with asyncio.timeout(timeout_s):
-            while not await predicate():
-                await asyncio.sleep(0.05)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
 
 
 LAMP = {

@@ -8,7 +8,8 @@ import json
 import pytest
 from homeassistant_helpers import NOW, announce, configs, fixture, make, publish, raw, request, states
 
-from hubd.dialects.base import CommandRefused, ConfigReceived, Outgoing, Route
+from hubd.devices.model import Route
+from hubd.dialects.base import CommandRefused, ConfigReceived, Outgoing
 from hubd.dialects.homeassistant import HomeAssistantDialect
 
 LIGHT = "zigbee2mqtt_0x000b57fffec6a5b2"

@@ -22,16 +22,15 @@ from homeassistant_helpers import (
     states,
 )
 
+from hubd.devices.model import Route, StateSample
 from hubd.dialects.base import (
     AvailabilityReceived,
     ConfigReceived,
     DeviceGone,
     InputRejected,
     PressReceived,
-    Route,
     StateReceived,
 )
-from hubd.mqtt.codec import StateSample
 
 ESP = "20500de464ec"
 WEATHER = "zigbee2mqtt_0x0017880104e45522"

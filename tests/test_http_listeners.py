@@ -12,7 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,16 +20,15 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
-from conftest import platform_config
 from hubd_proc import HubdProcess, free_port
 from mosquitto import Mosquitto
+from rig import Rig
 
 from hubd.config import parse_config
 from hubd.errors import ConfigError
 from hubd.web.peers import is_local_address
-from simulators.platform import PlatformSimulator
-from simulators.platform_binding import bind_user
 
+MakeRig = Callable[..., Awaitable[Rig]]
 CALLBACK = "http://127.0.0.1:9/callback"
 # (method, path, body): the routes the platform and a browser logging in reach ...
 PUBLIC = [("POST", "/vendor", {}), ("POST", "/driver/command", {"command": "Nothing", "params": {}}),
@@ -68,36 +67,28 @@ def test_local_addresses_are_loopback_private_link_local_and_ula() -> None:
         assert not is_local_address(outside), outside
 
 
-async def test_with_a_local_port_the_local_routes_are_served_there_and_only_there(
-        tmp_path: Path, mosquitto: Mosquitto, platform_sim: PlatformSimulator) -> None:
+async def test_with_a_local_port_the_local_routes_are_served_there_and_only_there(make_rig: MakeRig) -> None:
     local_port = free_port()
-    hub = HubdProcess(tmp_path / "hub", mqtt_port=mosquitto.port,
-                      overrides={**platform_config(platform_sim), "http": {"local_port": local_port}})
-    local = f"http://127.0.0.1:{local_port}"
-    hub.start()
-    try:
-        health = await hub.wait_ready()
-        assert str(local_port) in health["checks"]["http"]["detail"], health
-        for method, path, body in LOCAL:
-            assert not_routed(*await fetch(hub.url, method, path, body)) or method == "HEAD", (method, path)
-            status, answer = await fetch(local, method, path, body)
-            assert not not_routed(status, answer) and status != 403, (method, path, status, answer)
-        assert (await fetch(hub.url, "HEAD", "/api/devices"))[0] == 404
-        for method, path, body in PUBLIC:
-            assert not_routed(*await fetch(local, method, path, body)), (method, path)
-            status, answer = await fetch(hub.url, method, path, body)
-            assert not not_routed(status, answer) and status != 403, (method, path, status, answer)
-        assert (await fetch(hub.url, "GET", "/healthz"))[0] == 200
-        assert (await fetch(local, "GET", "/healthz"))[0] == 200
-        # The platform's whole account linking goes through the main listener alone.
-        bound = await bind_user(hub_url=hub.url, vendor_path="/vendor", sim=platform_sim, username="demo",
-                                password="demo", user_id="user-1")
-        assert bound.ok, bound.reply
-        _, users = await fetch(local, "GET", "/api/users")
-        assert [u["userId"] for u in users["users"]] == ["user-1"]
-        assert hub.stop() == 0
-    finally:
-        hub.kill()
+    rig = await make_rig(hub_overrides={"http": {"local_port": local_port}})
+    hub, local = rig.hub, f"http://127.0.0.1:{local_port}"
+    _, health = await hub.get("/healthz")
+    assert str(local_port) in health["checks"]["http"]["detail"], health
+    for method, path, body in LOCAL:
+        assert not_routed(*await fetch(hub.url, method, path, body)) or method == "HEAD", (method, path)
+        status, answer = await fetch(local, method, path, body)
+        assert not not_routed(status, answer) and status != 403, (method, path, status, answer)
+    assert (await fetch(hub.url, "HEAD", "/api/devices"))[0] == 404
+    for method, path, body in PUBLIC:
+        assert not_routed(*await fetch(local, method, path, body)), (method, path)
+        status, answer = await fetch(hub.url, method, path, body)
+        assert not not_routed(status, answer) and status != 403, (method, path, status, answer)
+    assert (await fetch(hub.url, "GET", "/healthz"))[0] == 200
+    assert (await fetch(local, "GET", "/healthz"))[0] == 200
+    # The platform's whole account linking goes through the main listener alone.
+    await rig.bind()
+    _, users = await fetch(local, "GET", "/api/users")
+    assert [u["userId"] for u in users["users"]] == ["user-1"]
+    assert hub.stop() == 0
     assert "Traceback" not in hub.log()
 
 
@@ -196,45 +187,29 @@ def outside_peer() -> Iterator[OutsidePeer]:
         subprocess.run(["ip", "link", "del", here], capture_output=True, timeout=30, check=False)
 
 
-class _HubOn(HubdProcess):
-    """A hubd whose HTTP API is reached at `address` rather than 127.0.0.1."""
-
-    address = "127.0.0.1"
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.address}:{self.http_port}"
-
-
 async def test_one_listener_refuses_the_local_routes_to_an_outside_peer(
-        tmp_path: Path, mosquitto: Mosquitto, platform_sim: PlatformSimulator, outside_peer: OutsidePeer) -> None:
-    hub = _HubOn(tmp_path / "hub", mqtt_port=mosquitto.port,
-                 overrides={**platform_config(platform_sim), "http": {"host": outside_peer.hub_address}})
-    hub.address = outside_peer.hub_address
-    hub.start()
-    try:
-        await hub.wait_ready()
-        spoofed = {"X-Forwarded-For": "192.168.1.10", "X-Real-IP": "127.0.0.1"}
-        asked = [(m, p, b, {}) for m, p, b in LOCAL + PUBLIC] + [(m, p, b, spoofed) for m, p, b in LOCAL]
-        outside = outside_peer.requests(hub.url, outside_peer.public_address, asked)
-        for (method, path, _, headers), (status, answer) in zip(asked, outside, strict=True):
-            if (method, path, None) in LOCAL or (method, path, {}) in LOCAL:
-                assert status == 403, (method, path, headers, status, answer)
-                if method != "HEAD":
-                    assert "http.local_port" in answer["error"], answer
-                    assert answer["details"] == [{"path": "(address)", "message": f"{outside_peer.public_address} "
-                                                  "is not a loopback, private or link-local address"}]
-            else:
-                assert status != 403 and not not_routed(status, answer), (method, path, status, answer)
-        inside = outside_peer.requests(hub.url, outside_peer.private_address, [(m, p, b, {}) for m, p, b in LOCAL])
-        for (method, path, _), (status, answer) in zip(LOCAL, inside, strict=True):
+        make_rig: MakeRig, outside_peer: OutsidePeer) -> None:
+    rig = await make_rig(hub_overrides={"http": {"host": outside_peer.hub_address}})
+    hub = rig.hub
+    spoofed = {"X-Forwarded-For": "192.168.1.10", "X-Real-IP": "127.0.0.1"}
+    asked = [(m, p, b, {}) for m, p, b in LOCAL + PUBLIC] + [(m, p, b, spoofed) for m, p, b in LOCAL]
+    outside = outside_peer.requests(hub.url, outside_peer.public_address, asked)
+    for (method, path, _, headers), (status, answer) in zip(asked, outside, strict=True):
+        if (method, path, None) in LOCAL or (method, path, {}) in LOCAL:
+            assert status == 403, (method, path, headers, status, answer)
+            if method != "HEAD":
+                assert "http.local_port" in answer["error"], answer
+                assert answer["details"] == [{"path": "(address)", "message": f"{outside_peer.public_address} "
+                                              "is not a loopback, private or link-local address"}]
+        else:
             assert status != 403 and not not_routed(status, answer), (method, path, status, answer)
-        # hubd's own machine reaching it at a public-looking address is outside too: the peer decides.
-        assert (await fetch(hub.url, "GET", "/api/devices"))[0] == 403
-        assert (await fetch(hub.url, "GET", "/healthz"))[0] == 200
-        assert hub.stop() == 0
-    finally:
-        hub.kill()
+    inside = outside_peer.requests(hub.url, outside_peer.private_address, [(m, p, b, {}) for m, p, b in LOCAL])
+    for (method, path, _), (status, answer) in zip(LOCAL, inside, strict=True):
+        assert status != 403 and not not_routed(status, answer), (method, path, status, answer)
+    # hubd's own machine reaching it at a public-looking address is outside too: the peer decides.
+    assert (await fetch(hub.url, "GET", "/api/devices"))[0] == 403
+    assert (await fetch(hub.url, "GET", "/healthz"))[0] == 200
+    assert hub.stop() == 0
     assert "Traceback" not in hub.log()
 
 

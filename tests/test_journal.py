@@ -1,7 +1,7 @@
 """The event journal (hubd/journal.py) and what feeds it: the outbox sender, the registry, the webhook's counts.
 
-In-process: the journal alone, the sender with the fake platform of test_outbox_units, the registry with a sink
-that stores nothing. Waits are on conditions (`eventually`), never fixed sleeps.
+In-process: the journal alone, the sender with the fake platform of tests/outbox_helpers.py, the registry with
+a sink that stores nothing. Waits are on conditions (`eventually`), never fixed sleeps.
 """
 
 from __future__ import annotations
@@ -9,24 +9,22 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import sqlite3
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from test_outbox_units import FakeApi, FakeTokens, Posted, change, endpoint, press
-from unit_helpers import NOW, FakeClock, device_message, eventually
+from outbox_helpers import FakeTokens, Posted, SenderRig, change, endpoint, press, running_sender
+from unit_helpers import NOW, device_message, eventually
 
 from hubd.cloud import messages
+from hubd.devices.changes import Change
 from hubd.dialects.base import Decoded
 from hubd.errors import CloudRejected, CloudUnavailable
 from hubd.journal import EventJournal, EventRef, describe
 from hubd.metrics import Metrics
-from hubd.outbox import OutboxSender
-from hubd.registry import Change, DeviceRegistry, DeviceRows
-from hubd.reporter import PendingEvent, discovery_events, insert_events_blocking
-from hubd.store.db import Database
+from hubd.outbox.decide import discovery_events
+from hubd.registry import DeviceRegistry
+from hubd.store.devices import DeviceRows
 from hubd.webhook.limits import CallLimiter
 
 LAMP_CONFIG = {"displayName": "Desk Lamp", "displayType": "light",
@@ -133,42 +131,24 @@ def test_descriptions_show_the_endpoint_and_states_never_the_header() -> None:
 # --- the outbox sender reports to it ------------------------------------------------------------------------
 
 
-@dataclass
-class Sender:
-    db: Database
-    api: FakeApi
-    tokens: FakeTokens
-    clock: FakeClock
-    wakeup: asyncio.Event
-    journal: EventJournal
-
-    async def queue(self, user: str, *events: PendingEvent) -> None:
-        await self.db.call(_insert, list(events), user)
-        self.wakeup.set()
+@pytest.fixture
+def journal() -> EventJournal:
+    return EventJournal()
 
 
 @pytest.fixture
-async def sender(tmp_path: Path) -> AsyncIterator[Sender]:
-    db = Database(tmp_path / "hubd.db", synchronous="normal")
-    await db.start()
-    api, tokens, clock, wakeup, journal = FakeApi(), FakeTokens(), FakeClock(), asyncio.Event(), EventJournal()
-    outbox = OutboxSender(db, api, tokens, clock=clock, metrics=Metrics(), wakeup=wakeup, observer=journal)
-    await outbox.start()
-    task = asyncio.create_task(outbox.run())
-    try:
-        yield Sender(db, api, tokens, clock, wakeup, journal)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await outbox.stop()
-        await db.stop()
+async def sender(tmp_path: Path, journal: EventJournal) -> AsyncIterator[SenderRig]:
+    """The outbox sender (tests/outbox_helpers.py) reporting to `journal`."""
+    async with running_sender(tmp_path, observer=journal) as rig:
+        yield rig
 
 
 def statuses(journal: EventJournal) -> dict[str, str]:
     return {e["endpoints"][0]: e["status"] for e in journal.events()}
 
 
-async def test_the_sender_reports_waiting_retrying_delivered_and_dead_letters(sender: Sender) -> None:
+async def test_the_sender_reports_waiting_retrying_delivered_and_dead_letters(
+        sender: SenderRig, journal: EventJournal) -> None:
     failures = [CloudUnavailable("platform answered 503")]
 
     async def platform(post: Posted) -> None:
@@ -180,22 +160,23 @@ async def test_the_sender_reports_waiting_retrying_delivered_and_dead_letters(se
     sender.api.behaviour["alice"] = platform
     await sender.queue("alice", change("lamp", "On"), press("ghost"))
     # Alice has no token yet: both are waiting.
-    await eventually(lambda: statuses(sender.journal) == {"lamp": "waiting", "ghost": "waiting"}, "two waiting")
+    await eventually(lambda: statuses(journal) == {"lamp": "waiting", "ghost": "waiting"}, "two waiting")
     sender.tokens.tokens["alice"] = "alice:1"
     sender.wakeup.set()
-    await eventually(lambda: statuses(sender.journal) == {"lamp": "retrying", "ghost": "dead"}, "a retry, a dead one")
+    await eventually(lambda: statuses(journal) == {"lamp": "retrying", "ghost": "dead"}, "a retry, a dead one")
     sender.clock.now += 120
     sender.wakeup.set()
-    await eventually(lambda: statuses(sender.journal)["lamp"] == "delivered", "the lamp delivered")
-    ghost, lamp = sender.journal.events()  # newest first: the press was written after the change
+    await eventually(lambda: statuses(journal)["lamp"] == "delivered", "the lamp delivered")
+    ghost, lamp = journal.events()  # newest first: the press was written after the change
     assert (lamp["attempts"], lamp["latencyMs"], lamp["error"]) == (2, 120_000, None)
     assert (lamp["detail"], ghost["detail"]) == ("lamp (Switch=On)", "ghost")
     assert (ghost["attempts"], ghost["error"]) == (1, 'HTTP 422: {"error": "endpoint unknown"}')
-    assert sorted((f["name"], f["count"]) for f in sender.journal.failed_deliveries()) == [
+    assert sorted((f["name"], f["count"]) for f in journal.failed_deliveries()) == [
         ("ChangeReport", 1), ("DoorbellPress", 1)]
 
 
-async def test_a_batch_refused_as_a_whole_is_held_and_its_pieces_delivered(sender: Sender) -> None:
+async def test_a_batch_refused_as_a_whole_is_held_and_its_pieces_delivered(
+        sender: SenderRig, journal: EventJournal) -> None:
     async def platform(post: Posted) -> None:
         if len(post.endpoints) > 1:
             raise CloudRejected(400, '{"error": "one endpoint is bad"}')
@@ -204,44 +185,25 @@ async def test_a_batch_refused_as_a_whole_is_held_and_its_pieces_delivered(sende
     sender.tokens.tokens["alice"] = "alice:1"
     await sender.queue("alice", *discovery_events("Service", [endpoint("a"), endpoint("b")]))
     await eventually(lambda: len(sender.api.accepted) == 2, "both pieces")
-    await eventually(lambda: [e["status"] for e in sender.journal.events()] == ["delivered", "delivered", "held"],
+    await eventually(lambda: [e["status"] for e in journal.events()] == ["delivered", "delivered", "held"],
                      "the pieces delivered, the batch held")
-    assert "resent as 2 messages" in sender.journal.events()[2]["error"]
+    assert "resent as 2 messages" in journal.events()[2]["error"]
 
 
 @pytest.mark.parametrize("quiet", [False, True])
 async def test_one_events_line_per_delivered_event_unless_log_events_is_off(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, quiet: bool) -> None:
-    db = Database(tmp_path / "hubd.db", synchronous="normal")
-    await db.start()
-    api, wakeup = FakeApi(), asyncio.Event()
-    outbox = OutboxSender(db, api, FakeTokens(tokens={"alice": "alice:1"}), clock=FakeClock(), metrics=Metrics(),
-                          wakeup=wakeup, log_events=not quiet)
-    await outbox.start()
-    task = asyncio.create_task(outbox.run())
-    try:
+    async with running_sender(tmp_path, tokens=FakeTokens(tokens={"alice": "alice:1"}), log_events=not quiet) as rig:
         with caplog.at_level(logging.INFO, logger="hubd.events"):
-            await db.call(_insert, [change("lamp", "On")], "alice")
-            wakeup.set()
-            await eventually(lambda: len(api.accepted) == 1 and outbox.depth() == 0, "the event delivered")
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await outbox.stop()
-        await db.stop()
+            await rig.queue("alice", change("lamp", "On"))
+            await eventually(lambda: len(rig.api.accepted) == 1 and rig.sender.depth() == 0, "the event delivered")
     lines = [r.getMessage() for r in caplog.records if r.name == "hubd.events"]
     if quiet:
         assert lines == []
     else:
-        message_id = api.accepted[0].message_id
+        message_id = rig.api.accepted[0].message_id
         assert lines == [f"delivered ChangeReport {message_id} for user alice: lamp (Switch=On) in 0 ms"]
         assert "alice:1" not in lines[0]
-
-
-def _insert(conn: sqlite3.Connection, events: list[PendingEvent], user: str) -> None:
-    with conn:
-        conn.execute("BEGIN IMMEDIATE")
-        insert_events_blocking(conn, events, [user], NOW)
 
 
 # --- the registry reports to it, and keeps a device's last message time --------------------------------------

@@ -20,7 +20,9 @@ from mosquitto import MisbehavingBroker, Mosquitto, TlsFiles, free_port, publish
 
 from hubd.errors import ConfigError, MqttRejected, MqttUnavailable
 from hubd.mqtt import client as client_module
-from hubd.mqtt.client import Message, MqttClient, Will
+from hubd.mqtt import connection as connection_module
+from hubd.mqtt.client import MqttClient, Will
+from hubd.mqtt.inbox import Message
 
 RECEIVE_TIMEOUT_S = 10.0
 
@@ -476,7 +478,7 @@ async def test_one_readable_callback_takes_in_a_bounded_number_of_messages(
     count, in_flight, cap = 1000, 100, 20
     pub = await publisher(clients)
     await asyncio.gather(*(pub.publish(f"{prefix}/r/{i}", b"x", retain=True) for i in range(count)))
-    monkeypatch.setattr(client_module, "READ_BURST_PACKETS", cap)
+    monkeypatch.setattr(connection_module, "READ_BURST_PACKETS", cap)
     client = clients("hub", clean_session=True, max_inflight_publishes=in_flight)
     await client.connect()
     conn = client._conn
@@ -504,7 +506,7 @@ async def test_a_capped_tls_read_goes_on_with_what_ssl_already_decrypted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Many packets in one TLS record: once capped, the decrypted rest is not signalled by the fd again."""
-    monkeypatch.setattr(client_module, "READ_BURST_PACKETS", 1)
+    monkeypatch.setattr(connection_module, "READ_BURST_PACKETS", 1)
     tls = TlsFiles.make(tmp_path / "tls")
     count = 200
     broker = MisbehavingBroker(tls=tls, retained=[(f"t/{i}", str(i).encode()) for i in range(count)])

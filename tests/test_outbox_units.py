@@ -9,190 +9,29 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from unit_helpers import NOW, FakeClock, eventually
+from outbox_helpers import Posted, SenderRig, change, endpoint, held, insert_rows, press, running_sender
+from unit_helpers import NOW, eventually
 
-from hubd import outbox
 from hubd.cloud import messages
 from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
-from hubd.events import BARRIER_LANE
-from hubd.metrics import Metrics
-from hubd.outbox import OutboxSender
-from hubd.reporter import PendingEvent, discovery_events, insert_events_blocking
-from hubd.store.db import Database
-
-
-@dataclass
-class Posted:
-    user: str
-    name: str
-    message_id: str
-    endpoints: tuple[str, ...]
-    token: str
-    body: dict[str, Any]
-
-
-Behaviour = Callable[[Posted], Awaitable[None]]
-
-
-@dataclass
-class FakeApi:
-    """Records every POST; `behaviour[user]` decides the outcome (default: accepted)."""
-
-    posted: list[Posted] = field(default_factory=list)
-    accepted: list[Posted] = field(default_factory=list)
-    behaviour: dict[str, Behaviour] = field(default_factory=dict)
-
-    async def post_event(self, body: dict[str, Any] | str) -> None:
-        message = json.loads(body) if isinstance(body, str) else body
-        header = message["header"]
-        token = header["authorization"]["token"]
-        payload = message.get("payload", {})
-        if "endpoints" in payload:
-            endpoints = tuple(e["endpointId"] for e in payload["endpoints"])
-        elif "endpoint" in message:
-            endpoints = (message["endpoint"]["endpointId"],)
-        else:
-            endpoints = (payload["endpointId"],)
-        post = Posted(token.split(":")[0], header["name"], header["messageId"], endpoints, token, message)
-        self.posted.append(post)
-        handler = self.behaviour.get(post.user)
-        if handler is not None:
-            await handler(post)
-        self.accepted.append(post)
-
-    def of(self, user: str, endpoint: str | None = None) -> list[Posted]:
-        return [p for p in self.accepted if p.user == user and (endpoint is None or endpoint in p.endpoints)]
-
-
-@dataclass
-class FakeTokens:
-    """Tokens look like "<user>:<n>"; a user is active once given a token."""
-
-    tokens: dict[str, str | None] = field(default_factory=dict)
-    inactive: set[str] = field(default_factory=set)
-    invalidated: list[tuple[str, str]] = field(default_factory=list)
-    revocations: list[str] = field(default_factory=list)
-    activation_count: int = 0
-    activated_at: dict[str, int] = field(default_factory=dict)
-    current: dict[str, str] = field(default_factory=dict)  # the grant's token, also while "refreshing"
-
-    def is_active(self, user_id: str) -> bool:
-        return user_id in self.tokens and user_id not in self.inactive
-
-    def token_now(self, user_id: str) -> str | None:
-        return self.tokens.get(user_id)
-
-    def invalidate(self, user_id: str, token: str) -> None:
-        self.invalidated.append((user_id, token))
-        if self.tokens.get(user_id) == token:
-            self.current[user_id] = token
-            self.tokens[user_id] = None  # "refreshing": the test hands out the next token
-
-    async def revoked(self, user_id: str, token: str, reason: str) -> bool:
-        if not self.is_active(user_id):
-            return True
-        if (self.tokens.get(user_id) or self.current.get(user_id)) != token:
-            return False
-        self.revocations.append(user_id)
-        self.inactive.add(user_id)
-        return True
-
-    def activations(self) -> int:
-        return self.activation_count
-
-    def activated(self, user_id: str) -> int:
-        return self.activated_at.get(user_id, 0)
-
-    def activate(self, user_id: str, token: str) -> None:
-        """What the token manager does once a new grant is committed (its wakeup is the caller's)."""
-        self.tokens[user_id] = token
-        self.inactive.discard(user_id)
-        self.activation_count += 1
-        self.activated_at[user_id] = self.activation_count
-
-
-@dataclass
-class Rig:
-    db: Database
-    sender: OutboxSender
-    api: FakeApi
-    tokens: FakeTokens
-    clock: FakeClock
-    wakeup: asyncio.Event
-    metrics: Metrics
-
-    async def queue(self, user: str, *events: PendingEvent) -> None:
-        await self.db.call(_insert, list(events), user)
-        self.wakeup.set()
-
-    def refreshed(self, user: str, token: str) -> None:
-        self.tokens.tokens[user] = token
-        self.wakeup.set()  # what the token manager does after a refresh
-
-    async def later(self, seconds: float) -> None:
-        """Move the clock on (retries fall due) and wake the sender."""
-        self.clock.now += seconds
-        self.wakeup.set()
-        await asyncio.sleep(0)
-
-    async def rows(self, table: str = "outbox") -> list[sqlite3.Row]:
-        return await self.db.call(lambda c: c.execute(f"SELECT * FROM {table} ORDER BY id").fetchall())  # noqa: S608
-
-
-def _insert(conn: sqlite3.Connection, events: list[PendingEvent], user: str) -> None:
-    with conn:
-        conn.execute("BEGIN IMMEDIATE")
-        insert_events_blocking(conn, events, [user], NOW)
-
-
-def change(endpoint: str, value: str) -> PendingEvent:
-    state = {"interface": "Switch", "value": value, "timeOfSample": "2024-01-01T00:00:00.000Z"}
-    return PendingEvent("ChangeReport", (endpoint,), messages.change_report(
-        "Service", "", endpoint, {}, [state], [state], "PHYSICAL_INTERACTION"))
-
-
-def press(endpoint: str) -> PendingEvent:
-    return PendingEvent("DoorbellPress", (endpoint,),
-                        messages.doorbell_press("Service", "", endpoint, "2024-01-01T00:00:00.000Z"))
-
-
-def endpoint(endpoint_id: str) -> dict[str, Any]:
-    return {"endpointId": endpoint_id, "displayName": "Lamp", "displayType": "light", "additionalInfo": {},
-            "capabilities": [], "states": []}
-
-
-def held(gate: asyncio.Event, endpoint: str | None = None) -> Behaviour:
-    """A behaviour that holds each post (of `endpoint`, or every one) until `gate` is set."""
-    async def hold(post: Posted) -> None:
-        if endpoint is None or endpoint in post.endpoints:
-            await gate.wait()
-    return hold
+from hubd.events import BARRIER_LANE, PendingEvent
+from hubd.outbox import sender as outbox
+from hubd.outbox.decide import discovery_events
+from hubd.store import outbox as outbox_store
+from hubd.store.outbox import insert_events_blocking
 
 
 @pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
-    db = Database(tmp_path / "hubd.db", synchronous="normal")
-    await db.start()
-    api, tokens, clock, wakeup, metrics = FakeApi(), FakeTokens(), FakeClock(), asyncio.Event(), Metrics()
-    sender = OutboxSender(db, api, tokens, clock=clock, metrics=metrics, wakeup=wakeup)
-    await sender.start()
-    task = asyncio.create_task(sender.run())
-    try:
-        yield Rig(db, sender, api, tokens, clock, wakeup, metrics)
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        await sender.stop()
-        await db.stop()
+async def rig(tmp_path: Path) -> AsyncIterator[SenderRig]:
+    async with running_sender(tmp_path) as rig:
+        yield rig
 
 
-async def test_in_order_per_device_and_devices_in_parallel(rig: Rig) -> None:
+async def test_in_order_per_device_and_devices_in_parallel(rig: SenderRig) -> None:
     gate = asyncio.Event()
     rig.api.behaviour["alice"] = held(gate, "lamp")
     rig.tokens.tokens["alice"] = "alice:1"
@@ -210,7 +49,7 @@ async def test_in_order_per_device_and_devices_in_parallel(rig: Rig) -> None:
                      "five sent")
 
 
-async def test_a_long_backlog_of_one_device_hides_no_other_device(rig: Rig) -> None:
+async def test_a_long_backlog_of_one_device_hides_no_other_device(rig: SenderRig) -> None:
     gate = asyncio.Event()
     rig.api.behaviour["alice"] = held(gate, "lamp")
     rig.tokens.tokens["alice"] = "alice:1"
@@ -220,7 +59,7 @@ async def test_a_long_backlog_of_one_device_hides_no_other_device(rig: Rig) -> N
     await eventually(lambda: len(rig.api.of("alice", "lamp")) == 2100, "the lamp's backlog", timeout_s=60)
 
 
-async def test_retry_keeps_the_message_id_and_order(rig: Rig) -> None:
+async def test_retry_keeps_the_message_id_and_order(rig: SenderRig) -> None:
     failures = [CloudUnavailable("platform answered 503"), CloudUnavailable("event API answered 404 (...)")]
 
     async def flaky(post: Posted) -> None:
@@ -247,7 +86,7 @@ async def test_retry_keeps_the_message_id_and_order(rig: Rig) -> None:
     assert rig.api.accepted[1].message_id != first_id
 
 
-async def test_400_and_422_are_dead_lettered_with_the_answer(rig: Rig) -> None:
+async def test_400_and_422_are_dead_lettered_with_the_answer(rig: SenderRig) -> None:
     async def refuse(post: Posted) -> None:
         if post.endpoints == ("ghost",):
             raise CloudRejected(422, '{"error": "endpoint.endpointId: unknown"}')
@@ -266,7 +105,7 @@ async def test_400_and_422_are_dead_lettered_with_the_answer(rig: Rig) -> None:
     await eventually(lambda: rig.sender.depth() == 0, "an empty outbox")
 
 
-async def test_a_refused_batch_is_split_so_one_bad_endpoint_dead_letters_only_itself(rig: Rig) -> None:
+async def test_a_refused_batch_is_split_so_one_bad_endpoint_dead_letters_only_itself(rig: SenderRig) -> None:
     async def strict(post: Posted) -> None:
         if "bad" in post.endpoints:
             raise CloudRejected(400, '{"error": "payload.endpoints[1].displayName: digits"}')
@@ -288,7 +127,7 @@ async def test_a_refused_batch_is_split_so_one_bad_endpoint_dead_letters_only_it
     assert len(set(ids)) == 4  # the batch and three pieces, each its own message
 
 
-async def test_a_barrier_goes_before_the_events_kept_for_its_user(rig: Rig) -> None:
+async def test_a_barrier_goes_before_the_events_kept_for_its_user(rig: SenderRig) -> None:
     rig.tokens.tokens["alice"] = "alice:1"
     rig.tokens.inactive.add("alice")  # a dead grant: events are kept
     await rig.queue("alice", press("bell"), change("lamp", "On"), press("bell"))
@@ -304,7 +143,7 @@ async def test_a_barrier_goes_before_the_events_kept_for_its_user(rig: Rig) -> N
                                                   "DoorbellPress"]
 
 
-async def test_one_users_backlog_on_a_slow_platform_does_not_delay_another(rig: Rig) -> None:
+async def test_one_users_backlog_on_a_slow_platform_does_not_delay_another(rig: SenderRig) -> None:
     gate = asyncio.Event()
     rig.api.behaviour["alice"] = held(gate)
     rig.tokens.tokens.update({"alice": "alice:1", "bob": "bob:1"})
@@ -317,7 +156,7 @@ async def test_one_users_backlog_on_a_slow_platform_does_not_delay_another(rig: 
     await eventually(lambda: len(rig.api.of("alice")) == 3000, "alice's backlog", timeout_s=60)
 
 
-async def test_many_busy_users_still_leave_a_send_for_a_newcomer(rig: Rig) -> None:
+async def test_many_busy_users_still_leave_a_send_for_a_newcomer(rig: SenderRig) -> None:
     gate = asyncio.Event()
     users = [f"u{i}" for i in range(3)]  # 3 x 32 > MAX_IN_FLIGHT
     for user in users:
@@ -332,7 +171,7 @@ async def test_many_busy_users_still_leave_a_send_for_a_newcomer(rig: Rig) -> No
     await eventually(lambda: len(rig.api.accepted) == 121, "everything")
 
 
-async def test_a_user_whose_token_is_being_refreshed_holds_no_send(rig: Rig) -> None:
+async def test_a_user_whose_token_is_being_refreshed_holds_no_send(rig: SenderRig) -> None:
     rig.tokens.tokens.update({"alice": None, "bob": "bob:1"})  # alice's refresh hangs (token endpoint down)
     await rig.queue("alice", *[press(f"bell{i}") for i in range(100)])
     await rig.queue("bob", press("bell"))
@@ -342,7 +181,7 @@ async def test_a_user_whose_token_is_being_refreshed_holds_no_send(rig: Rig) -> 
     await eventually(lambda: len(rig.api.of("alice")) == 100, "alice's presses once her token is there")
 
 
-async def test_401_refreshes_in_the_background_and_resends_the_same_message(rig: Rig) -> None:
+async def test_401_refreshes_in_the_background_and_resends_the_same_message(rig: SenderRig) -> None:
     async def expired_once(post: Posted) -> None:
         if post.token == "alice:1":
             raise CloudAuthError("401", fatal=False)
@@ -360,7 +199,7 @@ async def test_401_refreshes_in_the_background_and_resends_the_same_message(rig:
     await eventually(lambda: rig.sender.depth() == 0, "an empty outbox")
 
 
-async def test_403_after_a_refresh_ends_the_grant_once_and_keeps_the_events(rig: Rig) -> None:
+async def test_403_after_a_refresh_ends_the_grant_once_and_keeps_the_events(rig: SenderRig) -> None:
     async def forbidden(post: Posted) -> None:
         raise CloudAuthError("403", fatal=True)
 
@@ -377,7 +216,7 @@ async def test_403_after_a_refresh_ends_the_grant_once_and_keeps_the_events(rig:
     assert await rig.rows("dead_letters") == []
 
 
-async def test_a_user_who_must_bind_again_keeps_only_the_newest_events(rig: Rig,
+async def test_a_user_who_must_bind_again_keeps_only_the_newest_events(rig: SenderRig,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(outbox, "KEPT_WHILE_UNBOUND", 10)
     monkeypatch.setattr(outbox, "PRUNE_SLACK", 5)
@@ -395,7 +234,7 @@ async def test_a_user_who_must_bind_again_keeps_only_the_newest_events(rig: Rig,
     await eventually(lambda: len(rig.api.accepted) == 30, "all 30 delivered")
 
 
-async def test_a_new_grants_report_goes_first_even_if_a_dispatch_was_already_due(rig: Rig) -> None:
+async def test_a_new_grants_report_goes_first_even_if_a_dispatch_was_already_due(rig: SenderRig) -> None:
     """The sender must not dispatch for a user whose activation it has not seen after a load of new rows."""
     gate = asyncio.Event()
     rig.api.behaviour["bob"] = held(gate)
@@ -405,9 +244,9 @@ async def test_a_new_grants_report_goes_first_even_if_a_dispatch_was_already_due
     await eventually(lambda: len(rig.api.posted) == 1, "bob's press in flight")
     await rig.queue("alice", press("bell"), change("lamp", "On"))
     await eventually(lambda: rig.sender.depth("alice") == 2, "alice's kept events indexed")
-    # Reporter.commit_grant: the new grant's report is committed; the wakeup comes with the activation.
+    # OutboxWriter.commit_grant: the new grant's report is committed; the wakeup comes with the activation.
     welcome = discovery_events("Service", [endpoint("bell"), endpoint("lamp")], barrier=True)
-    await rig.db.call(_insert, welcome, "alice")
+    await rig.db.call(insert_rows, welcome, "alice")
     gate.set()  # bob's delivery ends: the sender has a dispatch round due (its kick) before the wakeup is seen
     while not rig.api.of("bob"):
         await asyncio.sleep(0)
@@ -418,7 +257,7 @@ async def test_a_new_grants_report_goes_first_even_if_a_dispatch_was_already_due
 
 
 async def test_pruning_keeps_delete_reports_and_leaves_no_dead_rows_in_memory(
-        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+        rig: SenderRig, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(outbox, "KEPT_WHILE_UNBOUND", 100)
     monkeypatch.setattr(outbox, "PRUNE_SLACK", 50)
     rig.tokens.tokens["alice"] = "alice:1"
@@ -448,7 +287,7 @@ async def test_pruning_keeps_delete_reports_and_leaves_no_dead_rows_in_memory(
 
 
 async def test_an_unexpected_error_in_one_delivery_is_logged_and_retried(
-        rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
+        rig: SenderRig, caplog: pytest.LogCaptureFixture) -> None:
     surprises = [UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")]
 
     async def surprising(post: Posted) -> None:
@@ -468,7 +307,7 @@ async def test_an_unexpected_error_in_one_delivery_is_logged_and_retried(
     assert first.message_id == again.message_id
 
 
-async def test_the_pieces_of_a_split_report_go_before_a_later_grants_report(rig: Rig) -> None:
+async def test_the_pieces_of_a_split_report_go_before_a_later_grants_report(rig: SenderRig) -> None:
     gate = asyncio.Event()
 
     async def refuse_the_old_batch(post: Posted) -> None:
@@ -492,15 +331,15 @@ async def test_the_pieces_of_a_split_report_go_before_a_later_grants_report(rig:
 
 
 async def test_a_dispatch_round_is_capped_and_the_body_query_stays_small(
-        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = outbox._bodies_blocking
+        rig: SenderRig, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = outbox_store.bodies_blocking
     rounds: list[int] = []
 
-    def counted(conn: sqlite3.Connection, ids: list[int]) -> dict[int, tuple[str, str]]:
+    def counted(conn: sqlite3.Connection, ids: list[int]) -> dict[int, outbox_store.Loaded]:
         rounds.append(len(ids))
         return real(conn, ids)
 
-    monkeypatch.setattr(outbox, "_bodies_blocking", counted)
+    monkeypatch.setattr(outbox_store, "bodies_blocking", counted)
     gate = asyncio.Event()
     users = [f"u{i:04}" for i in range(1100)]  # each with nothing in flight, so each is owed a send at once
     for user in users:
@@ -526,7 +365,7 @@ async def test_a_dispatch_round_is_capped_and_the_body_query_stays_small(
         await rig.db.call(lambda c: c.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, limit))
 
 
-async def test_a_refresh_that_hands_back_the_same_token_does_not_loop(rig: Rig) -> None:
+async def test_a_refresh_that_hands_back_the_same_token_does_not_loop(rig: SenderRig) -> None:
     async def refused(post: Posted) -> None:
         raise CloudAuthError("401", fatal=False)
 

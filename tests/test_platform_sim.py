@@ -775,20 +775,30 @@ async def test_names_with_special_characters_are_refused(
 
 
 async def test_a_client_that_dies_mid_request_is_one_log_line(
-    sim: PlatformSimulator, caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _reader, writer = await asyncio.open_connection("127.0.0.1", sim.port)
-    writer.write(b"POST /async/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: 1000\r\n\r\n{\"header\"")
-    await writer.drain()
-    await asyncio.sleep(0.1)  # let the server start reading the body
-    sock = writer.get_extra_info("socket")
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
-    writer.close()
-    deadline = time.monotonic() + 5
-    while "went away mid-request" not in caplog.text:
-        assert time.monotonic() < deadline, caplog.text
-        await asyncio.sleep(0.01)
+    handling = asyncio.Event()
+    handle_event = PlatformSimulator._handle_event
+
+    async def noted(self: PlatformSimulator, request: web.Request) -> web.Response:
+        handling.set()
+        return await handle_event(self, request)
+
+    monkeypatch.setattr(PlatformSimulator, "_handle_event", noted)
+    async with PlatformSimulator(client_id=CLIENT_ID, client_secret=CLIENT_SECRET) as sim:
+        _reader, writer = await asyncio.open_connection("127.0.0.1", sim.port)
+        writer.write(b"POST /async/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n{\"header\"")
+        await writer.drain()
+        async with asyncio.timeout(5):
+            await handling.wait()  # the server took the headers: its handler is reading the body
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+        writer.close()
+        deadline = time.monotonic() + 5
+        while "went away mid-request" not in caplog.text:
+            assert time.monotonic() < deadline, caplog.text
+            await asyncio.sleep(0.01)
     assert "Traceback" not in caplog.text and "Error handling request" not in caplog.text
 
 

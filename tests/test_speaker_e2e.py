@@ -1,4 +1,4 @@
-"""Issue 16 end to end: `python -m hubd speaker` as a real subprocess on a real mosquitto, with hubd (a real
+"""The speaker agent end to end: `python -m hubd speaker` as a real subprocess on a real mosquitto, with hubd (a real
 subprocess too) and the platform simulator where the path goes through them: the webhook's tts, audio and asr,
 a Volume control from the platform, a full queue, a stop in the middle of a long sound, and `--check`.
 
@@ -42,7 +42,7 @@ from speaker_rig import (
 from simulators.platform_directives import DirectiveClient
 
 SPEAKER = "kitchen-speaker"
-STOP_BOUND_S = 10.0  # systemd's TimeoutStopSec: the agent must be gone well before it kills (issue 16: 5 s)
+STOP_BOUND_S = 10.0  # systemd's TimeoutStopSec: the agent must be gone well before it kills (its own aim: 5 s)
 
 MakeAgent = Callable[..., SpeakerProcess]
 

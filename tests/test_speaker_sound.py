@@ -1,4 +1,4 @@
-"""Issue 16, the speaker's parts against real programs and servers: speaking through espeak-ng into a player,
+"""The speaker agent's parts against real programs and servers: speaking through espeak-ng into a player,
 downloads from a local aiohttp server, the asr assistants (a Home Assistant stand-in and a command), and the
 ending of a program that is stopped."""
 

@@ -1,4 +1,4 @@
-"""Issue 16, the pure parts of the speaker agent: speaker.yaml, command templates, Volume and Mute, command
+"""The pure parts of the speaker agent: speaker.yaml, command templates, Volume and Mute, command
 payloads, the announced config, which programs it picks, and the systemd unit."""
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser_helpers import CHROMIUM, chromium
 from hubd_proc import REPO
 from rig import LAMP, Rig
-from test_driver_browser import CHROMIUM, chromium
 
 # Untrusted text that would run if the page ever took it as HTML: a device id (ids may hold anything but / + #)
 # and an interface name in a refused state message (its reason quotes the name).

@@ -29,14 +29,16 @@ from hubd.dialects.base import Decoded
 from hubd.directives.message import BUSY, Directive
 from hubd.directives.replay import Attempt, Replay
 from hubd.errors import DirectiveError, StorageUnavailable, StoreError
+from hubd.events import PendingEvent
 from hubd.lifecycle import Backoff, Health
 from hubd.metrics import Metrics
-from hubd.outbox import OutboxSender
+from hubd.outbox.sender import OutboxSender
+from hubd.outbox.writer import OutboxWriter
 from hubd.registry import DeviceRegistry
-from hubd.reporter import PendingEvent, Reporter, insert_events_blocking
 from hubd.store import db as store_db
 from hubd.store.db import Database
 from hubd.store.grants import Grant, GrantRepo, replace_grant_blocking
+from hubd.store.outbox import insert_events_blocking
 from hubd.store.replies import DirectiveReplyRepo
 
 LAMP = {"displayName": "Desk Lamp", "displayType": "light", "capabilities": [
@@ -239,7 +241,7 @@ async def test_a_refused_commit_is_repeated_with_the_batch_s_changes_so_no_repor
     store: Store = await open_store(tmp_path / "hubd.db")
     await store.db.call(replace_grant_blocking, _grant("alice"))
     metrics = Metrics()
-    registry = DeviceRegistry(store.db, Reporter(store.db, namespace="Service", metrics=metrics), metrics)
+    registry = DeviceRegistry(store.db, OutboxWriter(store.db, namespace="Service", metrics=metrics), metrics)
     await registry.start()
     await registry.handle([_message("lamp-1", "config", LAMP)])
     # A batch whose commit needs new pages: the lamp switched on, and 60 new devices (one big AddOrUpdateReport).

@@ -1,4 +1,5 @@
-"""The systemd unit: its exposure score stays low, and it carries the descriptor and restart limits."""
+"""The systemd unit: `systemd-analyze verify` finds nothing, its exposure score stays low, and it carries the
+hardening, descriptor and restart limits."""
 
 from __future__ import annotations
 
@@ -60,3 +61,31 @@ def test_the_unit_gives_up_on_a_crash_loop() -> None:
     # A process that dies as it starts is restarted every RestartSec: that many in a row trip the limit.
     assert burst * restart_s < interval
     assert burst >= 3  # a restart now and then (a broker outage, an update) never trips it
+
+
+def test_the_unit_passes_systemd_analyze_verify_and_keeps_its_hardening(tmp_path: Path) -> None:
+    analyze = _analyze()
+    unit = (REPO / "systemd" / "hubd.service").read_text()
+    for required in (
+        "Type=notify",
+        "WatchdogSec=",
+        "Restart=on-failure",
+        "DynamicUser=yes",
+        "StateDirectory=hubd",
+        "ProtectSystem=strict",
+        "NoNewPrivileges=yes",
+        "PrivateTmp=yes",
+        "ProtectHome=yes",
+        "RestrictAddressFamilies=",
+        "LoadCredential=",
+        "RestartPreventExitStatus=2",
+    ):
+        assert required in unit, required
+    assert "Documentation=file:" not in unit  # nothing installs a local copy of the docs
+    hubd_bin = shutil.which("hubd") or str(Path(sys.executable).with_name("hubd"))
+    assert Path(hubd_bin).exists(), "install the package first: pip install -e ."
+    copy = tmp_path / "hubd.service"
+    copy.write_text(unit.replace("/opt/hubd/bin/hubd", hubd_bin))
+    result = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True, check=False)
+    # systemd-analyze exits 0 for most mistakes; any output at all is a finding.
+    assert result.returncode == 0 and not (result.stdout + result.stderr).strip(), result.stdout + result.stderr

@@ -15,13 +15,15 @@ from unit_helpers import FakeClock, eventually
 
 from hubd.cloud import messages
 from hubd.cloud.client import TokenSet
+from hubd.cloud.grantstate import refresh_at
 from hubd.cloud.tokens import TokenManager
 from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
+from hubd.events import PendingEvent
 from hubd.metrics import Metrics
-from hubd.outbox import OutboxSender
-from hubd.reporter import PendingEvent, insert_events_blocking
+from hubd.outbox.sender import OutboxSender
 from hubd.store.db import Database
-from hubd.store.grants import GrantRepo, remove_grant_blocking
+from hubd.store.grants import Grant, GrantRepo, remove_grant_blocking
+from hubd.store.outbox import insert_events_blocking
 
 
 @dataclass
@@ -81,11 +83,17 @@ class Rig:
     others: list[asyncio.Task[None]]  # more tasks on this rig (an outbox sender), cancelled first
 
     async def at(self, offset_s: float) -> None:
-        """Move the fake clock to T0 + offset and let the scheduler look (as its periodic re-check would)."""
+        """Move the fake clock to T0 + offset and let the scheduler look (as its periodic re-check would); return
+        once it has looked and every refresh it started has ended, so what did not happen will not."""
         self.clock.now = T0 + offset_s
         self.manager._changed.set()  # the scheduler's own wake-up; a real clock gets there by itself
-        for _ in range(20):  # the scheduler's pass is a few loop iterations, with no I/O unless it refreshes
-            await asyncio.sleep(0)
+
+        def idle() -> bool:
+            # The scheduler clears the wake-up after its pass has started the refreshes due (tasks named
+            # tokens.refresh.<user>); each sets it again when it ends, for another pass.
+            return not self.manager._changed.is_set() and not any(
+                t.get_name().startswith("tokens.refresh.") and not t.done() for t in asyncio.all_tasks())
+        await eventually(idle, "the refresh scheduler idle again")
 
 
 @pytest.fixture
@@ -296,3 +304,18 @@ async def test_the_failure_report_of_an_old_grant_never_marks_a_new_one(make_rig
     [grant] = await GrantRepo(rig.db).all()
     assert grant.active and not grant.failure_reported
     assert [g.failure_reported for g in rig.manager.grants()] == [False]
+
+
+def grant(lifetime_s: float) -> Grant:
+    return Grant("u", None, "a", "r", 1000.0 + lifetime_s, 1000.0, "active", False, None)
+
+
+@pytest.mark.parametrize(("lifetime", "after"), [
+    (3600, 2880),          # 80 % of an hour
+    (1000, 700),           # 5 minutes before expiry comes first
+    (3, 2.4),              # very short: still 80 %, never a tight loop
+    (30 * 86400, 12 * 3600),  # long-lived: at least every 12 hours
+    (1, 1.0),              # never sooner than 1 s
+])
+def test_a_token_is_due_for_refresh_at_80_percent_of_its_life_within_bounds(lifetime: float, after: float) -> None:
+    assert refresh_at(grant(lifetime)) - 1000.0 == pytest.approx(after)

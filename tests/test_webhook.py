@@ -1,4 +1,4 @@
-"""Issue 5 end to end: hubd as a subprocess, a real broker, simulated speakers, the webhook over HTTP.
+"""The webhook end to end: hubd as a subprocess, a real broker, simulated speakers, the webhook over HTTP.
 
 Which speakers got a command is read from the broker itself: an observer subscribed to every
 command topic sees each publish, and a final `isAll` marker command proves the earlier ones have
@@ -25,6 +25,7 @@ import pytest
 from hubd_proc import REPO, HubdProcess
 from mosquitto import Mosquitto, publish
 from paho.mqtt.enums import CallbackAPIVersion
+from rig import Rig as SharedRig
 
 from simulators.device_fleet import DeviceFleet
 from simulators.device_models import Light
@@ -133,38 +134,28 @@ MakeRig = Callable[..., Awaitable[Rig]]
 
 
 @pytest.fixture
-async def make_rig(tmp_path: Path, mosquitto: Mosquitto) -> AsyncIterator[MakeRig]:
-    rigs: list[Rig] = []
+async def make_webhook_rig(make_rig: Callable[..., Awaitable[SharedRig]]) -> AsyncIterator[MakeRig]:
+    """`await make_webhook_rig(**webhook_limits)`: the shared rig with the speakers and a light, and a watch on
+    every command topic."""
+    watches: list[CommandWatch] = []
 
     async def make(**webhook: int) -> Rig:
         speakers = [SimSpeaker(eid, sn=sn, room=room, tags=tags) for eid, (sn, room, tags) in SPEAKERS.items()]
-        fleet = DeviceFleet(host=mosquitto.host, port=mosquitto.port,
-                            devices=[*speakers, Light("light-lr", room="Living Room")])
-        await fleet.start()
-        hub = HubdProcess(tmp_path / f"hub{len(rigs)}", mqtt_port=mosquitto.port,
-                          overrides={"webhook": {"per_minute": 1000, "per_day": 10000, **webhook}})
-        watch = CommandWatch(mosquitto.port)
-        rig = Rig(mosquitto, hub, fleet, watch)
-        rigs.append(rig)
+        base = await make_rig(hub_overrides={"webhook": {"per_minute": 1000, "per_day": 10000, **webhook}},
+                              devices=[*speakers, Light("light-lr", room="Living Room")])
+        assert base.fleet is not None
+        watch = CommandWatch(base.broker.port)
+        watches.append(watch)
         await watch.start()
-        hub.start()
-        await hub.wait_ready()
-
-        async def all_online() -> bool:
-            _, body = await hub.get("/api/devices")
-            return len([d for d in body["devices"] if d["online"]]) == len(SPEAKERS) + 1
-        await hub.wait_for(all_online, WAIT_S, "every device online in hubd")
-        return rig
+        return Rig(base.broker, base.hub, base.fleet, watch)
 
     yield make
-    for rig in rigs:
-        rig.hub.stop()
-        rig.watch.stop()
-        await rig.fleet.stop()
+    for watch in watches:
+        watch.stop()
 
 
-async def test_selection_examples_of_spec_4_6_reach_exactly_the_right_speakers(make_rig: MakeRig) -> None:
-    rig = await make_rig()
+async def test_selection_examples_of_spec_4_6_reach_exactly_the_right_speakers(make_webhook_rig: MakeRig) -> None:
+    rig = await make_webhook_rig()
     token = rig.create("--name", "ha")["token"]
     cases: list[tuple[dict[str, Any], list[str]]] = [
         ({"sn": "SN-BED"}, ["spk-bed"]),                                   # sn
@@ -193,8 +184,8 @@ async def test_selection_examples_of_spec_4_6_reach_exactly_the_right_speakers(m
     assert await rig.hub.metric("hubd_webhook_commands_total", 'type="tts"') >= len(cases)
 
 
-async def test_audio_and_asr_commands_carry_url_and_text(make_rig: MakeRig) -> None:
-    rig = await make_rig()
+async def test_audio_and_asr_commands_carry_url_and_text(make_webhook_rig: MakeRig) -> None:
+    rig = await make_webhook_rig()
     token = rig.create()["token"]
     status, body, _ = await rig.call(token, {"type": "audio", "devices": {"sn": "SN-KIT"},
                                              "data": {"url": "https://example.com/chime.mp3"}})
@@ -210,8 +201,8 @@ async def test_audio_and_asr_commands_carry_url_and_text(make_rig: MakeRig) -> N
     assert json.loads(got.raw) == {"id": body["id"], "type": "asr", "text": "turn on the night light"}
 
 
-async def test_every_bad_request_is_a_422_naming_the_field(make_rig: MakeRig) -> None:
-    rig = await make_rig()
+async def test_every_bad_request_is_a_422_naming_the_field(make_webhook_rig: MakeRig) -> None:
+    rig = await make_webhook_rig()
     token = rig.create()["token"]
     bad: list[tuple[bytes | dict[str, Any], str, str]] = [
         (b"{oops", "(body)", "not valid JSON"),
@@ -252,8 +243,8 @@ async def test_every_bad_request_is_a_422_naming_the_field(make_rig: MakeRig) ->
     await rig.wait_counted(1, len(bad) + 1)
 
 
-async def test_a_call_without_body_runs_the_default_action(make_rig: MakeRig) -> None:
-    rig = await make_rig()
+async def test_a_call_without_body_runs_the_default_action(make_webhook_rig: MakeRig) -> None:
+    rig = await make_webhook_rig()
     action = json.dumps(tts({"tag": "kids"}, "Someone is at the door"))
     hook = rig.create("--name", "doorbell", "--default-action", action)
     assert hook["defaultAction"] == json.loads(action)
@@ -271,8 +262,8 @@ async def test_a_call_without_body_runs_the_default_action(make_rig: MakeRig) ->
     assert "--default-action: data.text: is empty" in done.stderr
 
 
-async def test_unknown_revoked_and_rotated_out_tokens_get_404(make_rig: MakeRig) -> None:
-    rig = await make_rig()
+async def test_unknown_revoked_and_rotated_out_tokens_get_404(make_webhook_rig: MakeRig) -> None:
+    rig = await make_webhook_rig()
     hook = rig.create("--name", "kitchen")
     assert hook["url"] == f"{rig.hub.url}/trigger/with/{hook['token']}"
     assert hook["token"].startswith("whk_")
@@ -321,8 +312,8 @@ async def guess_until_refused(rig: Rig, first: int = 0) -> tuple[int, dict[str, 
     raise AssertionError("30 unknown tokens and never a 429")
 
 
-async def test_unknown_tokens_from_one_address_are_refused_but_never_the_right_one(make_rig: MakeRig) -> None:
-    rig = await make_rig()
+async def test_unknown_tokens_from_one_address_are_refused_but_never_the_right_one(make_webhook_rig: MakeRig) -> None:
+    rig = await make_webhook_rig()
     token = rig.create()["token"]
     for i in range(10):
         assert (await rig.call(f"whk_{i:043d}", tts({"isAll": True})))[0] == 404
@@ -334,8 +325,8 @@ async def test_unknown_tokens_from_one_address_are_refused_but_never_the_right_o
     assert await rig.delivered(token, answer["id"]) == ["spk-kit"]
 
 
-async def test_minute_limit_and_retry_after(make_rig: MakeRig) -> None:
-    rig = await make_rig(per_minute=3)
+async def test_minute_limit_and_retry_after(make_webhook_rig: MakeRig) -> None:
+    rig = await make_webhook_rig(per_minute=3)
     token = rig.create()["token"]
     first = time.time()
     statuses = [(await rig.call(token, tts({"sn": "SN-KIT"})))[0] for _ in range(2)]
@@ -356,8 +347,8 @@ async def test_minute_limit_and_retry_after(make_rig: MakeRig) -> None:
     assert (await rig.call(rotated, tts({"sn": "SN-KIT"})))[0] == 200
 
 
-async def test_refused_calls_count_and_the_day_survives_a_crash_and_a_restart(make_rig: MakeRig) -> None:
-    rig = await make_rig(per_minute=2, per_day=4)
+async def test_refused_calls_count_and_the_day_survives_a_crash_and_a_restart(make_webhook_rig: MakeRig) -> None:
+    rig = await make_webhook_rig(per_minute=2, per_day=4)
     hook = rig.create()
     token = hook["token"]
     first = time.time()
@@ -391,8 +382,8 @@ async def test_refused_calls_count_and_the_day_survives_a_crash_and_a_restart(ma
     assert rig.listed()[hook["id"]]["callsLastDay"] == 6
 
 
-async def test_a_flood_of_refused_calls_is_saved_per_second(make_rig: MakeRig) -> None:
-    rig = await make_rig(per_minute=1, per_day=1000)
+async def test_a_flood_of_refused_calls_is_saved_per_second(make_webhook_rig: MakeRig) -> None:
+    rig = await make_webhook_rig(per_minute=1, per_day=1000)
     hook = rig.create()
     url = f"{rig.hub.url}/trigger/with/{hook['token']}"
     body = json.dumps(tts({"sn": "SN-KIT"})).encode()
@@ -412,8 +403,8 @@ async def test_a_flood_of_refused_calls_is_saved_per_second(make_rig: MakeRig) -
     assert rows <= seconds  # one row per second, not one per call
 
 
-async def test_offline_speakers_are_skipped_and_named(make_rig: MakeRig) -> None:
-    rig = await make_rig()
+async def test_offline_speakers_are_skipped_and_named(make_webhook_rig: MakeRig) -> None:
+    rig = await make_webhook_rig()
     token = rig.create()["token"]
     await rig.fleet.kill("spk-kit")  # its will says offline
 
@@ -436,8 +427,8 @@ async def test_offline_speakers_are_skipped_and_named(make_rig: MakeRig) -> None
     assert "offline (SN-KIT)" in body["error"]
 
 
-async def test_results_are_recorded_only_from_the_targeted_speaker(make_rig: MakeRig) -> None:
-    rig = await make_rig()
+async def test_results_are_recorded_only_from_the_targeted_speaker(make_webhook_rig: MakeRig) -> None:
+    rig = await make_webhook_rig()
     token = rig.create()["token"]
     status, body, _ = await rig.call(token, tts({"sn": "SN-LR2"}))
     assert status == 200, body
@@ -456,8 +447,8 @@ async def test_results_are_recorded_only_from_the_targeted_speaker(make_rig: Mak
     assert (await rig.hub.get("/api/commands/nope"))[0] == 404
 
 
-async def test_broker_down_is_a_503_and_nothing_is_claimed(make_rig: MakeRig) -> None:
-    rig = await make_rig()
+async def test_broker_down_is_a_503_and_nothing_is_claimed(make_webhook_rig: MakeRig) -> None:
+    rig = await make_webhook_rig()
     token = rig.create()["token"]
     rig.broker.stop()
 
@@ -474,8 +465,8 @@ async def test_broker_down_is_a_503_and_nothing_is_claimed(make_rig: MakeRig) ->
     assert status == 200, body
 
 
-async def test_stale_urls_do_not_lock_the_address_out(make_rig: MakeRig) -> None:
-    rig = await make_rig()
+async def test_stale_urls_do_not_lock_the_address_out(make_webhook_rig: MakeRig) -> None:
+    rig = await make_webhook_rig()
     stale = rig.create("--name", "old-automation")
     other = rig.create("--name", "doorbell")
     rig.cli("rotate", str(stale["id"]))
@@ -493,8 +484,8 @@ async def test_stale_urls_do_not_lock_the_address_out(make_rig: MakeRig) -> None
     assert (await rig.call(other["token"], tts({"sn": "SN-KIT"})))[0] == 200
 
 
-async def test_no_token_reaches_the_log_even_when_things_fail(make_rig: MakeRig) -> None:
-    rig = await make_rig()
+async def test_no_token_reaches_the_log_even_when_things_fail(make_webhook_rig: MakeRig) -> None:
+    rig = await make_webhook_rig()
     hook = rig.create()
     token = hook["token"]
     db_path = rig.hub.config["storage"]["path"]
@@ -539,8 +530,8 @@ async def test_no_token_reaches_the_log_even_when_things_fail(make_rig: MakeRig)
     assert "b'POST /trigger/with/<redacted> HTTP/1.1'" in log
 
 
-async def test_http_errors_on_other_routes_are_json_too(make_rig: MakeRig) -> None:
-    rig = await make_rig()
+async def test_http_errors_on_other_routes_are_json_too(make_webhook_rig: MakeRig) -> None:
+    rig = await make_webhook_rig()
     status, body = await rig.hub.get("/no/such/page")
     assert status == 404
     assert body == {"error": "nothing here: GET /no/such/page; see README.md for hubd's routes", "details": []}
@@ -557,8 +548,8 @@ async def test_http_errors_on_other_routes_are_json_too(make_rig: MakeRig) -> No
     assert body == {"error": "request bodies are limited to 65536 bytes (http.max_body_bytes)", "details": []}
 
 
-async def test_names_that_read_as_ids_or_are_shared_get_a_clear_message(make_rig: MakeRig) -> None:
-    rig = await make_rig()
+async def test_names_that_read_as_ids_or_are_shared_get_a_clear_message(make_webhook_rig: MakeRig) -> None:
+    rig = await make_webhook_rig()
     done = rig.cli("create", "--name", "42")
     assert done.returncode == 1
     assert "--name: '42' is all digits" in done.stderr

@@ -1,4 +1,4 @@
-"""Issue 5 in `hubd demo`: one doorbell webhook however often the demo runs; odd replies do not stop the automation."""
+"""The webhook in `hubd demo`: one doorbell webhook however often it runs; odd replies do not stop the automation."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from hubd.demo import DOORBELL_WEBHOOK, _doorbell_webhook_blocking, _ring
+from hubd.demo.automation import DOORBELL_WEBHOOK, doorbell_webhook_blocking, ring
 from hubd.store.db import Database
 from hubd.webhook import store
 from hubd.webhook.trigger import parse
@@ -17,8 +17,8 @@ from hubd.webhook.trigger import parse
 
 def test_the_demo_keeps_one_doorbell_webhook(tmp_path: Path) -> None:
     db = Database(tmp_path / "hubd.db")
-    first = db.call_blocking(_doorbell_webhook_blocking, 1000.0)
-    second = db.call_blocking(_doorbell_webhook_blocking, 2000.0)
+    first = db.call_blocking(doorbell_webhook_blocking, 1000.0)
+    second = db.call_blocking(doorbell_webhook_blocking, 2000.0)
     assert first != second
     hooks = db.call_blocking(store.list_blocking, 2000.0)
     assert [(h.name, h.revoked_at) for h in hooks] == [(DOORBELL_WEBHOOK, None)]
@@ -30,7 +30,7 @@ def test_a_doorbell_webhook_with_another_action_is_replaced(tmp_path: Path) -> N
     db = Database(tmp_path / "hubd.db")
     other = parse({"type": "tts", "devices": {"isAll": True}, "data": {"text": "an older demo said this"}})
     old_id, _ = db.call_blocking(store.create_blocking, DOORBELL_WEBHOOK, other, 1000.0)
-    token = db.call_blocking(_doorbell_webhook_blocking, 2000.0)
+    token = db.call_blocking(doorbell_webhook_blocking, 2000.0)
     live = db.call_blocking(store.lookup_blocking, token)
     assert isinstance(live, store.LiveToken)
     assert live.id != old_id
@@ -71,7 +71,7 @@ async def test_the_automation_shows_odd_replies_and_goes_on(
     url, seen = odd_hub
     async with aiohttp.ClientSession() as session:
         for name in ("html", "odd", "ok"):
-            await _ring(session, "doorbell-1", f"{url}/trigger/with/{name}", url)
+            await ring(session, "doorbell-1", f"{url}/trigger/with/{name}", url)
     out = capsys.readouterr().out.splitlines()
     assert seen == ["POST /trigger/with/html", "POST /trigger/with/odd", "POST /trigger/with/ok",
                     "GET /api/commands/c2"]

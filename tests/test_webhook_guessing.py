@@ -19,10 +19,12 @@ import pytest
 from mosquitto import free_port
 from unit_helpers import eventually
 
+from hubd.devices.changes import Change
 from hubd.lifecycle import Health
 from hubd.metrics import Metrics
-from hubd.registry import Change, ChangeSink, DeviceRegistry, DeviceRows
+from hubd.registry import ChangeSink, DeviceRegistry
 from hubd.store.db import Database
+from hubd.store.devices import DeviceRows
 from hubd.web.server import HttpServer
 from hubd.webhook import store
 from hubd.webhook.service import GUESS_CAP_S, GUESS_FREE, WebhookService

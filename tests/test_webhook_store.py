@@ -1,4 +1,4 @@
-"""Issue 5, the webhook's SQL on a real SQLite file: call counts, rotated-out tokens, finding a webhook."""
+"""The webhook's SQL on a real SQLite file: call counts, rotated-out tokens, finding a webhook."""
 
 from __future__ import annotations
 

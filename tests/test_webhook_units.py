@@ -1,4 +1,4 @@
-"""Issue 5, the parts without I/O: the trigger body's checks, the rolling limits, speaker selection."""
+"""The webhook's parts without I/O: the trigger body's checks, the rolling limits, speaker selection."""
 
 from __future__ import annotations
 

@@ -8,8 +8,9 @@ from pydantic import ValidationError
 from zigbee2mqtt_helpers import announce, configs, control, entries, make, request
 
 from hubd.config import Zigbee2MqttConfig, parse_config
+from hubd.devices.model import Route
 from hubd.dialects import mapping
-from hubd.dialects.base import CommandRefused, ConfigReceived, Route
+from hubd.dialects.base import CommandRefused, ConfigReceived
 
 BULB = "0x000b57fffec6a5b2"
 HUE_GO = "0x000b57fffec6a5b4"

@@ -1,8 +1,7 @@
 """zigbee2mqtt devices imported natively (`zigbee2mqtt: {enabled: true}`), end to end: a real mosquitto, the
 platform simulator and a real hubd process, fed zigbee2mqtt's own retained `bridge/devices` from
 tests/fixtures/zigbee2mqtt, its state topics, and a simulated bulb (simulators/discovery_zigbee2mqtt.py) that obeys
-`<base>/<friendly_name>/set` as zigbee2mqtt does. The rig and the waiting helpers are
-tests/test_device_imports_e2e.py's.
+`<base>/<friendly_name>/set` as zigbee2mqtt does. The rig and the waiting helpers are tests/rig.py's.
 """
 
 from __future__ import annotations
@@ -11,39 +10,24 @@ import asyncio
 import contextlib
 import json
 import uuid
-from collections.abc import AsyncIterator
-from pathlib import Path
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-import pytest
 from mosquitto import Mosquitto
-from test_device_imports_e2e import (
-    MakeRig,
-    announced,
-    changes,
-    import_rig_factory,
-    send,
-    settle,
-    states_of,
-    wait_change,
-    wait_devices,
-)
+from rig import Rig, announced, changes, send, settle, states_of, wait_change, wait_devices
 from zigbee2mqtt_helpers import entries
 
-from hubd.mqtt.client import Message, MqttClient
+from hubd.mqtt.client import MqttClient
+from hubd.mqtt.inbox import Message
 from simulators.discovery_zigbee2mqtt import Zigbee2MqttLight
 from simulators.platform_directives import DirectiveClient
+
+MakeRig = Callable[..., Awaitable[Rig]]
 
 CONTACT = "0x00158d00091e7bd6"  # aqara_MCCGQ11LM_contact: "Contact sensor"
 BULB = "0x000b57fffec6a5b2"  # ikea_LED1545G12_bulb: "bulb"
 BUTTON = "0x0017880104e45520"  # aqara_WXKG11LM_button: "button"
 WAIT_S = 10.0
-
-
-@pytest.fixture
-async def make_import_rig(tmp_path: Path, mosquitto: Mosquitto) -> AsyncIterator[MakeRig]:
-    async for make in import_rig_factory(tmp_path, mosquitto):
-        yield make
 
 
 @contextlib.asynccontextmanager
@@ -73,8 +57,8 @@ def contact_state(*, closed: bool, battery: int = 100, linkquality: int = 120) -
             "power_outage_count": 3, "trigger_count": 0, "voltage": 3005}
 
 
-async def test_zigbee2mqtt_devices_appear_by_ieee_and_only_exported_changes_report(make_import_rig: MakeRig) -> None:
-    rig = await make_import_rig({"zigbee2mqtt": {"enabled": True}, "doorbells": [{"device": "button",
+async def test_zigbee2mqtt_devices_appear_by_ieee_and_only_exported_changes_report(make_rig: MakeRig) -> None:
+    rig = await make_rig(hub_overrides={"zigbee2mqtt": {"enabled": True}, "doorbells": [{"device": "button",
                                                                                   "event": "single"}]})
     send(rig, "zigbee2mqtt/bridge/state", {"state": "online"}, retain=True)
     send(rig, "zigbee2mqtt/bridge/devices", entries("aqara_MCCGQ11LM_contact", "ikea_LED1545G12_bulb",
@@ -110,8 +94,8 @@ async def test_zigbee2mqtt_devices_appear_by_ieee_and_only_exported_changes_repo
 
 
 async def test_a_zigbee2mqtt_control_publishes_to_set_and_an_offline_bridge_makes_devices_unreachable(
-        make_import_rig: MakeRig) -> None:
-    rig = await make_import_rig({"zigbee2mqtt": {"enabled": True}})
+        make_rig: MakeRig) -> None:
+    rig = await make_rig(hub_overrides={"zigbee2mqtt": {"enabled": True}})
     send(rig, "zigbee2mqtt/bridge/devices", entries("ikea_LED1545G12_bulb"), retain=True)
     bulb = Zigbee2MqttLight(rig.broker.host, rig.broker.port, name="bulb", ieee=BULB, on=False)
     try:
@@ -139,8 +123,8 @@ async def test_a_zigbee2mqtt_control_publishes_to_set_and_an_offline_bridge_make
 
 
 async def test_a_renamed_zigbee2mqtt_device_keeps_its_endpoint_and_follows_its_new_topic(
-        make_import_rig: MakeRig) -> None:
-    rig = await make_import_rig({"zigbee2mqtt": {"enabled": True}})
+        make_rig: MakeRig) -> None:
+    rig = await make_rig(hub_overrides={"zigbee2mqtt": {"enabled": True}})
     listed = entries("aqara_MCCGQ11LM_contact")
     send(rig, "zigbee2mqtt/bridge/devices", listed, retain=True)
     send(rig, "zigbee2mqtt/Contact sensor", contact_state(closed=True))

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from mosquitto import Mosquitto
-from test_discovery_sims import WAIT_S, Observer, Seen, retained
+from mqtt_observer import WAIT_S, Observer, Seen, retained
 from zigbee2mqtt_helpers import availability, configs, control, gone, make, presses, states
 
 from hubd.dialects.base import DeviceInput
@@ -99,7 +99,7 @@ async def run(mosquitto: Mosquitto) -> AsyncIterator[Run]:
     observers: list[Observer] = []
 
     async def start(bridge: Zigbee2MqttBridge) -> Observer:
-        observer = Observer(mosquitto)
+        observer = Observer(mosquitto.host, mosquitto.port)
         observers.append(observer)
         await observer.start()
         bridges.append(bridge)

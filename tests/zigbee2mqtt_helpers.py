@@ -11,6 +11,7 @@ from dialect_helpers import presses as presses
 from dialect_helpers import states as states
 
 from hubd.config import DoorbellConfig, Zigbee2MqttConfig
+from hubd.devices.model import StateValue
 from hubd.dialects.base import (
     AvailabilityReceived,
     ConfigReceived,
@@ -20,7 +21,6 @@ from hubd.dialects.base import (
     InputRejected,
 )
 from hubd.dialects.zigbee2mqtt import Zigbee2MqttDialect
-from hubd.mqtt.codec import StateValue
 
 FIXTURES = Path(__file__).parent / "fixtures" / "zigbee2mqtt"
 BASE = "zigbee2mqtt"

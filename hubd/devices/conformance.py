@@ -6,8 +6,8 @@ of the endpoints it never learnt: so nothing it would refuse may reach the outbo
 (spelt as words: Chinese ones in a name with Chinese, Japanese or Korean letters, else English) and
 punctuation (`hubd.spoken`); interfaces and operations must be the platform's (the table of
 `hubd.devices.interfaces`); state values must fit their interface (enum values matched without regard to
-case, numbers in range). No I/O, no state; imports only hubd.devices.interfaces, hubd.errors, hubd.mqtt.codec
-and hubd.spoken.
+case, numbers in range). No I/O, no state; imports only hubd.devices.interfaces, hubd.devices.model,
+hubd.errors and hubd.spoken.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hubd.devices.interfaces import COLOR_MAX, INTERFACES, Interface, Kind
+from hubd.devices.model import Capability, DeviceConfig, StateValue
 from hubd.errors import DeviceMessageInvalid
-from hubd.mqtt.codec import Capability, DeviceConfig, StateValue
 from hubd.spoken import spoken
 
 _BY_LOWER = {name.lower(): name for name in INTERFACES}

@@ -2,7 +2,7 @@
 
 Owns the interface table and how `<Interface>.<Op>` plus its payload becomes the value a device must end
 up with (the `set` message, README "MQTT") and how hubd recognises that the device got there.
-No I/O and no state; imports only hubd.errors and hubd.mqtt.codec (value types).
+No I/O and no state; imports only hubd.errors and hubd.devices.model (value types).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from hubd.devices.model import StateValue
 from hubd.errors import DirectiveError
-from hubd.mqtt.codec import StateValue
 
 PERCENT = (0.0, 100.0)
 COLOR_MAX = 0xFFFFFF

@@ -4,7 +4,8 @@ A dialect (hubd's own topics, Home Assistant MQTT discovery, zigbee2mqtt) turns 
 into typed `DeviceInput`s, and a control or speaker command for one of its devices into `Outgoing` MQTT
 publishes. Everything after the seam (registry, reporter, directives, webhook) sees only these types and
 never knows which dialect a device came from. A device's `Route` (its dialect and the address that dialect
-gave it) is kept with the device in SQLite, so a command goes where the device listens, also after a restart.
+gave it, `hubd.devices.model`) is kept with the device in SQLite, so a command goes where the device listens,
+also after a restart.
 
 Imports only the device model: nothing of MQTT, storage or the platform.
 """
@@ -15,32 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hubd.mqtt.codec import CommandResult, DeviceConfig, StateSample, StateValue
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    """Where a device listens: the dialect's name and an address only that dialect reads (JSON text)."""
-
-    dialect: str
-    address: str
-
-
-@dataclass(frozen=True, slots=True)
-class EntityNote:
-    """One entity (or exposed feature) of an imported device, and whether the platform gets it."""
-
-    name: str  # e.g. "sensor.battery", "binary_sensor.contact", "light.light_l1"
-    exported: bool
-    reason: str = ""  # why not, for one that is not: "no platform interface for device_class battery"
-
-
-@dataclass(frozen=True, slots=True)
-class Origin:
-    """Where a device came from, for the status page and `GET /api/devices`."""
-
-    source: str  # "native", "homeassistant" or "zigbee2mqtt"
-    entities: tuple[EntityNote, ...] = ()
+from hubd.devices.model import CommandResult, DeviceConfig, Origin, Route, StateSample, StateValue
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,9 +2,10 @@
 
 ESPHome, zigbee2mqtt (`homeassistant: true`), Tasmota, OpenMQTTGateway and others publish retained configs
 on `<prefix>/<component>/[<node_id>/]<object_id>/config` (or one device-based config with `cmps`). The
-dialect keeps them (homeassistant_discovery reads them, homeassistant_entities and friends make entities),
-groups entities that share identifiers or connections into devices (homeassistant_devices), and announces
-each device's whole config when it changes. It learns its entities' state and availability topics from
+dialect reads them into records (homeassistant_discovery reads them, homeassistant_entities and friends make
+entities); its book (homeassistant_book) groups entities that share identifiers or connections into devices
+(homeassistant_devices), announces each device's whole config when it changes, and reads the entities'
+state, availability and event messages. It learns its entities' state and availability topics from
 their configs: the bridge subscribes to `<prefix>/#` once and then to whatever `pending_subscriptions()`
 returns after each decode. After a restart, `restore` rebuilds the entities from the configs their devices'
 Route addresses keep, so that the states queued for hubd's session (delivered before the retained configs)
@@ -14,35 +15,16 @@ are read. Imports the seam (base), the mapping and its own homeassistant_* modul
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from hubd.config import DoorbellConfig, HomeAssistantConfig
-from hubd.dialects.base import (
-    AvailabilityReceived,
-    CommandRefused,
-    ConfigReceived,
-    ControlRequest,
-    DeviceGone,
-    DeviceInput,
-    InputRejected,
-    Outgoing,
-    PressReceived,
-    Route,
-    StateReceived,
-)
+from hubd.devices.model import Route
+from hubd.dialects.base import CommandRefused, ControlRequest, DeviceInput, InputRejected, Outgoing
 from hubd.dialects.homeassistant_actuators import Climate, Cover, Fan, Scene, Switch
-from hubd.dialects.homeassistant_devices import (
-    DIALECT,
-    DeviceEndpoint,
-    Globs,
-    Record,
-    assign_doorbells,
-    device_endpoints,
-    names_of,
-    read_address,
-)
+from hubd.dialects.homeassistant_book import EntityBook
+from hubd.dialects.homeassistant_devices import DIALECT, Globs, Record, names_of, read_address
 from hubd.dialects.homeassistant_discovery import (
     COMPONENTS,
     DEVICE_COMPONENT,
@@ -55,16 +37,15 @@ from hubd.dialects.homeassistant_discovery import (
     parse_topic,
     read_configs,
 )
-from hubd.dialects.homeassistant_entities import Entity, StateProblem, TemplateFailed
+from hubd.dialects.homeassistant_entities import Entity
 from hubd.dialects.homeassistant_lights import Light
 from hubd.dialects.homeassistant_sensors import BinarySensor, Event, Lock, Sensor, Trigger
 from hubd.dialects.homeassistant_templates import Payload, TemplateError, Templates
-from hubd.mqtt.codec import MAX_PAYLOAD_BYTES, StateSample, format_time
+from hubd.dialects.payload import MAX_PAYLOAD_BYTES
 
 log = logging.getLogger(__name__)
 
 MAX_ENTITIES = 20_000
-ROLE_AVAILABILITY = "availability"
 # Config keys hubd never reads (presentation, Home Assistant's own registry, options of features hubd does not
 # map): neither kept in memory nor written into the Route address. A key an entity starts to read must leave
 # these (the restore tests compare every fixture's routes and states before and after a restart).
@@ -103,26 +84,15 @@ class HomeAssistantDialect:
         self._prefix = config.discovery_prefix
         self._include = Globs(config.include)
         self._exclude = Globs(config.exclude)
-        self._doorbells = [(Globs([d.device]), d.event) for d in doorbells]
         self._defer_z2m = defer_zigbee2mqtt
         self._z2m_prefix = f"{zigbee2mqtt_base}/"  # only what that installation announced is left to it
         self._max_entities = max_entities
-        self._records: dict[tuple[str, str], Record] = {}
-        self._by_token: dict[tuple[str, ...], set[tuple[str, str]]] = {}
         self._device_configs: dict[str, set[tuple[str, str]]] = {}  # device-based config topic → its entities
-        # topic → the (record key, role) pairs that read it: a dict as an ordered set, so that removing one of
-        # the thousands of entities sharing zigbee2mqtt's bridge/state availability topic is O(1).
-        self._topics: dict[str, dict[tuple[tuple[str, str], str], None]] = {}
-        self._endpoints: dict[str, DeviceEndpoint] = {}
-        self._online: dict[str, bool] = {}
-        self._subscribed: set[str] = set()
-        self._freed: set[str] = set()
-        self._pending: list[str] = []
+        self._book = EntityBook(self._prefix, self.templates, [(Globs([d.device]), d.event) for d in doorbells])
 
     def subscriptions(self) -> list[tuple[str, int]]:
         """`<prefix>/#` and every state/availability topic known so far, at QoS 1."""
-        self._pending.clear()
-        return [(f"{self._prefix}/#", 1), *((t, 1) for t in sorted(self._subscribed))]
+        return [(f"{self._prefix}/#", 1), *((t, 1) for t in self._book.subscribed())]
 
     def announcements(self) -> list[Outgoing]:
         """Home Assistant's birth message (`<prefix>/status` `online`, not retained): on it ESPHome, Tasmota and
@@ -133,12 +103,11 @@ class HomeAssistantDialect:
 
     def pending_subscriptions(self) -> list[tuple[str, int]]:
         """The topics needed since the last call (or `subscriptions()`); subscribe to them after a decode."""
-        out, self._pending = [(t, 1) for t in self._pending], []
-        return out
+        return [(t, 1) for t in self._book.take_pending()]
 
     def claims(self, topic: str) -> bool:
         """Discovery topics, and the topics of known entities."""
-        return topic.startswith(self._prefix + "/") or topic in self._topics
+        return topic.startswith(self._prefix + "/") or self._book.reads(topic)
 
     def decode(self, topic: str, payload: bytes, received_at: float, retained: bool) -> list[DeviceInput]:
         """The inputs a message means; a bad one is an InputRejected naming the entity and the fix."""
@@ -146,7 +115,7 @@ class HomeAssistantDialect:
             return self._discovery(topic, payload)
         if len(payload) > MAX_PAYLOAD_BYTES:
             return [InputRejected("state", f"{topic}: {len(payload)} bytes; at most {MAX_PAYLOAD_BYTES}")]
-        return self._message(topic, Payload(payload.decode("utf-8", errors="replace")), received_at, retained)
+        return self._book.read(topic, Payload(payload.decode("utf-8", errors="replace")), received_at, retained)
 
     def encode_control(self, device_id: str, route: Route, request: ControlRequest) -> list[Outgoing]:
         """The publishes to the owning entity's command topics, from the Route address alone (version 1 or 2)."""
@@ -197,9 +166,9 @@ class HomeAssistantDialect:
                     continue
                 node_id, _, object_id = spec.discovery_id.rpartition(" ")
                 key = (spec.component, spec.discovery_id)
-                if key in self._records or key in changes:
+                if key in self._book.records or key in changes:
                     continue
-                if len(self._records) + len(changes) >= self._max_entities:
+                if len(self._book.records) + len(changes) >= self._max_entities:
                     log.warning("%s: more than %d entities; %s is not restored", device_id, self._max_entities,
                                 spec.label)
                     continue
@@ -217,12 +186,12 @@ class HomeAssistantDialect:
                 if spec.via is not None:
                     self._device_configs.setdefault(f"{self._prefix}/{DEVICE_COMPONENT}/{spec.via}/config",
                                                     set()).add(key)
-        known = set(self._endpoints)
-        self._apply(changes)
-        for endpoint_id in set(self._endpoints) - known:
-            endpoint, stored = self._endpoints[endpoint_id], kept.get(endpoint_id)
+        known = set(self._book.endpoints)
+        self._book.apply(changes)
+        for endpoint_id in set(self._book.endpoints) - known:
+            endpoint, stored = self._book.endpoints[endpoint_id], kept.get(endpoint_id)
             if stored != endpoint.route:  # not as the registry has it: announced again when its configs come
-                self._endpoints[endpoint_id] = replace(endpoint, route=stored or Route(DIALECT, ""))
+                self._book.endpoints[endpoint_id] = replace(endpoint, route=stored or Route(DIALECT, ""))
 
     def encode_speaker(self, device_id: str, route: Route, command: dict[str, Any]) -> list[Outgoing]:
         """Never: Home Assistant discovery announces no speakers hubd can command."""
@@ -231,7 +200,7 @@ class HomeAssistantDialect:
     def unexported_devices(self) -> dict[str, list[str]]:
         """Devices none of whose entities is exported, by name, with each entity's reason (for the status page)."""
         groups: dict[str, list[Record]] = {}
-        for record in self._records.values():
+        for record in self._book.records.values():
             device = record.device
             groups.setdefault((device.identifiers or device.connections[0])[0] if device else record.label,
                               []).append(record)
@@ -274,9 +243,9 @@ class HomeAssistantDialect:
             except ConfigProblem as err:  # the entity stays as it was: a bad update changes nothing
                 out.append(InputRejected("config", f"{topic} ({key[0]}.{entity_config.topic.object_id}): {err}"))
                 continue
-            if record is None and key not in self._records:
+            if record is None and key not in self._book.records:
                 continue
-            if record is not None and key not in self._records and len(self._records) + len(changes) >= \
+            if record is not None and key not in self._book.records and len(self._book.records) + len(changes) >= \
                     self._max_entities:
                 out.append(InputRejected("config", f"{topic}: more than {self._max_entities} entities; leave some "
                                                    "out with homeassistant.exclude"))
@@ -286,7 +255,7 @@ class HomeAssistantDialect:
                 (announced.add if record is not None else announced.discard)(key)
         if announced is not None and not announced:
             del self._device_configs[topic]
-        return out + self._apply(changes)
+        return out + self._book.apply(changes)
 
     def _under_native_z2m(self, data: dict[str, Any]) -> bool:
         """Whether an entity's topics are those of the zigbee2mqtt installation hubd imports natively (a second
@@ -333,164 +302,3 @@ class HomeAssistantDialect:
             entity.reason = f"no platform interface for {component} (not in the mapping table)"
         return entity
 
-    def _apply(self, changes: Mapping[tuple[str, str], Record | None]) -> list[DeviceInput]:
-        """Apply added, changed and removed records; the devices they touch are announced again or gone."""
-        affected: set[tuple[str, str]] = set()
-        for key in changes:
-            if key in self._records:
-                affected |= self._component(key)
-        before: set[str] = set()
-        for key in affected:
-            current = self._records[key]
-            before |= {e for e in (current.endpoint, current.restored) if e is not None}
-            current.restored = None  # the endpoint it was restored for counts once: it is gone if not made again
-        for key, record in changes.items():
-            old = self._records.pop(key, None)
-            if old is not None:
-                self._unindex(old)
-                if record is not None and old.pinned is not None and set(old.tokens()) & set(record.tokens()):
-                    record.pinned = old.pinned  # the same device: it keeps its id until its records agree
-            if record is not None:
-                self._records[key] = record
-                for token in record.tokens():
-                    self._by_token.setdefault(token, set()).add(key)
-                affected.add(key)
-        out: list[DeviceInput] = []
-        after: set[str] = set()
-        seen: set[tuple[str, str]] = set()
-        for key in sorted(affected):
-            if key in seen or key not in self._records:
-                continue
-            group = self._component(key)
-            seen |= group
-            records = [self._records[k] for k in sorted(group)]
-            for record in records:
-                self._unindex_topics(record)
-            assign_doorbells(records, self._doorbells)
-            for endpoint in device_endpoints(records):
-                after.add(endpoint.endpoint_id)
-                previous = self._endpoints.get(endpoint.endpoint_id)
-                self._endpoints[endpoint.endpoint_id] = endpoint
-                if previous is None or (previous.config.canonical(), previous.route, previous.origin) != \
-                        (endpoint.config.canonical(), endpoint.route, endpoint.origin):
-                    out.append(ConfigReceived(endpoint.endpoint_id, endpoint.config, endpoint.route, endpoint.origin))
-            for record in records:
-                self._index_topics(record)
-        for gone in sorted(before - after):
-            self._endpoints.pop(gone, None)
-            self._online.pop(gone, None)
-            out.append(DeviceGone(gone))
-        # A topic no entity reads any more is forgotten (asked for again if it comes back): memory stays bounded.
-        self._subscribed -= {t for t in self._freed if t not in self._topics}
-        self._freed.clear()
-        return out
-
-    def _component(self, key: tuple[str, str]) -> set[tuple[str, str]]:
-        """The keys of every record tied to this one through shared identifiers or connections."""
-        found, todo = {key}, [key]
-        while todo:
-            record = self._records[todo.pop()]
-            for token in record.tokens():
-                for other in self._by_token.get(token, ()):
-                    if other not in found:
-                        found.add(other)
-                        todo.append(other)
-        return found
-
-    def _unindex(self, record: Record) -> None:
-        for token in record.tokens():
-            keys = self._by_token.get(token)
-            if keys is not None:
-                keys.discard(record.key)
-                if not keys:
-                    del self._by_token[token]
-        self._unindex_topics(record)
-
-    def _index_topics(self, record: Record) -> None:
-        if record.endpoint is None:
-            return
-        pairs = list(record.entity.topics())
-        if record.availability is not None:
-            pairs += [(s.topic, ROLE_AVAILABILITY) for s in record.availability.sources]
-        for topic, role in pairs:
-            self._topics.setdefault(topic, {})[(record.key, role)] = None
-            record.indexed.append((topic, role))
-            if topic not in self._subscribed and not topic.startswith(self._prefix + "/"):
-                self._subscribed.add(topic)
-                self._pending.append(topic)
-
-    def _unindex_topics(self, record: Record) -> None:
-        for topic, role in record.indexed:
-            readers = self._topics.get(topic)
-            if readers is not None:
-                readers.pop((record.key, role), None)
-                if not readers:
-                    del self._topics[topic]
-                    self._freed.add(topic)
-        record.indexed.clear()
-
-    # State, availability and event messages.
-
-    def _message(self, topic: str, payload: Payload, received_at: float, retained: bool) -> list[DeviceInput]:
-        values: dict[str, dict[str, Any]] = {}
-        presses: list[DeviceInput] = []
-        out: list[DeviceInput] = []
-        touched: set[str] = set()
-        when = format_time(received_at)
-        for key, role in list(self._topics.get(topic, ())):
-            record = self._records.get(key)
-            if record is None or record.endpoint is None:
-                continue
-            if role == ROLE_AVAILABILITY:
-                if self._availability(record, topic, payload):
-                    touched.add(record.endpoint)
-                continue
-            try:
-                reading = record.entity.read(role, payload)
-            except TemplateFailed as err:
-                out.append(InputRejected("state", f"{topic}: {record.label} of {record.endpoint}: {err}; fix the "
-                                                  "template in the device's discovery config"))
-                continue
-            except StateProblem as err:
-                out.append(InputRejected("state", f"{topic}: {record.label} of {record.endpoint}: {err}"))
-                continue
-            if reading.values:
-                values.setdefault(record.endpoint, {}).update(reading.values)
-            if record.doorbell is not None and not retained and reading.events and (
-                    record.doorbell == "*" or record.doorbell.casefold() in {e.casefold() for e in reading.events}):
-                presses.append(PressReceived(record.endpoint, when))
-        for endpoint, found in values.items():
-            out.append(StateReceived(endpoint, tuple(StateSample(i, v, when) for i, v in found.items())))
-        out += presses
-        for endpoint in sorted(touched):
-            online = self._endpoint_online(endpoint)
-            if online is not None and self._online.get(endpoint) is not online:
-                self._online[endpoint] = online
-                out.append(AvailabilityReceived(endpoint, online))
-        return out
-
-    def _availability(self, record: Record, topic: str, payload: Payload) -> bool:
-        """Note an availability message for the record; whether it said available or not."""
-        for source in record.availability.sources if record.availability else ():
-            if source.topic != topic:
-                continue
-            text = payload.text.strip()
-            template = record.availability_templates.get(topic)
-            if template is not None:
-                try:
-                    text = self.templates.render_value(template, payload)
-                except TemplateError as err:
-                    log.warning("%s: the availability template of %s failed: %s", topic, record.label, err)
-                    return False
-            if text in (source.available, source.not_available):
-                record.seen[topic] = record.latest = text == source.available
-                return True
-        return False
-
-    def _endpoint_online(self, endpoint: str) -> bool | None:
-        """Online when one of its entities is available, offline when all are known not to be."""
-        records = [self._records[k] for k in self._endpoints[endpoint].keys if k in self._records]
-        known = [r.available() for r in records if r.availability is not None]
-        if True in known:
-            return True
-        return False if known and None not in known else None

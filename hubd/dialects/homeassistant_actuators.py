@@ -8,6 +8,7 @@ range. See homeassistant_entities for the Entity contract. Imports the entity ba
 
 from __future__ import annotations
 
+from hubd.devices.model import StateValue
 from hubd.dialects import mapping
 from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
 from hubd.dialects.homeassistant_discovery import Conf, ConfigProblem
@@ -23,7 +24,6 @@ from hubd.dialects.homeassistant_entities import (
     target_value,
 )
 from hubd.dialects.homeassistant_templates import Payload, Templates
-from hubd.mqtt.codec import StateValue
 
 DEFAULT_CLIMATE_MODES = ("auto", "off", "cool", "heat", "dry", "fan_only")
 # Preferred mode for "turn on" when neither a power topic nor the last mode says which.

@@ -34,8 +34,8 @@ from typing import Any
 
 import jinja2
 
+from hubd.devices.model import ADDITIONAL_INFO_MAX_CHARS, DeviceConfig, EntityNote, Origin, Route
 from hubd.dialects import mapping
-from hubd.dialects.base import EntityNote, Origin, Route
 from hubd.dialects.homeassistant_actuators import Climate
 from hubd.dialects.homeassistant_discovery import (
     DEFAULT_AVAILABILITY_MODE,
@@ -45,7 +45,6 @@ from hubd.dialects.homeassistant_discovery import (
     DeviceInfo,
 )
 from hubd.dialects.homeassistant_entities import Entity
-from hubd.mqtt.codec import ADDITIONAL_INFO_MAX_CHARS, DeviceConfig
 
 DIALECT = "homeassistant"
 ADDRESS_VERSION = 2

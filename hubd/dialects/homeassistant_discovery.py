@@ -5,7 +5,7 @@ message into the entity configs it holds (one, or one per component of a device-
 every key in full (the abbreviation tables, in `dev`, `o` and each availability entry too) and `~` expanded
 at the start or end of any `*_topic`. `Conf` reads one config's fields with their types checked, each problem a
 `ConfigProblem` naming the key and the fix; `DeviceInfo` and `Availability` are the device block and the
-availability settings. Imports only the abbreviation table and the codec's payload limits.
+availability settings. Imports only the abbreviation table and the payload limits (hubd.dialects.payload).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hubd.dialects.homeassistant_abbreviations import ABBREVIATIONS, DEVICE_ABBREVIATIONS, ORIGIN_ABBREVIATIONS
+from hubd.dialects.payload import MAX_PAYLOAD_BYTES, check_nesting
 from hubd.errors import DeviceMessageInvalid
-from hubd.mqtt.codec import MAX_PAYLOAD_BYTES, check_nesting
 
 TOPIC_BASE = "~"
 DEVICE_COMPONENT = "device"

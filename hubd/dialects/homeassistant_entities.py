@@ -20,11 +20,11 @@ from typing import Any, ClassVar
 
 import jinja2
 
+from hubd.devices.model import StateValue
 from hubd.dialects import mapping
 from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
 from hubd.dialects.homeassistant_discovery import Conf, ConfigProblem
 from hubd.dialects.homeassistant_templates import Payload, TemplateError, Templates
-from hubd.mqtt.codec import StateValue
 
 ECHO = "echo:"
 # Payloads that mean "unknown" rather than a value (Home Assistant's PAYLOAD_NONE, and what templates give).

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hubd.devices.model import StateValue
 from hubd.dialects import mapping
 from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
 from hubd.dialects.homeassistant_discovery import Conf, ConfigProblem
@@ -27,7 +28,6 @@ from hubd.dialects.homeassistant_entities import (
     target_value,
 )
 from hubd.dialects.homeassistant_templates import Payload, Templates
-from hubd.mqtt.codec import StateValue
 
 COLOR_MODES = frozenset({"hs", "xy", "rgb", "rgbw", "rgbww"})
 DIMMABLE_MODES = COLOR_MODES | {"brightness", "color_temp", "white"}

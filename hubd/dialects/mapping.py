@@ -9,7 +9,7 @@ part whose interface is already taken, stable whatever order the parts arrived i
 values into platform values and back: brightness scales, mireds and kelvin, RGB/HS/XY colours, °F and K,
 ranged speeds and positions, climate modes.
 
-Imports only the device model (hubd.mqtt.codec); no MQTT, no dialect.
+Imports only the device model (hubd.devices.model); no MQTT, no dialect.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from hubd.mqtt.codec import Capability, StateValue
+from hubd.devices.model import Capability, StateValue
 
 _SET_MAX_MIN_ADJUST = ("Set", "SetMax", "SetMin", "Adjust")
 FAN_SPEED_OPERATIONS = (*_SET_MAX_MIN_ADJUST, "SetHigh", "SetMedium", "SetLow")

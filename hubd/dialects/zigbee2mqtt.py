@@ -8,7 +8,7 @@ reads on `/get`. The dialect keeps the device list (zigbee2mqtt_devices builds e
 ieee_address is the endpointId, so renames keep it), announces what changed, reports only the exported values
 that changed (zigbee2mqtt republishes everything, linkquality and battery included, on every report), presses a
 declared doorbell on each publish of its action, and marks every device unreachable while the bridge is offline.
-Imports the seam, the codec's payload limits and its own zigbee2mqtt_* modules.
+Imports the seam, the device model, the payload limits and its own zigbee2mqtt_* modules.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hubd.config import DoorbellConfig, Zigbee2MqttConfig
+from hubd.devices.model import Origin, Route, StateSample, StateValue, format_time
 from hubd.dialects.base import (
     AvailabilityReceived,
     CommandRefused,
@@ -27,12 +28,11 @@ from hubd.dialects.base import (
     DeviceGone,
     DeviceInput,
     InputRejected,
-    Origin,
     Outgoing,
     PressReceived,
-    Route,
     StateReceived,
 )
+from hubd.dialects.payload import MAX_PAYLOAD_BYTES, check_nesting
 from hubd.dialects.zigbee2mqtt_devices import (
     DIALECT,
     Address,
@@ -46,7 +46,6 @@ from hubd.dialects.zigbee2mqtt_devices import (
 from hubd.dialects.zigbee2mqtt_exposes import Feature
 from hubd.dialects.zigbee2mqtt_features import command, get, part, read
 from hubd.errors import DeviceMessageInvalid
-from hubd.mqtt.codec import MAX_PAYLOAD_BYTES, StateSample, StateValue, check_nesting, format_time
 
 log = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hubd.devices.model import ADDITIONAL_INFO_MAX_CHARS, DeviceConfig, EntityNote, Origin, Route
 from hubd.dialects import mapping
-from hubd.dialects.base import ConfigReceived, EntityNote, Origin, Route
+from hubd.dialects.base import ConfigReceived
 from hubd.dialects.zigbee2mqtt_exposes import ACTION, PUBLISHED, RANK_SENSOR, Exposes, Feature, read_exposes
 from hubd.dialects.zigbee2mqtt_features import part
-from hubd.mqtt.codec import ADDITIONAL_INFO_MAX_CHARS, DeviceConfig
 from hubd.spoken import spoken
 
 DIALECT = "zigbee2mqtt"

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hubd.devices.model import EntityNote
 from hubd.dialects import mapping
-from hubd.dialects.base import EntityNote
 
 PUBLISHED, SETTABLE, GETTABLE = 1, 2, 4
 SPECIFIC_TYPES = frozenset({"light", "switch", "fan", "cover", "lock", "climate"})

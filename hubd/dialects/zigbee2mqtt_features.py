@@ -14,10 +14,10 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from hubd.devices.model import Capability, StateValue
 from hubd.dialects import mapping
 from hubd.dialects.base import CommandRefused, ControlRequest
 from hubd.dialects.zigbee2mqtt_exposes import GETTABLE, PUBLISHED, SETTABLE, Feature
-from hubd.mqtt.codec import Capability, StateValue
 
 # Which role's access decides each interface's capability, by kind.
 _ROLES: Mapping[str, Mapping[str, str]] = {

@@ -1,6 +1,6 @@
 """Control directives (`{brand}.Control`, `<Interface>.<Op>`): a device's command on MQTT, and its confirmation.
 
-A control directive becomes the device's command in the device's own dialect (`hubd.devices.commands`: hubd's
+A control directive becomes the device's command in the device's own dialect (`hubd.dialects.commands`: hubd's
 `set` message, a discovery entity's command topics, zigbee2mqtt's `/set`); hubd then waits until
 the directive's deadline (the endpoint's budget, counted from the request's arrival) for the device's
 state to confirm it and answers with the device's retrievable states, or with the target states
@@ -23,16 +23,17 @@ from typing import Any, Protocol
 
 from hubd.cloud import messages
 from hubd.devices import interfaces
-from hubd.devices.commands import DeviceCommands
+from hubd.devices.device import Device
 from hubd.devices.interfaces import Interface, Target
+from hubd.devices.model import StateValue
 from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
+from hubd.dialects.commands import DeviceCommands
 from hubd.directives.message import Directive, DirectiveRouter, addressed_device, response
 from hubd.directives.replay import Attempt, Replay
 from hubd.errors import DirectiveError, HubdError, MqttUnavailable, MqttUnconfirmed
+from hubd.events import PendingEvent
 from hubd.metrics import Metrics
-from hubd.mqtt.codec import StateValue
-from hubd.registry import Device, DeviceRegistry
-from hubd.reporter import PendingEvent
+from hubd.registry import DeviceRegistry
 from hubd.store.grants import Grant
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ STOP_FLUSH_S = 2.0
 
 
 class EventQueue(Protocol):
-    """The reporter's outbox entry for events outside the device path."""
+    """The outbox writer's entry for events outside the device path."""
 
     async def enqueue(self, events: Sequence[PendingEvent], user_ids: Sequence[str] | None = None) -> int:
         """Queue events for these platform users (every bound user if None)."""

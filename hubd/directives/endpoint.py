@@ -23,9 +23,9 @@ from aiohttp import web
 
 from hubd.cloud import messages
 from hubd.directives.message import BUSY, DirectiveHandler, message_id_of, parse
-from hubd.driver.store import TokenCheck, TokenStatus
 from hubd.errors import DirectiveError, StoreError
 from hubd.metrics import Metrics
+from hubd.usertoken import TokenCheck, TokenStatus
 from hubd.web.jsonbody import JsonBodyInvalid, load_json
 
 log = logging.getLogger(__name__)

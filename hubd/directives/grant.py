@@ -1,34 +1,52 @@
 """AcceptGrant (`{brand}.Authorization`): a platform user binds to this hub.
 
 `TokenManager.accept_grant` exchanges the code; the grant and the new user's AddOrUpdateReport of every device
-are stored in one transaction (`Reporter.commit_grant`). The exchange and the commit run in the token
+are stored in one transaction (`OutboxWriter.commit_grant`). The exchange and the commit run in the token
 manager's task, so this handler may stop waiting at the directive's deadline (E_ENDPOINT_BUSY) without losing
-the tokens: a resent AcceptGrant gets the outcome. Imports hubd.directives.message, the token manager and
-the reporter.
+the tokens: a resent AcceptGrant gets the outcome. Imports hubd.directives.message; the token manager and the
+outbox writer come in through the ports below (app.py wires them).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 from hubd.cloud import messages
-from hubd.cloud.tokens import TokenManager
 from hubd.directives.message import BUSY, Directive, DirectiveRouter, is_text
 from hubd.errors import CloudAuthError, CloudUnavailable, DirectiveError
-from hubd.reporter import Reporter
+from hubd.store.grants import Grant
 
 # AcceptGrant with less of the budget left than this answers E_ENDPOINT_BUSY before the exchange, code unspent.
 ACCEPT_GRANT_MIN_S = 0.5
 
 
+class GrantExchange(Protocol):
+    """The token manager (`hubd.cloud.tokens.TokenManager`): exchanges a code and keeps the outcome."""
+
+    def exchange_known(self, user_id: str, code: str) -> bool:
+        """True when the exchange of this code began recently (its outcome is kept)."""
+
+    async def accept_grant(self, user_id: str, code: str, *, driver_user: str | None, timeout_s: float | None = None,
+                           commit: Callable[[Grant], Awaitable[None]] | None = None) -> None:
+        """Exchange the code and store the grant through `commit`; a resend waits for the same outcome."""
+
+
+class GrantStore(Protocol):
+    """The outbox writer (`hubd.outbox.writer.OutboxWriter`): stores a grant with its user's first report."""
+
+    async def commit_grant(self, grant: Grant) -> None:
+        """Store a new grant and queue its user's AddOrUpdateReport of every device, in one transaction."""
+
+
 class AcceptGrant:
     """Answers AcceptGrant: exchanges the code and stores the grant with the user's first report."""
 
-    def __init__(self, *, brand: str, tokens: TokenManager, reporter: Reporter, reporting_enabled: bool) -> None:
+    def __init__(self, *, brand: str, tokens: GrantExchange, writer: GrantStore, reporting_enabled: bool) -> None:
         self._brand = brand
         self._tokens = tokens
-        self._reporter = reporter
+        self._writer = writer
         self._reporting_enabled = reporting_enabled
 
     def register(self, router: DirectiveRouter) -> None:
@@ -67,7 +85,7 @@ class AcceptGrant:
             # The exchange and that commit go on when the reply is due; the outcome waits for a resend.
             async with asyncio.timeout_at(directive.deadline):
                 await self._tokens.accept_grant(user_id, code, driver_user=directive.user,
-                                                commit=self._reporter.commit_grant)
+                                                commit=self._writer.commit_grant)
         except TimeoutError as err:
             raise DirectiveError(BUSY, "the platform's token endpoint has not answered yet; hubd keeps its answer "
                                        "(and the grant, if the code is good): send AcceptGrant again") from err

@@ -27,7 +27,7 @@ from hubd.driver.csrf import CsrfGuard
 from hubd.driver.limits import LoginLimiter
 from hubd.driver.passwords import hash_password, is_hash, verify_password
 from hubd.driver.policy import driver_policy
-from hubd.driver.store import CodeReused, DriverRepo, Lifetimes, RefreshReused, TokenCheck, TokenStatus
+from hubd.driver.store import CodeReused, DriverRepo, Lifetimes, RefreshReused
 from hubd.driver.trust import DeviceCookies
 from hubd.driver.urls import (
     AUTHORIZE_PATH,
@@ -45,10 +45,9 @@ from hubd.jsonkind import json_kind
 from hubd.lifecycle import Clock, SystemClock
 from hubd.metrics import Metrics
 from hubd.store.db import Database
+from hubd.usertoken import TokenCheck, TokenStatus
 from hubd.web.client_address import FORWARDED_FOR, client_address, throttle_key
 from hubd.web.jsonbody import JsonBodyInvalid, load_json
-
-__all__ = ["DriverService", "TokenCheck", "TokenStatus"]
 
 log = logging.getLogger(__name__)
 

@@ -2,13 +2,12 @@
 
 Owns how codes and tokens are made, hashed, rotated, revoked and pruned. Only SHA-256 hex of a
 code or token is stored; a secret is looked up by its hash, which leaks nothing about it. Imports
-hubd.store, hubd.errors and hubd.driver.seal only; never logs a secret.
+hubd.store, hubd.errors, hubd.usertoken and hubd.driver.seal only; never logs a secret.
 """
 
 from __future__ import annotations
 
 import base64
-import enum
 import hashlib
 import json
 import math
@@ -22,6 +21,7 @@ from typing import Any
 from hubd.driver.seal import SealBroken, seal, unseal
 from hubd.errors import DriverError
 from hubd.store.db import Database
+from hubd.usertoken import TokenCheck, TokenStatus
 
 CODE_TTL_S = 600
 # How long a rotated-out refresh token still answers with the pair that replaced it, so a refresh
@@ -35,24 +35,6 @@ KEEP_ROTATED_S = 7 * 86400
 KEEP_REVOKED_S = 30 * 86400
 INVALID = "E_INVALID_AUTHORIZATION"
 _META_KEY = "driver_csrf_key"
-
-
-class TokenStatus(enum.Enum):
-    """What a user token from a platform message is worth."""
-
-    VALID = "valid"
-    EXPIRED = "expired"
-    UNKNOWN = "unknown"
-
-
-@dataclass(frozen=True, slots=True)
-class TokenCheck:
-    """The result of verifying a user token; `user` is the hubd account and `expires_at` the token's expiry
-    (epoch seconds) unless UNKNOWN."""
-
-    status: TokenStatus
-    user: str | None
-    expires_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,8 +15,8 @@ import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from hubd.driver.store import TokenCheck, TokenStatus
 from hubd.lifecycle import Clock
+from hubd.usertoken import TokenCheck, TokenStatus
 
 VERDICT_TTL_S = 15.0
 VERDICT_MAX = 1_000

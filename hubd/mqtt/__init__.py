@@ -1,1 +1,1 @@
-"""MQTT: the paho adapter (client.py), topic/payload parsing and the bridge component."""
+"""MQTT: the paho adapter (client.py), the embedded broker and the bridge component that feeds the dialects."""

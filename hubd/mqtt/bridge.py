@@ -6,6 +6,7 @@ broker handed over is lost" true across a SIGKILL: unacked QoS 1 messages are re
 waits out a disk refusing writes (the registry does) holds the batch unacked meanwhile: the broker keeps
 the rest, and the pump goes on once the commit went through.
 Downstream: `publish()` for set/command messages, waiting briefly for a connection.
+Owns hubd's own status topic (`B/status`): `online` once subscribed, `offline` on stop and as the will.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
-from hubd.dialects.base import Decoded, Dialect, InputRejected, Outgoing, Route, input_kind
+from hubd.devices.model import Route
+from hubd.dialects.base import Decoded, Dialect, InputRejected, Outgoing, input_kind
 from hubd.errors import MqttRejected, MqttUnavailable
 from hubd.failures import MessageFailures
 from hubd.lifecycle import Backoff, Clock, Health, SystemClock
 from hubd.metrics import Metrics
-from hubd.mqtt import topics
-from hubd.mqtt.client import Message, MqttClient
+from hubd.mqtt.client import MqttClient
+from hubd.mqtt.inbox import Message
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,11 @@ STABLE_AFTER_S = 10.0
 # How long the SUBACK of our subscriptions and the PUBACK of `online` may take before the session is
 # given up (and retried with the backoff).
 ANNOUNCE_TIMEOUT_S = 10.0
+
+
+def status_topic(base: str) -> str:
+    """hubd's own retained online/offline topic (the bridge's birth message; app.py makes it the will)."""
+    return f"{base}/status"
 
 
 class MessageSink(Protocol):
@@ -120,7 +127,7 @@ class MqttBridge:
         """Say `offline` ourselves (a clean DISCONNECT suppresses the will), then disconnect."""
         if self._client.connected:
             try:
-                await self._client.publish(topics.status_topic(self._base), b"offline", qos=1, retain=True,
+                await self._client.publish(status_topic(self._base), b"offline", qos=1, retain=True,
                                            timeout_s=1.0)
             except MqttUnavailable as err:
                 log.debug("could not publish offline status: %s", err)
@@ -187,7 +194,7 @@ class MqttBridge:
         filters = [f for dialect in self._dialects for f in dialect.subscriptions()]
         await self._client.subscribe(filters, timeout_s=ANNOUNCE_TIMEOUT_S)
         await self._announce_dialects()
-        await self._client.publish(topics.status_topic(self._base), b"online", qos=1, retain=True,
+        await self._client.publish(status_topic(self._base), b"online", qos=1, retain=True,
                                    timeout_s=ANNOUNCE_TIMEOUT_S)
         self._connects.inc()
         self._up_since = self._clock.monotonic()

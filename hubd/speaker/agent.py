@@ -26,7 +26,8 @@ import aiohttp
 
 from hubd.errors import MqttRejected, MqttUnavailable
 from hubd.lifecycle import Backoff
-from hubd.mqtt.client import Message, MqttClient, Will
+from hubd.mqtt.client import MqttClient, Will
+from hubd.mqtt.inbox import Message
 from hubd.speaker import mixer
 from hubd.speaker.assistant import Assistant, AssistantFailed, make_assistant
 from hubd.speaker.config import SpeakerConfig

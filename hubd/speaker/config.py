@@ -2,7 +2,8 @@
 
 Read with hubd's own YAML reader (`${ENV_VAR}`, `<secret>_file`, merge keys, line numbers), and reported
 as hubd's config is: one `<key.path>: <problem> (line N)` line per problem, all in one pass. Imports
-hubd.config, hubd.errors, hubd.spoken (spoken names), hubd.mqtt.topics and the command templates.
+hubd.config, hubd.yamlconfig, hubd.errors, hubd.spoken (spoken names), hubd.devices.model (the endpointId
+rule) and the command templates.
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from hubd.config import KeyPath, LogConfig, MqttConfig, parse_yaml_model
+from hubd.config import LogConfig, MqttConfig
+from hubd.devices.model import MAX_DEVICE_ID_CHARS, valid_device_id
 from hubd.errors import ConfigError
-from hubd.mqtt.topics import MAX_DEVICE_ID_CHARS, valid_device_id
 from hubd.speaker.template import CommandTemplate
 from hubd.spoken import spoken
+from hubd.yamlconfig import KeyPath, parse_yaml_model
 
 DEFAULT_TTS = "espeak-ng -v en-us -w {wav} {text}"
 EXAMPLE_FILE = "speaker.example.yaml"

@@ -1,1 +1,1 @@
-"""HTTP server and its routes."""
+"""The HTTP server (listeners, connections, local peers) and what route sources share: client address, JSON body."""

@@ -3,7 +3,7 @@
 Speakers are devices whose config says `displayType: "speaker"`. `sn` (default: the endpointId)
 matches exactly; `roomName` (the recommendRoomName) and `tag` (any of the speaker's tags) match
 ignoring case and surrounding spaces; `isAll` selects every speaker; given fields combine with AND.
-A speaker that said `offline` is skipped; one that never said is tried. Imports hubd.registry.
+A speaker that said `offline` is skipped; one that never said is tried. Imports hubd.devices.device.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hubd.registry import Device
+from hubd.devices.device import Device
 from hubd.webhook.trigger import DeviceQuery, Problem
 
 

@@ -8,7 +8,7 @@ An unknown token is a guess of its client address (`http.trusted_proxies` decide
 X-Forwarded-For names it): after GUESS_FREE of them the address gets 429 with a growing wait, and
 while it waits its tokens are checked against the known hashes in memory (reloaded at most once a
 second) before SQLite: a flood of made-up tokens costs no lookup each.
-Results arrive through the registry and the reporter (`record_results_blocking`);
+Results arrive through the registry and the outbox writer (`record_results_blocking`);
 `GET /api/commands/<id>` shows them.
 
 Calls are counted in memory (`CallLimiter`) and saved to SQLite by `run()` at most once a second,
@@ -29,8 +29,9 @@ from typing import Any
 
 from aiohttp import web
 
-from hubd.devices.commands import DeviceCommands
-from hubd.dialects.base import CommandRefused, Route
+from hubd.devices.model import Route
+from hubd.dialects.base import CommandRefused
+from hubd.dialects.commands import DeviceCommands
 from hubd.errors import ConfigError, MqttUnavailable, StorageUnavailable, StoreError
 from hubd.metrics import Metrics
 from hubd.ratelimit import FailureThrottle

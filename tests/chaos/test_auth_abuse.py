@@ -10,44 +10,22 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Awaitable, Callable
 from html import unescape
-from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import aiohttp
 import pytest
-from conftest import platform_config
 from hubd_proc import REPO, HubdProcess
-from mosquitto import Mosquitto
+from rig import Rig
 
 from hubd.driver.limits import ACCOUNT_FREE
-from simulators.platform import PlatformSimulator
 from simulators.platform_binding import bind_user
 
 EVIL = "https://evil.example/steal"
 NEIGHBOURS = [f"127.0.0.{i}" for i in range(2, 7)]
+MakeRig = Callable[..., Awaitable[Rig]]
 BODY = {"type": "tts", "devices": {"isAll": True}, "data": {"text": "hello"}}
-
-@pytest.fixture
-async def make_hub(tmp_path: Path, mosquitto: Mosquitto,
-                   platform_sim: PlatformSimulator) -> AsyncIterator[Callable[..., Any]]:
-    """Factory: a started, ready hubd pointing at the platform simulator, with `driver` settings added."""
-    hubs: list[HubdProcess] = []
-
-    async def make(**driver: Any) -> HubdProcess:
-        overrides = platform_config(platform_sim)
-        overrides["driver"] = {**overrides["driver"], **driver}  # type: ignore[dict-item]
-        hub = HubdProcess(tmp_path / f"hub{len(hubs)}", mqtt_port=mosquitto.port, overrides=overrides)
-        hubs.append(hub)
-        hub.start()
-        await hub.wait_ready()
-        return hub
-
-    yield make
-    for hub in hubs:
-        hub.stop()
 
 
 def browser(source: str = "127.0.0.1") -> aiohttp.ClientSession:
@@ -72,9 +50,9 @@ async def sign_in(session: aiohttp.ClientSession, hub: HubdProcess, callback: st
         return resp.status
 
 
-async def test_a_foreign_callback_never_gets_a_code_by_default(make_hub: Callable[..., Any],
-                                                               platform_sim: PlatformSimulator) -> None:
-    hub: HubdProcess = await make_hub()
+async def test_a_foreign_callback_never_gets_a_code_by_default(make_rig: MakeRig) -> None:
+    rig = await make_rig()
+    hub, platform_sim = rig.hub, rig.sim
     async with browser() as session:
         async with session.get(f"{hub.url}/oauth/authorize?callbackURL={quote(EVIL, safe='')}",
                                allow_redirects=False) as resp:
@@ -90,9 +68,9 @@ async def test_a_foreign_callback_never_gets_a_code_by_default(make_hub: Callabl
     assert bound.ok, bound.reply
 
 
-async def test_any_host_takes_an_explicit_star_and_a_warning(make_hub: Callable[..., Any],
-                                                             platform_sim: PlatformSimulator) -> None:
-    hub: HubdProcess = await make_hub(callback_hosts=["*"])
+async def test_any_host_takes_an_explicit_star_and_a_warning(make_rig: MakeRig) -> None:
+    rig = await make_rig(hub_overrides={"driver": {"callback_hosts": ["*"]}})
+    hub, platform_sim = rig.hub, rig.sim
     assert 'driver.callback_hosts is ["*"]: a sign-in may send its code to any https host' in hub.log()
     bound = await bind_user(hub_url=hub.url, vendor_path="/vendor", sim=platform_sim, username="demo",
                             password="demo", user_id="owner", callback_url="https://anywhere.example/cb?src=sim")
@@ -103,12 +81,9 @@ async def test_any_host_takes_an_explicit_star_and_a_warning(make_hub: Callable[
     assert reply["status"] != 0 and "plain http to another machine" in reply["message"]
 
 
-async def test_a_plain_http_callback_host_stops_run_and_check_config(tmp_path: Path, mosquitto: Mosquitto,
-                                                                     platform_sim: PlatformSimulator) -> None:
-    overrides = platform_config(platform_sim)
-    overrides["driver"] = {**overrides["driver"], "callback_hosts": ["http://platform.example:8080"]}  # type: ignore[dict-item]
-    hub = HubdProcess(tmp_path / "hub", mqtt_port=mosquitto.port, overrides=overrides)
-    hub.start()
+async def test_a_plain_http_callback_host_stops_run_and_check_config(make_rig: MakeRig) -> None:
+    rig = await make_rig(hub_overrides={"driver": {"callback_hosts": ["http://platform.example:8080"]}}, ready=False)
+    hub = rig.hub
     assert hub.wait(30) == 2
     expected = ("driver.callback_hosts[0]: 'http://platform.example:8080' allows plain http to a host that is not "
                 "this machine: the login's code would cross the network unencrypted; write "
@@ -121,9 +96,10 @@ async def test_a_plain_http_callback_host_stops_run_and_check_config(tmp_path: P
 
 @pytest.mark.parametrize(("mode", "planted"), [("oauth2", "code=planted"), ("oauth", "userToken=planted")])
 async def test_a_callback_that_carries_a_code_gets_no_second_one(
-    make_hub: Callable[..., Any], platform_sim: PlatformSimulator, mode: str, planted: str
+    make_rig: MakeRig, mode: str, planted: str
 ) -> None:
-    hub: HubdProcess = await make_hub(mode=mode)
+    rig = await make_rig(hub_overrides={"driver": {"mode": mode}})
+    hub, platform_sim = rig.hub, rig.sim
     callback = f"{platform_sim.url}/callback?{planted}"
     async with browser() as session:
         async with session.get(f"{hub.url}/oauth/authorize?callbackURL={quote(callback, safe='')}") as resp:
@@ -136,9 +112,9 @@ async def test_a_callback_that_carries_a_code_gets_no_second_one(
         assert reply["status"] != 0 and "already carries" in reply["message"]
 
 
-async def test_the_owner_signs_in_while_neighbours_guess_the_password(make_hub: Callable[..., Any],
-                                                                     platform_sim: PlatformSimulator) -> None:
-    hub: HubdProcess = await make_hub()
+async def test_the_owner_signs_in_while_neighbours_guess_the_password(make_rig: MakeRig) -> None:
+    rig = await make_rig()
+    hub, platform_sim = rig.hub, rig.sim
     callback = f"{platform_sim.url}/callback?src=owner"
     async with browser() as owner:
         assert await sign_in(owner, hub, callback, "demo") == 302  # once: this address is now the owner's
@@ -157,8 +133,9 @@ async def test_the_owner_signs_in_while_neighbours_guess_the_password(make_hub: 
     assert "wrong password for account 'demo' from 127.0.0.2" in hub.log()
 
 
-async def test_the_right_webhook_token_works_while_a_neighbour_guesses(make_hub: Callable[..., Any]) -> None:
-    hub: HubdProcess = await make_hub()
+async def test_the_right_webhook_token_works_while_a_neighbour_guesses(make_rig: MakeRig) -> None:
+    rig = await make_rig()
+    hub = rig.hub
     created = subprocess.run([sys.executable, "-m", "hubd", "webhook", "-c", str(hub.config_path), "create"],
                              cwd=REPO, capture_output=True, text=True, timeout=60, check=True)
     token = re.search(r'"token": "(whk_[^"]+)"', created.stdout)
@@ -178,8 +155,9 @@ async def test_the_right_webhook_token_works_while_a_neighbour_guesses(make_hub:
         assert await call(owner, "whk_" + "x" * 43) == 404  # the owner's address is not slowed
 
 
-async def test_bodies_nested_2000_deep_are_refused_in_the_house_shape(make_hub: Callable[..., Any]) -> None:
-    hub: HubdProcess = await make_hub()
+async def test_bodies_nested_2000_deep_are_refused_in_the_house_shape(make_rig: MakeRig) -> None:
+    rig = await make_rig()
+    hub = rig.hub
     created = subprocess.run([sys.executable, "-m", "hubd", "webhook", "-c", str(hub.config_path), "create"],
                              cwd=REPO, capture_output=True, text=True, timeout=60, check=True)
     token = re.search(r'"token": "(whk_[^"]+)"', created.stdout)

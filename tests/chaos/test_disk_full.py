@@ -21,7 +21,7 @@ import paho.mqtt.client as paho
 from disk import SmallDisk
 from hubd_proc import HubdProcess
 from paho.mqtt.enums import CallbackAPIVersion
-from rig import CLIMATE, Rig
+from rig import CLIMATE, Rig, metric_at_least
 
 from simulators.platform_directives import DirectiveClient
 
@@ -92,7 +92,7 @@ async def _run(rig: Rig, disk: SmallDisk, publisher: Publisher, client: Directiv
     assert status == 503 and body["status"] == "unavailable"
     assert "the disk is full" in body["checks"]["storage"]["detail"]
     assert any(line.startswith("storage: ") for line in body["not_ready"])
-    await hub.wait_for(lambda: _metric_at_least(hub, "hubd_storage_failures_total", 1 + PROBE_FAILURES),
+    await hub.wait_for(lambda: metric_at_least(hub, "hubd_storage_failures_total", 1 + PROBE_FAILURES),
                        timeout_s=30, what="probe writes failing while the disk stays full")
     assert hub.proc is not None and hub.proc.poll() is None, "hubd exited on a full disk"
     assert await hub.metric("hubd_storage_writable") == 0
@@ -189,7 +189,3 @@ async def _storage_failing(hub: HubdProcess, *, starting: bool = False) -> tuple
         raise
     storage = body.get("checks", {}).get("storage", {}) if isinstance(body, dict) else {}
     return (status, body) if storage.get("ok") is False else None
-
-
-async def _metric_at_least(hub: HubdProcess, name: str, value: float) -> bool:
-    return await hub.metric(name) >= value

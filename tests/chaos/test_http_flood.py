@@ -14,17 +14,15 @@ import os
 import resource
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from conftest import platform_config
 from hubd_proc import HubdProcess
 from mosquitto import Mosquitto
 from rig import LAMP, Rig
 
 from hubd.web.connections import connection_cap
-from simulators.platform import PlatformSimulator
 
 FD_LIMIT = 256
 FLOOD = 3 * FD_LIMIT
@@ -105,14 +103,12 @@ async def healthz_ok(hub: HubdProcess) -> bool:
 
 
 async def test_a_slow_connection_flood_under_a_low_fd_limit_leaves_hubd_answering_and_delivering(
-        tmp_path: Path, mosquitto: Mosquitto, platform_sim: PlatformSimulator) -> None:
+        make_rig: Callable[..., Awaitable[Rig]]) -> None:
     raise_own_fd_limit(FLOOD + 512)
-    hub = HubdProcess(tmp_path / "hub", mqtt_port=mosquitto.port, overrides=platform_config(platform_sim))
-    start_limited(hub, FD_LIMIT)
+    rig = await make_rig(start=lambda hub: start_limited(hub, FD_LIMIT))
+    hub = rig.hub
     flood = Flood(hub.http_port)
     try:
-        await hub.wait_ready()
-        rig = Rig(mosquitto, platform_sim, hub)
         rig.publish("lamp-1", "config", LAMP, retain=True)
         await rig.bind()
         await rig.wait_events(1, "AddOrUpdateReport")

@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every parser of outside input (issue 13): device payloads (hubd.mqtt.codec),
+"""Property-based fuzzing of every parser of outside input: device payloads (hubd.dialects.native_codec),
 webhook bodies (hubd.webhook.trigger), platform directives (DirectiveEndpoint.handle) and driver commands
 (DriverService.handle_command). Each accepts an input or refuses it with its documented error or reply, never
 with another exception, and what it accepts can be serialised again.
@@ -28,17 +28,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from driver_helpers import CALLBACK, FakeClock, make_config
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from rig import BELL, CLIMATE, LAMP
-from test_driver_support import CALLBACK, FakeClock, make_config
 from unit_helpers import device_message
 
 from hubd.cloud.client import TokenSet
 from hubd.cloud.tokens import TokenManager
-from hubd.devices.commands import DeviceCommands
+from hubd.devices.model import CommandResult, DeviceConfig, load_config
+from hubd.dialects import native_codec
 from hubd.dialects.base import Outgoing
+from hubd.dialects.commands import DeviceCommands
 from hubd.dialects.native import NativeDialect
+from hubd.dialects.payload import MAX_NESTING, MAX_PAYLOAD_BYTES
 from hubd.directives.control import Controls
 from hubd.directives.discovery import Discovery
 from hubd.directives.endpoint import DirectiveEndpoint
@@ -48,9 +51,8 @@ from hubd.driver.service import DriverService
 from hubd.driver.store import DriverRepo, Lifetimes
 from hubd.errors import CloudUnavailable, DeviceMessageInvalid
 from hubd.metrics import Metrics
-from hubd.mqtt import codec
+from hubd.outbox.writer import OutboxWriter
 from hubd.registry import DeviceRegistry
-from hubd.reporter import Reporter
 from hubd.store.db import Database
 from hubd.store.grants import GrantRepo
 from hubd.store.replies import DirectiveReplyRepo
@@ -283,11 +285,11 @@ DEVICE_WORDS: list[object] = ["On", "Off", "light", "speaker", "unknown", "Switc
                               1e308, 2**64, [], {}]
 DEVICE_INPUTS = {kind: inputs(examples, DEVICE_KEYS, DEVICE_WORDS) for kind, examples in DEVICE_EXAMPLES.items()}
 PARSERS: dict[str, Callable[[bytes], object]] = {
-    "config": codec.parse_config,
-    "state": lambda payload: codec.parse_state(payload, 1_700_000_000.0),
-    "event": lambda payload: codec.parse_event(payload, 1_700_000_000.0),
-    "availability": codec.parse_availability,
-    "command_result": codec.parse_command_result,
+    "config": native_codec.parse_config,
+    "state": lambda payload: native_codec.parse_state(payload, 1_700_000_000.0),
+    "event": lambda payload: native_codec.parse_event(payload, 1_700_000_000.0),
+    "availability": native_codec.parse_availability,
+    "command_result": native_codec.parse_command_result,
 }
 
 
@@ -326,13 +328,13 @@ def check_device_payload(kind: str, payload: bytes) -> None:
     result = outcome(PARSERS[kind], payload, DeviceMessageInvalid)
     if isinstance(result, DeviceMessageInvalid):
         assert str(result), "a refusal must say why"
-    elif isinstance(result, codec.DeviceConfig):
+    elif isinstance(result, DeviceConfig):
         text = result.canonical()
-        assert codec.load_config(text) == result
-        assert codec.load_config(text).canonical() == text
+        assert load_config(text) == result
+        assert load_config(text).canonical() == text
         json.dumps(result.endpoint("x-1"), allow_nan=False)
         assert all(c.interface for c in result.capabilities)
-    elif isinstance(result, codec.StateUpdate):
+    elif isinstance(result, native_codec.StateUpdate):
         assert result.samples and isinstance(result.cause, str) and result.cause
         json.dumps([{"interface": s.interface, "value": s.value, "timeOfSample": s.time_of_sample}
                     for s in result.samples], allow_nan=False)
@@ -340,8 +342,8 @@ def check_device_payload(kind: str, payload: bytes) -> None:
             assert sample.interface and TIME_RE.fullmatch(sample.time_of_sample), sample
             assert not isinstance(sample.value, bool) and sample.value is not None, sample
             assert all(math.isfinite(float(n)) for n in _numbers(sample.value)), sample
-            assert _depth(sample.value) <= codec.MAX_NESTING
-    elif isinstance(result, codec.CommandResult):
+            assert _depth(sample.value) <= MAX_NESTING
+    elif isinstance(result, CommandResult):
         assert result.command_id and result.status in ("done", "error")
         assert result.message is None or isinstance(result.message, str)
     elif kind == "config":
@@ -371,7 +373,7 @@ def test_any_sample_time_is_normalised_or_refused(when: str) -> None:
 @pytest.mark.parametrize("kind", list(PARSERS))
 def test_a_full_payload_of_escaped_quotes_is_refused_in_linear_time(kind: str) -> None:
     # An unterminated string of \" pairs made the nesting scan restart at every quote: 20 s for 64 KiB.
-    payload = b'{"Switch": "' + b'\\"' * (codec.MAX_PAYLOAD_BYTES // 2 - 80) + b"[]" * 40
+    payload = b'{"Switch": "' + b'\\"' * (MAX_PAYLOAD_BYTES // 2 - 80) + b"[]" * 40
     started = time.monotonic()
     check_device_payload(kind, payload)
     assert time.monotonic() - started < 1.0
@@ -394,7 +396,7 @@ def test_payloads_found_while_fuzzing_are_refused_with_a_reason(kind: str, paylo
 
 def test_a_sample_time_before_the_year_1000_keeps_four_digits() -> None:
     payload = b'{"name": "DoorbellPress", "timestamp": "0999-01-01T00:00:00Z"}'
-    assert codec.parse_event(payload, 0.0) == "0999-01-01T00:00:00.000Z"  # was "999-01-01T...": not ISO 8601
+    assert native_codec.parse_event(payload, 0.0) == "0999-01-01T00:00:00.000Z"  # was "999-01-01T...": not ISO 8601
 
 
 # -- webhook bodies ----------------------------------------------------------------------------------------
@@ -512,8 +514,8 @@ async def platform(tmp_path: Path) -> AsyncIterator[Platform]:
     driver = DriverService(db, config.driver, public_url="http://127.0.0.1:8080", metrics=metrics, clock=clock)
     await driver.start()
     pair = await DriverRepo(db, Lifetimes(3600, 86400), frozenset({"alice"})).issue_grant("alice", clock.time())
-    reporter = Reporter(db, namespace="Service", metrics=metrics)
-    registry = DeviceRegistry(db, reporter, metrics)
+    writer = OutboxWriter(db, namespace="Service", metrics=metrics)
+    registry = DeviceRegistry(db, writer, metrics)
     await registry.start()
     bus = ObeyingBus(registry, SIM_DEVICES)
     for device in SIM_DEVICES:
@@ -522,14 +524,14 @@ async def platform(tmp_path: Path) -> AsyncIterator[Platform]:
         await bus.feed("state", device.endpoint_id, device.state())
     commands = DeviceCommands([NativeDialect("hubd")], bus)
     replay = Replay(DirectiveReplyRepo(db), metrics)
-    controls = Controls(brand="Service", registry=registry, commands=commands, events=reporter, grants=GrantRepo(db),
+    controls = Controls(brand="Service", registry=registry, commands=commands, events=writer, grants=GrantRepo(db),
                         replay=replay, metrics=metrics, confirm_wait_s=0.1)
     tokens = TokenManager(GrantRepo(db), TokenHost(), clock=clock, failure_report=False, metrics=metrics,
                           outbox_wakeup=asyncio.Event())
     await tokens.start()
     endpoint = DirectiveEndpoint(path="/vendor", brand="Service", verifier=driver, metrics=metrics,
                                  reply_budget_s=BUDGET_S)
-    AcceptGrant(brand="Service", tokens=tokens, reporter=reporter, reporting_enabled=True).register(endpoint)
+    AcceptGrant(brand="Service", tokens=tokens, writer=writer, reporting_enabled=True).register(endpoint)
     Discovery(brand="Service", registry=registry, replay=replay).register(endpoint)
     controls.register(endpoint)
     tasks = [asyncio.create_task(controls.run()), asyncio.create_task(tokens.run())]

@@ -1,9 +1,9 @@
-"""The device-command port: what directives and the webhook use to reach a device, whatever its dialect.
+"""The device-command port over the dialects: how directives and the webhook reach a device, whatever its dialect.
 
 A command is encoded by the dialect the device's route names (`hubd.dialects.base.Dialect`), then handed
 to the MQTT bridge as plain publishes. Encoding and sending are separate steps so that a caller can refuse
 a command it cannot express before it records anything (a directive claims its reply first, then sends).
-Imports the seam only; the bridge comes in through the `Publisher` port.
+Imports the seam and the device model only; the bridge comes in through the `Publisher` port.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from hubd.dialects.base import CommandRefused, ControlRequest, Dialect, Outgoing, Route
+from hubd.devices.model import Route
+from hubd.dialects.base import CommandRefused, ControlRequest, Dialect, Outgoing
 
 
 class Publisher(Protocol):

@@ -1,7 +1,9 @@
-"""Device payloads of hubd's own topics (README "MQTT") (pure): bytes in, validated values out.
+"""Device payloads of hubd's own topics (README "MQTT") (pure): bytes in, the device model's values out.
 
+The native dialect's reading of `B/device/ID/config|state|event|availability|command/result`: a config is
+the platform's Endpoint without states, checked field by field with pydantic, then a `DeviceConfig`.
 Every failure is a DeviceMessageInvalid whose text names the field and the fix; the registry logs
-it with the topic. Imports only hubd.errors and pydantic.
+it with the topic. Imports only hubd.devices.model, hubd.dialects.payload, hubd.errors and pydantic.
 """
 
 from __future__ import annotations
@@ -10,34 +12,24 @@ import json
 import math
 import re
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from hubd.devices.model import (
+    ADDITIONAL_INFO_MAX_CHARS,
+    ADDITIONAL_INFO_MAX_KEYS,
+    DISPLAY_TYPES,
+    CommandResult,
+    DeviceConfig,
+    StateSample,
+    StateValue,
+    format_time,
+)
+from hubd.dialects.payload import MAX_PAYLOAD_BYTES, check_nesting
 from hubd.errors import DeviceMessageInvalid
-from hubd.jsondepth import too_deep
-
-MAX_PAYLOAD_BYTES = 64 * 1024
-# Deeper JSON is refused before it is parsed: json.loads recurses, and 2,000 levels are a RecursionError.
-MAX_NESTING = 32
-
-# The platform's displayType values.
-DISPLAY_TYPES = frozenset({
-    "light", "switch", "socket", "irController", "curtain", "panel", "tv", "fan", "remoteController", "ac",
-    "airPurifier", "scene", "cleanBot", "projector", "dehumidifier", "thermostat", "humidifier", "door",
-    "speaker", "unknown", "box", "tvBox", "service", "wineCabinet", "heatingFurnace", "gasStove",
-    "washingMachine", "lampblackMachine", "waterHeater", "refrigerator", "floorHeater", "bridge", "stb",
-    "ventilation", "windowPusher", "feeder", "waterDetector", "alarm", "airer", "heater", "atomizedGlass",
-})
-
-StateValue = str | int | float | dict[str, Any]
-
-# The platform's own validator's additionalInfo limits.
-ADDITIONAL_INFO_MAX_KEYS = 100
-ADDITIONAL_INFO_MAX_CHARS = 999
 
 
 class _CapabilityModel(BaseModel):
@@ -118,126 +110,12 @@ class _DeviceConfigModel(BaseModel):
         return self
 
 
-# The registry holds one DeviceConfig per device for the life of the process, so configs are plain slotted
-# records (a pydantic instance costs a __dict__ and a fields-set each: ~1 KiB a device) and identical
-# capabilities are one shared object: a home has many devices of few kinds (BENCHMARKS.md, memory).
-_CAPABILITIES: dict[tuple[str, tuple[str, ...], bool, bool], Capability] = {}
-_MAX_SHARED_CAPABILITIES = 10_000
-
-
-@dataclass(frozen=True, slots=True)
-class Capability:
-    """One capability interface of a device; immutable and shared between devices."""
-
-    interface: str
-    supportedOperations: tuple[str, ...]
-    proactivelyReported: bool
-    retrievable: bool
-
-    @staticmethod
-    def of(interface: str, operations: Sequence[str], proactive: bool, retrievable: bool) -> Capability:
-        """The shared instance for these values."""
-        key = (interface, tuple(operations), proactive, retrievable)
-        found = _CAPABILITIES.get(key)
-        if found is None:
-            found = Capability(sys.intern(interface), tuple(sys.intern(op) for op in operations), proactive,
-                               retrievable)
-            if len(_CAPABILITIES) < _MAX_SHARED_CAPABILITIES:
-                _CAPABILITIES[key] = found
-        return found
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceConfig:
-    """A device's description as published on `B/device/ID/config` (the Endpoint without states)."""
-
-    displayName: str
-    displayType: str
-    capabilities: tuple[Capability, ...] = ()
-    endpointId: str | None = None
-    recommendRoomName: str | None = None
-    recommendHomeName: str | None = None
-    additionalInfo: dict[str, str] = field(default_factory=dict)  # never mutated: callers copy it
-    sn: str | None = None
-    tags: tuple[str, ...] = ()
-
-    @staticmethod
-    def from_dict(data: dict[str, Any]) -> DeviceConfig:
-        """From a validated config's fields (a `canonical()` text parsed back, or a checked model's dump)."""
-        def name(key: str) -> str | None:
-            value = data.get(key)
-            return None if value is None else sys.intern(value)
-
-        caps = tuple(Capability.of(c["interface"], c.get("supportedOperations", ()),
-                                   bool(c.get("proactivelyReported", False)), bool(c.get("retrievable", False)))
-                     for c in data.get("capabilities", ()))
-        return DeviceConfig(displayName=data["displayName"], displayType=sys.intern(data["displayType"]),
-                            capabilities=caps, endpointId=data.get("endpointId"),
-                            recommendRoomName=name("recommendRoomName"), recommendHomeName=name("recommendHomeName"),
-                            additionalInfo=dict(data.get("additionalInfo") or {}), sn=data.get("sn"),
-                            tags=tuple(sys.intern(t) for t in data.get("tags", ())))
-
-    def capability(self, interface: str) -> Capability | None:
-        """The capability for an interface, if the device has it."""
-        for cap in self.capabilities:
-            if cap.interface == interface:
-                return cap
-        return None
-
-    def endpoint(self, device_id: str) -> dict[str, Any]:
-        """The platform Endpoint's fields without states (hubd-only fields left out)."""
-        out: dict[str, Any] = {"endpointId": device_id, "displayName": self.displayName,
-                               "displayType": self.displayType}
-        if self.recommendRoomName is not None:
-            out["recommendRoomName"] = self.recommendRoomName
-        if self.recommendHomeName is not None:
-            out["recommendHomeName"] = self.recommendHomeName
-        out["additionalInfo"] = dict(self.additionalInfo)
-        out["capabilities"] = [
-            {"interface": c.interface, "supportedOperations": list(c.supportedOperations),
-             "proactivelyReported": c.proactivelyReported, "retrievable": c.retrievable}
-            for c in self.capabilities
-        ]
-        return out
-
-    def canonical(self) -> str:
-        """A stable JSON text: equal configs give equal text (what the `devices` table stores)."""
-        data = {
-            "endpointId": self.endpointId, "displayName": self.displayName, "displayType": self.displayType,
-            "recommendRoomName": self.recommendRoomName, "recommendHomeName": self.recommendHomeName,
-            "additionalInfo": self.additionalInfo,
-            "capabilities": [{"interface": c.interface, "supportedOperations": list(c.supportedOperations),
-                              "proactivelyReported": c.proactivelyReported, "retrievable": c.retrievable}
-                             for c in self.capabilities],
-            "sn": self.sn, "tags": list(self.tags),
-        }
-        return json.dumps(data, sort_keys=True, separators=(",", ":"))
-
-
-@dataclass(frozen=True, slots=True)
-class StateSample:
-    """One interface value with its sample time (ISO 8601 UTC, milliseconds)."""
-
-    interface: str
-    value: StateValue
-    time_of_sample: str
-
-
 @dataclass(frozen=True, slots=True)
 class StateUpdate:
     """What a device published on `B/device/ID/state`."""
 
     samples: tuple[StateSample, ...]
     cause: str
-
-
-@dataclass(frozen=True, slots=True)
-class CommandResult:
-    """A speaker's answer on `B/device/ID/command/result`."""
-
-    command_id: str
-    status: str
-    message: str | None
 
 
 def parse_config(payload: bytes, brand: str = "Service") -> DeviceConfig | None:
@@ -250,11 +128,6 @@ def parse_config(payload: bytes, brand: str = "Service") -> DeviceConfig | None:
     except ValidationError as err:
         raise DeviceMessageInvalid(_pydantic_reason(err)) from err
     return DeviceConfig.from_dict(model.model_dump(by_alias=False))
-
-
-def load_config(canonical: str) -> DeviceConfig:
-    """A config stored by the registry (`DeviceConfig.canonical()`), checked when it was first received."""
-    return DeviceConfig.from_dict(json.loads(canonical))
 
 
 def parse_state(payload: bytes, received_at: float) -> StateUpdate:
@@ -336,12 +209,6 @@ def parse_command_result(payload: bytes) -> CommandResult:
     return CommandResult(command_id, status, message)
 
 
-def format_time(epoch_s: float) -> str:
-    """ISO 8601 UTC with milliseconds and Z, as the platform wants it."""
-    # isoformat, not strftime: glibc's %Y writes the year 999 as "999", which is not ISO 8601.
-    return datetime.fromtimestamp(epoch_s, tz=UTC).isoformat(timespec="milliseconds").removesuffix("+00:00") + "Z"
-
-
 _BASIC_RE = re.compile(r"^(\d{4})(\d{2})(\d{2})T(\d{2}):?(\d{2}):?(\d{2})(\.\d+)?(Z|[+-]\d{2}:?\d{2})?$")
 
 
@@ -417,19 +284,6 @@ def _json_object(payload: bytes) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise DeviceMessageInvalid(f"must be a JSON object, got {type(data).__name__}")
     return data
-
-
-def check_nesting(payload: bytes | str, max_depth: int = MAX_NESTING) -> None:
-    """Refuse JSON nested deeper than `max_depth` before a parser recurses into it (RecursionError).
-
-    Cheap on every real payload: only one with more brackets than `max_depth` in all is scanned. The scan reads
-    UTF-8, so parse the JSON from the payload decoded as UTF-8: json.loads(bytes) also reads UTF-16 and UTF-32,
-    in which an escaped quote hides the brackets after it from this scan.
-    """
-    data = payload.encode("utf-8", "surrogatepass") if isinstance(payload, str) else payload
-    if too_deep(data, max_depth):
-        raise DeviceMessageInvalid(f"JSON nested more than {max_depth} levels deep; a device payload is a flat "
-                                   "object of a few levels")
 
 
 def _pydantic_reason(err: ValidationError) -> str:

@@ -1,6 +1,6 @@
 """Shared helpers of the driver tests (no tests here): a DriverService served over loopback, a fake clock.
 
-Other test_driver_* modules import it by name (tests/ is on sys.path, see conftest.py).
+The driver tests import it by name (tests/ is on sys.path, see conftest.py).
 """
 
 from __future__ import annotations

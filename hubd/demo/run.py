@@ -2,48 +2,43 @@
 
 Binds a demo user the way the platform does (the driver's login flow, then AcceptGrant) and prints
 one line per message the platform receives, until Ctrl-C. A small home automation (what Home
-Assistant or Node-RED would be) rings the speakers through hubd's webhook at every doorbell press.
+Assistant or Node-RED would be, `hubd.demo.automation`) rings the speakers through hubd's webhook at every
+doorbell press.
 Beside hubd's own simulated devices, three announce themselves with Home Assistant MQTT discovery as real
 ones do (an ESPHome sensor, and a bulb and a button of a zigbee2mqtt on base topic zigbee2mqtt), and a
 simulated zigbee2mqtt bridge (base topic zigbee2mqtt-home) brings a zigbee2mqtt home that hubd imports
 natively; a button of each zigbee2mqtt is declared as a doorbell. Short scripts show a reading, a door
 opening, a click of each button and a control of each bulb. Picks free ports when the usual ones are taken
-(a mosquitto may already hold 1883).
+(a mosquitto may already hold 1883). The hub itself comes from the builder cli.py hands in (`hubd.app.build`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import secrets
 import socket
-import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 
-from hubd.app import build
 from hubd.config import HubdConfig
+from hubd.demo.automation import call, doorbell_automation, doorbell_webhook_blocking
 from hubd.dialects.mapping import endpoint_id
 from hubd.driver.passwords import hash_password
-from hubd.errors import MqttUnavailable
-from hubd.mqtt.client import MqttClient
+from hubd.lifecycle import Supervisor
 from hubd.store.db import Database
-from hubd.webhook import store
-from hubd.webhook.trigger import parse
 
 DEMO_USER = "demo-user"
 CALLBACK_URL = "https://platform.example/callback?src=demo"
 RANDOM_INTERVAL_S = 4.0
 DOORBELL_EVERY_S = 25.0
-DOORBELL_ACTION = {"type": "tts", "devices": {"tag": "announce"}, "data": {"text": "Someone is at the front door"}}
-DOORBELL_WEBHOOK = "demo doorbell"
 DOORBELL_BUTTON_ACTION = "single"  # the zigbee2mqtt buttons' click that makes them doorbells
 # The simulated zigbee2mqtt's base topic, imported natively: not `zigbee2mqtt`, the base of the bulb and button of
 # simulators.discovery_devices, a second installation that hubd imports through discovery.
@@ -89,9 +84,9 @@ def describe(record: Any) -> str:
     return f"{clock}  platform ◀ {name:<17} user={record.user_id}  {detail}"
 
 
-async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, platform_port: int,
-                   doorbell_every_s: float = DOORBELL_EVERY_S) -> int:
-    """Run the demo until Ctrl-C; the exit code."""
+async def run_demo(build: Callable[[HubdConfig], Supervisor], *, state_dir: Path | None, http_port: int,
+                   mqtt_port: int, platform_port: int, doorbell_every_s: float = DOORBELL_EVERY_S) -> int:
+    """Run the demo until Ctrl-C; the exit code. `build` makes the hub from its config (`hubd.app.build`)."""
     # The simulators are optional product code beside hubd; import them only for the demo.
     from simulators.devices import make_demo_fleet
     from simulators.discovery_demo import make_demo_discovery_devices
@@ -134,7 +129,7 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
     })
     hub_url = f"http://127.0.0.1:{http_port}"
     # The automation's webhook: called without a body, it runs its default action.
-    token = Database.of(config.storage).call_blocking(_doorbell_webhook_blocking, time.time())
+    token = Database.of(config.storage).call_blocking(doorbell_webhook_blocking, time.time())
     supervisor = build(config)
     print(f"hubd demo: hub {hub_url}, MQTT broker 127.0.0.1:{mqtt_port} (embedded), "
           f"platform simulator {sim.url}, state in {directory}", flush=True)
@@ -153,8 +148,8 @@ async def run_demo(*, state_dir: Path | None, http_port: int, mqtt_port: int, pl
                 # before (subscribed to its topics). (The native zigbee2mqtt's topics are all under its base
                 # topic, to which hubd subscribed when it started.)
                 automation_ready = asyncio.Event()
-                helpers.append(group.create_task(_doorbell_automation(mqtt_port, f"{hub_url}/trigger/with/{token}",
-                                                                      hub_url, automation_ready),
+                helpers.append(group.create_task(doorbell_automation(mqtt_port, f"{hub_url}/trigger/with/{token}",
+                                                                     hub_url, automation_ready),
                                                  name="demo.automation"))
                 await automation_ready.wait()
                 fleet = make_demo_fleet(host="127.0.0.1", port=mqtt_port, out_dir=directory / "speech",
@@ -216,7 +211,7 @@ async def _start_discovered(hub_url: str, devices: tuple[Any, Any, Any]) -> None
 
 async def _shown(session: aiohttp.ClientSession, url: str, endpoint: str, states: set[str]) -> bool:
     """Whether hubd lists the device online with these states (it subscribed to its topics)."""
-    status, body = await _call(session, "GET", url)
+    status, body = await call(session, "GET", url)
     devices = body.get("devices") if status == 200 and isinstance(body, dict) else None
     for device in devices if isinstance(devices, list) else []:
         if isinstance(device, dict) and device.get("endpointId") == endpoint and device.get("online"):
@@ -306,22 +301,6 @@ def _say(text: str) -> None:
     print(f"{time.strftime('%H:%M:%S')}  {text}", flush=True)
 
 
-def _doorbell_webhook_blocking(conn: sqlite3.Connection, now: float) -> str:
-    """A token for the demo's doorbell webhook: the one from an earlier run with a new token, else a new one.
-
-    Tokens are stored only as hashes, so an earlier run's token cannot be reused; rotating keeps
-    one webhook however often the demo runs in the same state directory.
-    """
-    action = parse(DOORBELL_ACTION)
-    for hook in store.find_blocking(conn, DOORBELL_WEBHOOK):
-        if hook.default_action == action.as_body():  # find_blocking by name finds live webhooks only
-            token = store.rotate_blocking(conn, hook.id, now)
-            if token is not None:
-                return token
-        store.revoke_blocking(conn, hook.id, now)
-    return store.create_blocking(conn, DOORBELL_WEBHOOK, action, now)[1]
-
-
 async def _wait_ready(url: str, hub: asyncio.Task[int], timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     async with aiohttp.ClientSession() as session:
@@ -354,69 +333,3 @@ async def _print_events(sim: Any) -> None:
         for rejection in sim.rejections[rejected:]:
             print(f"platform rejected an event: HTTP {rejection.status} {rejection.error}", flush=True)
         shown, rejected = len(sim.events), len(sim.rejections)
-
-
-async def _doorbell_automation(mqtt_port: int, webhook_url: str, hub_url: str, ready: asyncio.Event) -> None:
-    """What a user's home automation does: on every doorbell event, POST the webhook (no body: its default)."""
-    client = MqttClient(host="127.0.0.1", port=mqtt_port, client_id=f"demo-automation-{secrets.token_hex(3)}")
-    try:
-        try:
-            await client.connect()
-            await client.subscribe([("hubd/device/+/event", 1)])
-        except MqttUnavailable as err:
-            print(f"{time.strftime('%H:%M:%S')}  automation ▶ cannot listen for doorbells: {err}", flush=True)
-            raise
-        finally:
-            ready.set()
-        async with aiohttp.ClientSession() as session:
-            while True:
-                batch = await client.next_batch()
-                client.ack(batch)
-                for message in batch:
-                    # amqtt hands a new subscriber every retained message, whatever its filter: check the topic.
-                    if message.retain or not message.topic.endswith("/event"):
-                        continue
-                    doorbell = message.topic.split("/")[2]
-                    try:
-                        await _ring(session, doorbell, webhook_url, hub_url)
-                    except aiohttp.ClientConnectionError:
-                        raise
-                    except aiohttp.ClientError as err:  # one failed call; the next press tries again
-                        print(f"{time.strftime('%H:%M:%S')}  automation ▶ webhook for {doorbell} failed: {err}",
-                              flush=True)
-    except (MqttUnavailable, aiohttp.ClientConnectionError):
-        return  # the hub, and with it the embedded broker, is stopping
-    finally:
-        await client.disconnect()
-
-
-async def _ring(session: aiohttp.ClientSession, doorbell: str, webhook_url: str, hub_url: str) -> None:
-    """One doorbell press: call the webhook, then show what the speakers said. An odd reply is shown, not fatal."""
-    status, body = await _call(session, "POST", webhook_url)
-    clock = time.strftime("%H:%M:%S")
-    if status != 200 or not isinstance(body, dict) or not isinstance(body.get("devices"), list):
-        error = body.get("error") if isinstance(body, dict) else body
-        print(f"{clock}  automation ▶ webhook for {doorbell}: HTTP {status} {str(error)[:200]}", flush=True)
-        return
-    command_id = str(body.get("id"))
-    speakers = ", ".join(str(d.get("endpointId")) for d in body["devices"] if isinstance(d, dict))
-    print(f"{clock}  automation ▶ webhook: {doorbell} pressed, tts to {speakers} (command {command_id[:8]})",
-          flush=True)
-    await asyncio.sleep(1.0)  # what the demo shows: the results a second later, whatever they are by then
-    status, shown = await _call(session, "GET", f"{hub_url}/api/commands/{command_id}")
-    targets = shown.get("targets") if isinstance(shown, dict) else None
-    if status != 200 or not isinstance(targets, list):
-        print(f"{time.strftime('%H:%M:%S')}  speakers ▶ no results: HTTP {status} {str(shown)[:200]}", flush=True)
-        return
-    results = ", ".join(f"{t.get('endpointId')} {t.get('status')}" for t in targets if isinstance(t, dict))
-    print(f"{time.strftime('%H:%M:%S')}  speakers ▶ {results}", flush=True)
-
-
-async def _call(session: aiohttp.ClientSession, method: str, url: str) -> tuple[int, Any]:
-    """Status and JSON body (or the text, when the reply is not JSON)."""
-    async with session.request(method, url) as response:
-        text = await response.text(errors="replace")
-    try:
-        return response.status, json.loads(text)
-    except json.JSONDecodeError:
-        return response.status, text

@@ -4,41 +4,54 @@ Each device shows where it came from (`source`: native, homeassistant or zigbee2
 exported or not and why; devices of an import none of whose entities is exported never reach the registry,
 so the imports themselves (`DeviceImport`) list them under `unexported`.
 
-The page (web/templates/status.html: its CSS and JavaScript inline, nothing fetched from elsewhere) comes with
-the current status in a JSON data block, so it shows everything at once, and then polls `GET /api/status`
-every 2 s and redraws what changed, without a reload. Polling rather than Server-Sent Events: a poll is one
-ordinary request that any proxy, the connection cap (`web/connections.py`) and the request timeout treat like
-every other; nothing stays open per browser tab; a hub restart or a phone waking from sleep needs no
-reconnect logic (the next poll works); and the page stops polling while hidden. The cost, a small JSON
-document every 2 s per open page, is built from memory (the registry, the outbox index, the event journal);
-only the webhooks' list is read from SQLite, at most every 5 s.
+The page (`hubd.status.page`) comes with the current status in a JSON data block, so it shows everything at
+once, and then polls `GET /api/status` every 2 s and redraws what changed, without a reload. Polling rather
+than Server-Sent Events: a poll is one ordinary request that any proxy, the connection cap
+(`web/connections.py`) and the request timeout treat like every other; nothing stays open per browser tab; a
+hub restart or a phone waking from sleep needs no reconnect logic (the next poll works); and the page stops
+polling while hidden. The cost, a small JSON document every 2 s per open page, is built from memory (the
+registry, the outbox index, the event journal); only the webhooks' list is read from SQLite, at most every 5 s.
 
-Device names and everything else in the data are untrusted: the script sets them as text (never as HTML), the
-data block escapes `<`, `>` and `&`, and a Content-Security-Policy allows only the page's own script and style
-(by hash) and requests to this origin. These routes are local ones (`web/peers.py`).
+Device names and everything else in the data are untrusted: the script sets them as text (never as HTML).
+These routes are local ones (`web/peers.py`). What they read comes in through the ports below (the registry,
+the token manager, the outbox sender, the journal, the webhooks: app.py wires them).
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
-import re
 import time
 from collections.abc import Sequence
-from functools import cache
-from importlib import resources
 from typing import Any, Protocol, runtime_checkable
 
 from aiohttp import web
 
-from hubd.cloud.tokens import TokenManager
+from hubd.devices.device import Device
 from hubd.lifecycle import Health
-from hubd.outbox import OutboxSender
-from hubd.registry import Device, DeviceRegistry
+from hubd.status import page
+from hubd.store.grants import Grant
 
-POLL_MS = 2000  # how often the page asks for /api/status
 EVENTS_SHOWN = 30
+
+
+class Devices(Protocol):
+    """The devices hubd knows (`hubd.registry.DeviceRegistry`)."""
+
+    def devices(self) -> list[Device]:
+        """Every known device, sorted by id."""
+
+
+class Grants(Protocol):
+    """The users' grants (`hubd.cloud.tokens.TokenManager`)."""
+
+    def grants(self) -> list[Grant]:
+        """Every grant."""
+
+
+class Backlog(Protocol):
+    """The events not yet delivered (`hubd.outbox.sender.OutboxSender`)."""
+
+    def depth(self, user_id: str | None = None) -> int:
+        """Undelivered events (of one user, or all)."""
 
 
 @runtime_checkable
@@ -77,7 +90,7 @@ class WebhookUsage(Protocol):
 class StatusRoutes:
     """Shows what hubd knows: devices, where they came from, their states, readiness, events and problems."""
 
-    def __init__(self, registry: DeviceRegistry, health: Health, tokens: TokenManager, outbox: OutboxSender,
+    def __init__(self, registry: Devices, health: Health, tokens: Grants, outbox: Backlog,
                  imports: Sequence[DeviceImport] = (), journal: Journal | None = None,
                  webhooks: WebhookUsage | None = None) -> None:
         self._registry = registry
@@ -147,11 +160,8 @@ class StatusRoutes:
         return web.json_response(await self.status(), headers={"Cache-Control": "no-store"})
 
     async def _page(self, request: web.Request) -> web.Response:
-        data = json.dumps(await self.status(), separators=(",", ":"))
-        # Safe inside <script type="application/json">: no "</script>", no "<!--", no markup at all.
-        data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-        body = _template().replace("{{data}}", data, 1)
-        return web.Response(text=body, content_type="text/html", charset="utf-8", headers=_headers())
+        return web.Response(text=page.render(await self.status()), content_type="text/html", charset="utf-8",
+                            headers=page.headers())
 
 
 def _entities(device: Device) -> list[dict[str, Any]]:
@@ -162,25 +172,3 @@ def _entities(device: Device) -> list[dict[str, Any]]:
             item["reason"] = note.reason
         out.append(item)
     return out
-
-
-@cache
-def _template() -> str:
-    text = resources.files("hubd.web").joinpath("templates/status.html").read_text(encoding="utf-8")
-    return text.replace("{{poll_ms}}", str(POLL_MS))
-
-
-@cache
-def _headers() -> dict[str, str]:
-    """Never cached, never framed; only the template's own style and script run, and they fetch only from here."""
-    page = _template()
-    style = _hash(re.findall(r"<style>(.*?)</style>", page, re.DOTALL))
-    script = _hash(re.findall(r"<script>(.*?)</script>", page, re.DOTALL))
-    csp = (f"default-src 'none'; style-src {style}; script-src {script}; connect-src 'self'; "
-           "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
-    return {"Cache-Control": "no-store", "Content-Security-Policy": csp, "X-Frame-Options": "DENY",
-            "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
-
-
-def _hash(blocks: list[str]) -> str:
-    return " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(b.encode()).digest()).decode()}'" for b in blocks)

@@ -1,4 +1,5 @@
-"""Pure pieces: the refresh schedule, the reporter's decisions, device payload parsing, what the platform accepts."""
+"""What devices send, in-process: state and config payloads parsed, names made speakable, values and configs
+conformed to what the platform accepts, and failures counted."""
 
 from __future__ import annotations
 
@@ -10,79 +11,23 @@ import pytest
 from unit_helpers import device_message
 
 from hubd.cloud import messages
-from hubd.cloud.client import failure_sign
-from hubd.cloud.tokens import refresh_at
 from hubd.devices import conformance
+from hubd.devices.model import StateValue
+from hubd.dialects import native_codec
 from hubd.errors import DeviceMessageInvalid
-from hubd.events import BARRIER_LANE
 from hubd.metrics import Metrics
-from hubd.mqtt import codec
-from hubd.mqtt.codec import StateSample
-from hubd.registry import DeviceAnnounced, DeviceRegistry, DeviceRemoved, DoorbellPressed, StatesChanged
-from hubd.reporter import DISCOVERY_BATCH, Reporter, decide, discovery_events
+from hubd.outbox.writer import OutboxWriter
+from hubd.registry import DeviceRegistry
 from hubd.spoken import spoken
 from hubd.store.db import Database
-from hubd.store.grants import Grant
 from simulators.platform_validate import validate_event
 
 
-def grant(lifetime_s: float) -> Grant:
-    return Grant("u", None, "a", "r", 1000.0 + lifetime_s, 1000.0, "active", False, None)
-
-
-@pytest.mark.parametrize(("lifetime", "after"), [
-    (3600, 2880),          # 80 % of an hour
-    (1000, 700),           # 5 minutes before expiry comes first
-    (3, 2.4),              # very short: still 80 %, never a tight loop
-    (30 * 86400, 12 * 3600),  # long-lived: at least every 12 hours
-    (1, 1.0),              # never sooner than 1 s
-])
-def test_refresh_schedule(lifetime: float, after: float) -> None:
-    assert refresh_at(grant(lifetime)) - 1000.0 == pytest.approx(after)
-
-
-def test_failure_report_sign_matches_protocol_test_vector() -> None:
-    assert failure_sign("2erf3gfeg3gt", "SplxlOBeZQQYbYS6WxSbIA", "the_client_secret") == (
-        "189e55722f1d6cfe09bd6637f098356b329262d96a126e6aff2f46542d36dd90")
-
-
-def _endpoint(device_id: str) -> dict[str, object]:
-    return {"endpointId": device_id, "displayName": "X", "displayType": "light", "additionalInfo": {},
-            "capabilities": [], "states": []}
-
-
-def test_decide_batches_announcements_and_keeps_order() -> None:
-    sample = StateSample("Switch", "On", "2024-01-01T00:00:00.000Z")
-    quiet = StateSample("Brightness", 5, "2024-01-01T00:00:00.000Z")
-    changes = [
-        DeviceAnnounced(None, _endpoint("a")),  # type: ignore[arg-type]
-        DeviceAnnounced(None, _endpoint("b")),  # type: ignore[arg-type]
-        StatesChanged("a", (sample,), ({"interface": "Switch", "value": "On"},), {}, frozenset({"Switch"}),
-                      "PHYSICAL_INTERACTION"),
-        StatesChanged("a", (quiet,), (), {}, frozenset({"Switch"}), "PHYSICAL_INTERACTION"),  # not proactive
-        DoorbellPressed("c", "2024-01-01T00:00:00.000Z"),
-        DoorbellPressed("c", "2024-01-01T00:00:00.000Z"),
-        DeviceRemoved("b"),
-    ]
-    events = decide(changes, "Service")
-    assert [e.name for e in events] == ["AddOrUpdateReport", "ChangeReport", "DoorbellPress", "DoorbellPress",
-                                        "DeleteReport"]
-    assert events[0].lanes == ("a", "b")
-    assert events[1].body["payload"]["change"]["states"] == [
-        {"interface": "Switch", "value": "On", "timeOfSample": "2024-01-01T00:00:00.000Z"}]
-
-
-def test_decide_splits_big_discovery_batches() -> None:
-    changes = [DeviceAnnounced(None, _endpoint(f"d{i}")) for i in range(DISCOVERY_BATCH + 5)]  # type: ignore[arg-type]
-    events = decide(changes, "Service")
-    assert [len(e.lanes) for e in events] == [DISCOVERY_BATCH, 5]
-
-
-def test_state_payload_forms() -> None:
-    mapped = codec.parse_state(b'{"Switch": "On", "Temperature": 21.5}', 0.0)
+def test_a_state_is_a_flat_object_or_a_list_with_times_of_sample() -> None:
+    mapped = native_codec.parse_state(b'{"Switch": "On", "Temperature": 21.5}', 0.0)
     assert [(s.interface, s.value) for s in mapped.samples] == [("Switch", "On"), ("Temperature", 21.5)]
     assert mapped.samples[0].time_of_sample == "1970-01-01T00:00:00.000Z"
-    listed = codec.parse_state(
+    listed = native_codec.parse_state(
         b'{"states": [{"interface": "Switch", "value": "Off", "timeOfSample": "20240131T120000Z"}],'
         b' "cause": "PHYSICAL_INTERACTION"}', 0.0)
     assert listed.samples[0].time_of_sample == "2024-01-31T12:00:00.000Z"
@@ -100,16 +45,16 @@ def test_state_payload_forms() -> None:
 ])
 def test_bad_state_payloads_say_why(payload: bytes, reason: str) -> None:
     with pytest.raises(DeviceMessageInvalid, match=reason):
-        codec.parse_state(payload, 0.0)
+        native_codec.parse_state(payload, 0.0)
 
 
 def test_config_validation_names_the_field() -> None:
     with pytest.raises(DeviceMessageInvalid, match="displayType"):
-        codec.parse_config(b'{"displayName": "Lamp", "displayType": "toaster"}')
+        native_codec.parse_config(b'{"displayName": "Lamp", "displayType": "toaster"}')
     with pytest.raises(DeviceMessageInvalid, match=re.escape("capabilities.0.interface")):
-        codec.parse_config(b'{"displayName": "Lamp", "displayType": "light", "capabilities": [{}]}')
-    assert codec.parse_config(b"") is None
-    config = codec.parse_config(b'{"displayName": "Lamp", "displayType": "light", "capabilities": '
+        native_codec.parse_config(b'{"displayName": "Lamp", "displayType": "light", "capabilities": [{}]}')
+    assert native_codec.parse_config(b"") is None
+    config = native_codec.parse_config(b'{"displayName": "Lamp", "displayType": "light", "capabilities": '
                                 b'[{"interface": "Service.Switch", "isProactivelyReported": true}]}')
     assert config is not None and config.capabilities[0].interface == "Switch"
     assert config.capabilities[0].proactivelyReported
@@ -151,7 +96,7 @@ def test_config_validation_names_the_field() -> None:
     ("1️⃣ Lamp", "One Lamp"),
     ("Cafe\u0301 2", "Cafe\u0301 Two"),
 ])
-def test_spoken_names(name: str, expected: str) -> None:
+def test_names_are_made_speakable_and_pass_the_platforms_checks(name: str, expected: str) -> None:
     assert spoken(name) == expected
     # What hubd sends passes the platform's own checks.
     endpoint = {"endpointId": "x", "displayName": expected, "displayType": "light", "recommendRoomName": expected,
@@ -161,7 +106,7 @@ def test_spoken_names(name: str, expected: str) -> None:
 
 
 def test_conform_config_renames_and_canonicalises() -> None:
-    config = codec.parse_config(json.dumps({
+    config = native_codec.parse_config(json.dumps({
         "displayName": "Lamp 2", "displayType": "light", "recommendRoomName": "###",
         "capabilities": [{"interface": "switch", "supportedOperations": ["on", "Off", "On"]},
                          {"interface": "Brand.Brightness", "supportedOperations": ["Set"]}]}).encode(), "Brand")
@@ -182,7 +127,7 @@ def test_conform_config_renames_and_canonicalises() -> None:
     ([{"interface": "Switch"}, {"interface": "switch"}], "interface twice"),
 ])
 def test_conform_config_refuses_what_the_platform_does_not_know(capabilities: list[object], reason: str) -> None:
-    config = codec.parse_config(json.dumps({"displayName": "Lamp", "displayType": "light",
+    config = native_codec.parse_config(json.dumps({"displayName": "Lamp", "displayType": "light",
                                             "capabilities": capabilities}).encode())
     assert config is not None
     with pytest.raises(DeviceMessageInvalid, match=re.escape(reason)):
@@ -190,10 +135,10 @@ def test_conform_config_refuses_what_the_platform_does_not_know(capabilities: li
 
 
 def test_a_name_with_nothing_speakable_is_refused() -> None:
-    config = codec.parse_config(b'{"displayName": "#1", "displayType": "light"}')
+    config = native_codec.parse_config(b'{"displayName": "#1", "displayType": "light"}')
     assert config is not None
     assert conformance.conform_config(config)[0].displayName == "One"
-    config = codec.parse_config(b'{"displayName": "!!", "displayType": "light"}')
+    config = native_codec.parse_config(b'{"displayName": "!!", "displayType": "light"}')
     assert config is not None
     with pytest.raises(DeviceMessageInvalid, match="displayName: '!!' has nothing the platform can speak"):
         conformance.conform_config(config)
@@ -205,7 +150,7 @@ def test_a_name_with_nothing_speakable_is_refused() -> None:
     ("Brightness", 40.5, 40.5), ("Brightness", 0, 0), ("Color", 255.0, 255), ("Temperature", -40, -40),
     ("Media.TVChannel", {"name": "News", "code": "N1"}, {"name": "News", "code": "N1"}),
 ])
-def test_state_values_are_normalised(interface: str, value: codec.StateValue, expected: codec.StateValue) -> None:
+def test_state_values_are_normalised(interface: str, value: StateValue, expected: StateValue) -> None:
     assert conformance.conform_value(interface, value) == expected
     assert type(conformance.conform_value(interface, value)) is type(expected)
 
@@ -222,27 +167,19 @@ def test_state_values_are_normalised(interface: str, value: codec.StateValue, ex
     ("Media.Music", "a song", "must be an object"),
     ("Battery", 80, "Battery: not an interface the platform knows"),
 ])
-def test_bad_state_values_say_why(interface: str, value: codec.StateValue, reason: str) -> None:
+def test_bad_state_values_say_why(interface: str, value: StateValue, reason: str) -> None:
     with pytest.raises(DeviceMessageInvalid, match=re.escape(reason)):
         conformance.conform_value(interface, value)
 
 
 def test_config_checks_the_platforms_limits() -> None:
     with pytest.raises(DeviceMessageInvalid, match="at most 999 characters"):
-        codec.parse_config(json.dumps({"displayName": "Lamp", "displayType": "light",
+        native_codec.parse_config(json.dumps({"displayName": "Lamp", "displayType": "light",
                                        "additionalInfo": {"k": "x" * 1000}}).encode())
     with pytest.raises(DeviceMessageInvalid, match="non-empty"):
-        codec.parse_config(b'{"displayName": "Lamp", "displayType": "light", "additionalInfo": {"": "x"}}')
-    config = codec.parse_config(b'{"displayName": "Lamp", "displayType": "light", "recommendHomeName": " "}')
+        native_codec.parse_config(b'{"displayName": "Lamp", "displayType": "light", "additionalInfo": {"": "x"}}')
+    config = native_codec.parse_config(b'{"displayName": "Lamp", "displayType": "light", "recommendHomeName": " "}')
     assert config is not None and config.recommendHomeName is None
-
-
-def test_discovery_events_for_a_new_grant_are_barriers() -> None:
-    endpoints = [_endpoint(f"d{i}") for i in range(DISCOVERY_BATCH + 1)]
-    events = discovery_events("Service", endpoints, barrier=True)
-    assert [e.lanes[0] for e in events] == [BARRIER_LANE, BARRIER_LANE]
-    assert events[1].lanes == (BARRIER_LANE, f"d{DISCOVERY_BATCH}")
-    assert all(e.lanes[0] != BARRIER_LANE for e in discovery_events("Service", endpoints))
 
 
 async def test_a_state_may_name_its_interface_with_the_brand_prefix_as_a_config_may(tmp_path: Path) -> None:
@@ -250,7 +187,7 @@ async def test_a_state_may_name_its_interface_with_the_brand_prefix_as_a_config_
     await db.start()
     try:
         metrics = Metrics()
-        registry = DeviceRegistry(db, Reporter(db, namespace="Brand", metrics=metrics), metrics, brand="Brand")
+        registry = DeviceRegistry(db, OutboxWriter(db, namespace="Brand", metrics=metrics), metrics, brand="Brand")
         await registry.start()
         config = {"displayName": "Lamp", "displayType": "light",
                   "capabilities": [{"interface": "Brand.Switch", "supportedOperations": ["On", "Off"]}]}

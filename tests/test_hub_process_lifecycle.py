@@ -1,24 +1,22 @@
-"""Issue 2: hubd installs, configures itself, runs under systemd and talks to a real broker."""
+"""hubd as a real process on a real broker: ready only once connected, sd_notify, signals, broker outages and
+restarts, SIGKILL, its last will, and the embedded broker."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 import signal
 import socket
 import stat
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import paho.mqtt.client as paho
 import pytest
-from hubd_proc import REPO, HubdProcess, NotifyListener, free_port
+from hubd_proc import HubdProcess, NotifyListener, free_port
 from mosquitto import MisbehavingBroker, Mosquitto, publish
 from paho.mqtt.enums import CallbackAPIVersion
+from rig import metric_at_least
 
 from hubd.mqtt.client import MqttClient
 
@@ -40,102 +38,7 @@ async def device_states(hub: HubdProcess, device_id: str) -> dict[str, object]:
     return {}
 
 
-def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hubd", *args], capture_output=True, text=True, timeout=30, cwd=cwd, check=False
-    )
-
-
-def test_example_config_is_valid() -> None:
-    result = run_cli("check-config", "-c", str(REPO / "config.example.yaml"))
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "ok"
-
-
-def test_config_errors_name_key_and_line(tmp_path: Path) -> None:
-    config = tmp_path / "bad.yaml"
-    config.write_text(
-        "mqtt:\n  host: 127.0.0.1\n  prot: 1883\nhttp:\n  port: eighty\nplatform:\n  client_auth: digest\n"
-    )
-    result = run_cli("check-config", "-c", str(config))
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
-    assert any(line.startswith("mqtt.prot: unknown key") and "(line 3)" in line for line in lines), lines
-    assert any(line.startswith("http.port:") and "(line 5)" in line for line in lines), lines
-    assert any(
-        line.startswith("platform.client_auth:") and "'basic'" in line and "(line 7)" in line for line in lines
-    ), lines
-    assert len(lines) == 3
-
-
-def test_config_env_and_secret_files(tmp_path: Path) -> None:
-    secret = tmp_path / "secret"
-    secret.write_text("s3cr3t-value\n")
-    config = tmp_path / "c.yaml"
-    config.write_text(
-        f"mqtt:\n  port: ${{HUBD_TEST_PORT}}\n  password_file: {secret}\n"
-        "platform:\n  client_secret: ${HUBD_MISSING_VAR}\n"
-    )
-    env = {**os.environ, "HUBD_TEST_PORT": "1999"}
-    result = subprocess.run(
-        [sys.executable, "-m", "hubd", "check-config", "-c", str(config)],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    assert result.returncode == 2
-    assert "platform.client_secret: environment variable HUBD_MISSING_VAR is not set (line 5)" in result.stderr
-    assert "s3cr3t" not in result.stderr + result.stdout
-
-
-def test_check_config_explains_yaml_it_cannot_read_without_a_traceback(tmp_path: Path) -> None:
-    """Home Assistant's `!secret`, a value its tag does not fit, merge keys: problems, exit 2, no value shown."""
-    config = tmp_path / "c.yaml"
-    config.write_text("mqtt:\n  <<: {host: 10.0.0.1}\n  port: !!int s3cr3t\n  password: !secret mqtt_pw\n")
-    result = run_cli("check-config", "-c", str(config))
-    assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr and "s3cr3t" not in result.stderr
-    assert result.stderr.splitlines() == [
-        "mqtt.port: cannot read this value (it is tagged !!int but is not an integer; fix the value or remove the"
-        " tag) (line 3)",
-        "mqtt.password: !secret is Home Assistant syntax (hubd has no secrets.yaml); use"
-        " `password_file: /path/to/file` or `${ENV_VAR}` (line 4)",
-    ]
-
-
-def test_run_exits_2_on_a_config_error_even_one_found_at_start(tmp_path: Path) -> None:
-    """Exit 2 is what the unit's RestartPreventExitStatus=2 keeps from being restarted in a loop."""
-    bad_yaml = tmp_path / "bad.yaml"
-    bad_yaml.write_text("mqtt:\n  port: !secret p\n")
-    result = run_cli("run", "-c", str(bad_yaml))
-    assert result.returncode == 2 and "mqtt.port: !secret" in result.stderr, result.stderr
-    # The driver refuses an account listed twice when it starts; check-config says the same beforehand.
-    hub = HubdProcess(tmp_path / "hub", mqtt_port=free_port(), overrides={"driver": {"accounts": [
-        {"username": "anna", "password": "pw-1"}, {"username": "anna", "password": "pw-2"}]}})
-    hub.start()
-    try:
-        checked = run_cli("check-config", "-c", str(hub.config_path))
-        assert checked.returncode == 2 and "driver.accounts[1].username: 'anna' is listed twice" in checked.stderr
-        assert hub.wait(30) == 2, hub.log()
-        assert "driver.accounts[1].username: 'anna' is listed twice" in hub.log()
-        assert "Traceback" not in hub.log() and "pw-1" not in hub.log()
-    finally:
-        hub.kill()
-
-
-def test_secrets_are_never_printed(tmp_path: Path) -> None:
-    from hubd.config import load_config
-
-    config = tmp_path / "c.yaml"
-    config.write_text("platform:\n  client_secret: very-secret-value\nmqtt:\n  password: other-secret\n")
-    loaded = load_config(config)
-    assert "very-secret-value" not in repr(loaded) and "other-secret" not in str(loaded)
-    assert loaded.platform.client_secret is not None
-    assert loaded.platform.client_secret.get_secret_value() == "very-secret-value"
-
-
-async def test_ready_healthz_devices_and_clean_stop(tmp_path: Path, mosquitto: Mosquitto) -> None:
+async def test_hubd_gets_ready_shows_devices_and_stops_cleanly_within_5_s(tmp_path: Path, mosquitto: Mosquitto) -> None:
     hub = HubdProcess(tmp_path / "hub", mqtt_port=mosquitto.port)
     hub.start()
     try:
@@ -207,7 +110,7 @@ async def test_a_broker_that_refuses_or_ignores_the_subscription_is_retried(
         await exited
 
 
-async def test_sd_notify_ready_watchdog_stopping(tmp_path: Path, mosquitto: Mosquitto) -> None:
+async def test_systemd_is_told_ready_then_watchdog_pings_then_stopping(tmp_path: Path, mosquitto: Mosquitto) -> None:
     notify = NotifyListener(tmp_path / "notify.sock")
     hub = HubdProcess(tmp_path / "hub", mqtt_port=mosquitto.port,
                       env={"NOTIFY_SOCKET": str(notify.path), "WATCHDOG_USEC": "400000"})
@@ -244,7 +147,7 @@ async def test_broker_restart_is_survived(tmp_path: Path, mosquitto: Mosquitto) 
         # below only arrives if hubd subscribes again on the new connection.
         mosquitto.restart(keep_state=False)
         await hub.wait_for(
-            lambda: _metric_at_least(hub, "hubd_mqtt_connects_total", 2), timeout_s=40, what="a reconnect"
+            lambda: metric_at_least(hub, "hubd_mqtt_connects_total", 2), timeout_s=40, what="a reconnect"
         )
         publish(mosquitto.port, "hubd/device/lamp-1/state", json.dumps({"Switch": "Off"}))
         await hub.wait_for(lambda: _has_state(hub, "lamp-1", "Switch", "Off"), what="state after restart")
@@ -268,7 +171,7 @@ async def test_messages_published_while_hubd_is_down_arrive(tmp_path: Path, mosq
         hub.stop()
 
 
-async def test_sigkill_before_ack_redelivers(tmp_path: Path, mosquitto: Mosquitto) -> None:
+async def test_after_a_sigkill_the_devices_are_reloaded_not_reported_anew(tmp_path: Path, mosquitto: Mosquitto) -> None:
     """A device survives a SIGKILL: the registry reloads it and nothing is re-reported as new."""
     hub = HubdProcess(tmp_path / "hub", mqtt_port=mosquitto.port)
     hub.start()
@@ -283,7 +186,7 @@ async def test_sigkill_before_ack_redelivers(tmp_path: Path, mosquitto: Mosquitt
         hub.stop()
 
 
-async def test_embedded_broker_works_with_paho(tmp_path: Path) -> None:
+async def test_devices_reach_hubd_through_the_embedded_broker(tmp_path: Path) -> None:
     mqtt_port = free_port()
     hub = HubdProcess(tmp_path / "hub", mqtt_port=mqtt_port, overrides={"mqtt": {"embedded": True}})
     hub.start()
@@ -295,7 +198,7 @@ async def test_embedded_broker_works_with_paho(tmp_path: Path) -> None:
         hub.kill()
 
 
-async def test_fatal_error_exits_non_zero(tmp_path: Path, mosquitto: Mosquitto) -> None:
+async def test_a_port_it_cannot_listen_on_exits_non_zero(tmp_path: Path, mosquitto: Mosquitto) -> None:
     blocker = socket.socket()
     blocker.bind(("127.0.0.1", 0))
     blocker.listen()
@@ -312,39 +215,6 @@ async def test_fatal_error_exits_non_zero(tmp_path: Path, mosquitto: Mosquitto) 
         hub.kill()
 
 
-def test_systemd_unit_verifies(tmp_path: Path) -> None:
-    analyze = shutil.which("systemd-analyze")
-    if analyze is None:
-        # .ci/run installs it, so in CI a missing systemd-analyze is a broken set-up, not a reason to skip.
-        if os.environ.get("CI"):
-            pytest.fail("systemd-analyze is not installed (apt-get install systemd); CI must run this test")
-        pytest.skip("systemd-analyze is not installed (apt-get install systemd)")
-    unit = (REPO / "systemd" / "hubd.service").read_text()
-    for required in (
-        "Type=notify",
-        "WatchdogSec=",
-        "Restart=on-failure",
-        "DynamicUser=yes",
-        "StateDirectory=hubd",
-        "ProtectSystem=strict",
-        "NoNewPrivileges=yes",
-        "PrivateTmp=yes",
-        "ProtectHome=yes",
-        "RestrictAddressFamilies=",
-        "LoadCredential=",
-        "RestartPreventExitStatus=2",
-    ):
-        assert required in unit, required
-    assert "Documentation=file:" not in unit  # nothing installs a local copy of the docs
-    hubd_bin = shutil.which("hubd") or str(Path(sys.executable).with_name("hubd"))
-    assert Path(hubd_bin).exists(), "install the package first: pip install -e ."
-    copy = tmp_path / "hubd.service"
-    copy.write_text(unit.replace("/opt/hubd/bin/hubd", hubd_bin))
-    result = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True, check=False)
-    # systemd-analyze exits 0 for most mistakes; any output at all is a finding.
-    assert result.returncode == 0 and not (result.stdout + result.stderr).strip(), result.stdout + result.stderr
-
-
 async def _add_lamp_switched_on(hub: HubdProcess, mqtt_port: int, *, what: str) -> None:
     """Announce lamp-1 (retained config), switch it On, and wait until hubd shows that state."""
     publish(mqtt_port, "hubd/device/lamp-1/config", json.dumps(LAMP_CONFIG), retain=True)
@@ -354,10 +224,6 @@ async def _add_lamp_switched_on(hub: HubdProcess, mqtt_port: int, *, what: str) 
 
 async def _has_state(hub: HubdProcess, device_id: str, interface: str, value: object) -> bool:
     return (await device_states(hub, device_id)).get(interface) == value
-
-
-async def _metric_at_least(hub: HubdProcess, name: str, value: float) -> bool:
-    return await hub.metric(name) >= value
 
 
 async def test_sigint_stops_cleanly_like_sigterm(tmp_path: Path, mosquitto: Mosquitto) -> None:
@@ -461,50 +327,6 @@ async def test_embedded_broker_client_with_hubds_configured_id_does_not_cut_hubd
         assert status == 200, body
     finally:
         hub.stop()
-
-
-def test_check_config_rejects_a_missing_ca_file(tmp_path: Path) -> None:
-    config = tmp_path / "c.yaml"
-    config.write_text("mqtt:\n  tls: true\n  ca_file: /nonexistent.pem\n")
-    result = run_cli("check-config", "-c", str(config))
-    assert result.returncode == 2
-    assert result.stderr.strip() == "mqtt.ca_file: cannot read /nonexistent.pem: No such file or directory (line 3)"
-
-
-def _readme_section(title: str) -> str:
-    text = (REPO / "README.md").read_text()
-    start = text.index(f"\n## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end != -1 else len(text)]
-
-
-def test_readme_has_two_commands_and_ci_runs_the_test_command() -> None:
-    section = _readme_section("Two commands on a fresh machine")
-    blocks = [block.split("\n", 1)[1].strip() for block in section.split("```sh")[1:]]
-    commands = [block.split("```")[0].strip() for block in blocks]
-    assert len(commands) == 2, commands
-    demo, tests = commands
-    # A fresh Debian 12 / Raspberry Pi OS refuses `pip install` outside a venv (externally managed).
-    for command in commands:
-        assert command.startswith("python3 -m venv .venv && . .venv/bin/activate && "), command
-    assert demo.endswith("hubd demo") and "python -m pytest" in tests
-    ci_lines = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
-    assert tests in ci_lines, f"{tests!r} is not a line of .ci/run"
-
-
-def test_systemd_unit_and_readme_agree() -> None:
-    unit = (REPO / "systemd" / "hubd.service").read_text()
-    section = _readme_section("Raspberry Pi (systemd)")
-    credentials = [line.split("=", 1)[1].strip() for line in unit.splitlines() if line.startswith("LoadCredential=")]
-    assert credentials, "the unit loads no credentials"
-    for name in credentials:
-        # The README puts each credential's file where the unit loads it from, and the config points at it.
-        assert f"/etc/credstore/{name}" in section, name
-        assert f"${{CREDENTIALS_DIRECTORY}}/{name}" in section, name
-    assert "DynamicUser=yes" in unit
-    # DynamicUser: a uid that exists only while hubd runs, so /etc/hubd must be world-readable.
-    assert "install -d -m 0755 /etc/hubd" in section and "install -m 0644" in section
-    assert "0750" not in section and "0640" not in section
 
 
 async def retained(port: int, topic: str, timeout_s: float = 5.0) -> bytes | None:

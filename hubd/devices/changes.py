@@ -1,0 +1,69 @@
+"""What the registry reports of a batch of device inputs (pure): the `Change` types, in the order they happened.
+
+The registry makes them; the outbox's decision (`hubd.outbox.decide`) turns them into platform events and the
+outbox writer stores speakers' command results from them. Frozen: a change is a fact, handed on as is (and
+handed again, unchanged, when a commit the disk refused is repeated). Imports no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hubd.devices.device import Device
+from hubd.devices.model import CommandResult, StateSample
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceAnnounced:
+    """A device is new or its description changed."""
+
+    device: Device
+    endpoint: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRemoved:
+    """A device's config was cleared."""
+
+    device_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class StatesChanged:
+    """Some interface values changed."""
+
+    device_id: str
+    changed: tuple[StateSample, ...]
+    snapshot: tuple[dict[str, Any], ...]
+    additional_info: dict[str, str]
+    proactive: frozenset[str]
+    cause: str
+
+
+@dataclass(frozen=True, slots=True)
+class DoorbellPressed:
+    """A doorbell was pressed."""
+
+    device_id: str
+    timestamp: str
+
+
+@dataclass(frozen=True, slots=True)
+class AvailabilityChanged:
+    """A device went online or offline."""
+
+    device_id: str
+    online: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResultReceived:
+    """A speaker answered a command."""
+
+    device_id: str
+    result: CommandResult
+    received_at: float
+
+
+Change = DeviceAnnounced | DeviceRemoved | StatesChanged | DoorbellPressed | AvailabilityChanged | CommandResultReceived

@@ -1,0 +1,229 @@
+"""The Home Assistant dialect's book of entities: which device each discovered entity belongs to, and which
+entity reads which topic (pure state, no I/O).
+
+It keeps the records (one per discovered entity, by discovery key), groups them into devices through shared
+identifiers and connections (`homeassistant_devices` makes each group's endpoints), indexes the state and
+availability topics each exported entity reads, and reads a state, availability or event message off that
+index into typed inputs. `apply` takes added, changed and removed records and says which devices are
+announced again or gone; the topics it learns wait in `take_pending()` for the bridge to subscribe to.
+The dialect (`homeassistant.py`) reads configs into records and answers the seam. Imports the seam, the device
+model and its own homeassistant_* modules.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hubd.devices.model import StateSample, format_time
+from hubd.dialects.base import (
+    AvailabilityReceived,
+    ConfigReceived,
+    DeviceGone,
+    DeviceInput,
+    InputRejected,
+    PressReceived,
+    StateReceived,
+)
+from hubd.dialects.homeassistant_devices import DeviceEndpoint, Globs, Record, assign_doorbells, device_endpoints
+from hubd.dialects.homeassistant_entities import StateProblem, TemplateFailed
+from hubd.dialects.homeassistant_templates import Payload, TemplateError, Templates
+
+log = logging.getLogger("hubd.dialects.homeassistant")  # the dialect's: its log lines name it as before
+
+ROLE_AVAILABILITY = "availability"
+
+
+class EntityBook:
+    """The discovered entities, their devices and the topics they read."""
+
+    def __init__(self, prefix: str, templates: Templates, doorbells: Sequence[tuple[Globs, str]]) -> None:
+        self._prefix = prefix
+        self._templates = templates
+        self._doorbells = doorbells
+        self.records: dict[tuple[str, str], Record] = {}
+        self._by_token: dict[tuple[str, ...], set[tuple[str, str]]] = {}
+        # topic → the (record key, role) pairs that read it: a dict as an ordered set, so that removing one of
+        # the thousands of entities sharing zigbee2mqtt's bridge/state availability topic is O(1).
+        self._topics: dict[str, dict[tuple[tuple[str, str], str], None]] = {}
+        self.endpoints: dict[str, DeviceEndpoint] = {}
+        self._online: dict[str, bool] = {}
+        self._subscribed: set[str] = set()
+        self._freed: set[str] = set()
+        self._pending: list[str] = []
+
+    def reads(self, topic: str) -> bool:
+        """Whether an entity reads this topic."""
+        return topic in self._topics
+
+    def subscribed(self) -> list[str]:
+        """Every state/availability topic known so far, sorted; what was pending is now asked for with them."""
+        self._pending.clear()
+        return sorted(self._subscribed)
+
+    def take_pending(self) -> list[str]:
+        """The topics learned since the last call (or `subscribed()`)."""
+        out, self._pending = self._pending, []
+        return out
+
+    def apply(self, changes: Mapping[tuple[str, str], Record | None]) -> list[DeviceInput]:
+        """Apply added, changed and removed records; the devices they touch are announced again or gone."""
+        affected: set[tuple[str, str]] = set()
+        for key in changes:
+            if key in self.records:
+                affected |= self._component(key)
+        before: set[str] = set()
+        for key in affected:
+            current = self.records[key]
+            before |= {e for e in (current.endpoint, current.restored) if e is not None}
+            current.restored = None  # the endpoint it was restored for counts once: it is gone if not made again
+        for key, record in changes.items():
+            old = self.records.pop(key, None)
+            if old is not None:
+                self._unindex(old)
+                if record is not None and old.pinned is not None and set(old.tokens()) & set(record.tokens()):
+                    record.pinned = old.pinned  # the same device: it keeps its id until its records agree
+            if record is not None:
+                self.records[key] = record
+                for token in record.tokens():
+                    self._by_token.setdefault(token, set()).add(key)
+                affected.add(key)
+        out: list[DeviceInput] = []
+        after: set[str] = set()
+        seen: set[tuple[str, str]] = set()
+        for key in sorted(affected):
+            if key in seen or key not in self.records:
+                continue
+            group = self._component(key)
+            seen |= group
+            records = [self.records[k] for k in sorted(group)]
+            for record in records:
+                self._unindex_topics(record)
+            assign_doorbells(records, self._doorbells)
+            for endpoint in device_endpoints(records):
+                after.add(endpoint.endpoint_id)
+                previous = self.endpoints.get(endpoint.endpoint_id)
+                self.endpoints[endpoint.endpoint_id] = endpoint
+                if previous is None or (previous.config.canonical(), previous.route, previous.origin) != \
+                        (endpoint.config.canonical(), endpoint.route, endpoint.origin):
+                    out.append(ConfigReceived(endpoint.endpoint_id, endpoint.config, endpoint.route, endpoint.origin))
+            for record in records:
+                self._index_topics(record)
+        for gone in sorted(before - after):
+            self.endpoints.pop(gone, None)
+            self._online.pop(gone, None)
+            out.append(DeviceGone(gone))
+        # A topic no entity reads any more is forgotten (asked for again if it comes back): memory stays bounded.
+        self._subscribed -= {t for t in self._freed if t not in self._topics}
+        self._freed.clear()
+        return out
+
+    def read(self, topic: str, payload: Payload, received_at: float, retained: bool) -> list[DeviceInput]:
+        """The inputs a message on an entity's topic means: states, presses, availability changes."""
+        values: dict[str, dict[str, Any]] = {}
+        presses: list[DeviceInput] = []
+        out: list[DeviceInput] = []
+        touched: set[str] = set()
+        when = format_time(received_at)
+        for key, role in list(self._topics.get(topic, ())):
+            record = self.records.get(key)
+            if record is None or record.endpoint is None:
+                continue
+            if role == ROLE_AVAILABILITY:
+                if self._availability(record, topic, payload):
+                    touched.add(record.endpoint)
+                continue
+            try:
+                reading = record.entity.read(role, payload)
+            except TemplateFailed as err:
+                out.append(InputRejected("state", f"{topic}: {record.label} of {record.endpoint}: {err}; fix the "
+                                                  "template in the device's discovery config"))
+                continue
+            except StateProblem as err:
+                out.append(InputRejected("state", f"{topic}: {record.label} of {record.endpoint}: {err}"))
+                continue
+            if reading.values:
+                values.setdefault(record.endpoint, {}).update(reading.values)
+            if record.doorbell is not None and not retained and reading.events and (
+                    record.doorbell == "*" or record.doorbell.casefold() in {e.casefold() for e in reading.events}):
+                presses.append(PressReceived(record.endpoint, when))
+        for endpoint, found in values.items():
+            out.append(StateReceived(endpoint, tuple(StateSample(i, v, when) for i, v in found.items())))
+        out += presses
+        for endpoint in sorted(touched):
+            online = self._endpoint_online(endpoint)
+            if online is not None and self._online.get(endpoint) is not online:
+                self._online[endpoint] = online
+                out.append(AvailabilityReceived(endpoint, online))
+        return out
+
+    def _component(self, key: tuple[str, str]) -> set[tuple[str, str]]:
+        """The keys of every record tied to this one through shared identifiers or connections."""
+        found, todo = {key}, [key]
+        while todo:
+            record = self.records[todo.pop()]
+            for token in record.tokens():
+                for other in self._by_token.get(token, ()):
+                    if other not in found:
+                        found.add(other)
+                        todo.append(other)
+        return found
+
+    def _unindex(self, record: Record) -> None:
+        for token in record.tokens():
+            keys = self._by_token.get(token)
+            if keys is not None:
+                keys.discard(record.key)
+                if not keys:
+                    del self._by_token[token]
+        self._unindex_topics(record)
+
+    def _index_topics(self, record: Record) -> None:
+        if record.endpoint is None:
+            return
+        pairs = list(record.entity.topics())
+        if record.availability is not None:
+            pairs += [(s.topic, ROLE_AVAILABILITY) for s in record.availability.sources]
+        for topic, role in pairs:
+            self._topics.setdefault(topic, {})[(record.key, role)] = None
+            record.indexed.append((topic, role))
+            if topic not in self._subscribed and not topic.startswith(self._prefix + "/"):
+                self._subscribed.add(topic)
+                self._pending.append(topic)
+
+    def _unindex_topics(self, record: Record) -> None:
+        for topic, role in record.indexed:
+            readers = self._topics.get(topic)
+            if readers is not None:
+                readers.pop((record.key, role), None)
+                if not readers:
+                    del self._topics[topic]
+                    self._freed.add(topic)
+        record.indexed.clear()
+
+    def _availability(self, record: Record, topic: str, payload: Payload) -> bool:
+        """Note an availability message for the record; whether it said available or not."""
+        for source in record.availability.sources if record.availability else ():
+            if source.topic != topic:
+                continue
+            text = payload.text.strip()
+            template = record.availability_templates.get(topic)
+            if template is not None:
+                try:
+                    text = self._templates.render_value(template, payload)
+                except TemplateError as err:
+                    log.warning("%s: the availability template of %s failed: %s", topic, record.label, err)
+                    return False
+            if text in (source.available, source.not_available):
+                record.seen[topic] = record.latest = text == source.available
+                return True
+        return False
+
+    def _endpoint_online(self, endpoint: str) -> bool | None:
+        """Online when one of its entities is available, offline when all are known not to be."""
+        records = [self.records[k] for k in self.endpoints[endpoint].keys if k in self.records]
+        known = [r.available() for r in records if r.availability is not None]
+        if True in known:
+            return True
+        return False if known and None not in known else None

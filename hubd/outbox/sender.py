@@ -1,0 +1,294 @@
+"""OutboxSender: delivers the durable outbox to the platform, at least once, in order per (user, device).
+
+Rows are written by the outbox writer before anything is sent. The sender indexes the pending rows
+(`hubd.outbox.lanes`: per user, one FIFO per lane; barriers first) and sends each row once the index says it
+may go; one try and its outcome are `hubd.outbox.delivery`'s. A user whose grant became active since the last
+load of new rows waits for one: that grant's report is loaded before anything goes.
+Users share the send slots fairly: each round starts with the next user, a user holds at most
+MAX_IN_FLIGHT_PER_USER sends, one with nothing in flight always gets one, and a user whose token is
+being refreshed is skipped (nobody waits for a token in a slot). So one user's outage, backlog or dead
+grant never delays another user. A user who must bind again keeps at most KEPT_WHILE_UNBOUND events
+(DeleteReports are always kept).
+A write the disk refuses (`StorageUnavailable`) never stops the sender: delivered rows stay in memory and are
+deleted once the database takes writes (a restart before that resends them, with their messageId); a dead
+letter or a split that cannot be written is retried with the row's backoff; a failed read waits for the
+database. Sending goes on meanwhile: it only reads. Each row indexed is told to the `DeliveryObserver`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+from hubd.errors import StorageUnavailable
+from hubd.journal import EventRef
+from hubd.lifecycle import Clock
+from hubd.metrics import Metrics
+from hubd.outbox.delivery import RETRY_CAP_S, Delivery, DeliveryObserver, PlatformApi, TokenSource
+from hubd.outbox.lanes import IN_FLIGHT, PendingRow, UserQueue
+from hubd.store.db import Database
+from hubd.store.outbox import Loaded, OutboxRepo
+
+log = logging.getLogger("hubd.outbox")  # its lines keep the name they have always had
+
+MAX_IN_FLIGHT = 64  # sends at once, all users (beyond it, only a user with nothing in flight gets one)
+MAX_IN_FLIGHT_PER_USER = 32
+# Sends started by one dispatch round, all users: with thousands of users each owed one send, the rest go in
+# the next rounds, right after (the round starts with the first user left out).
+MAX_SENDS_PER_ROUND = 256
+# A user who must bind again keeps this many undelivered events (their new grant's AddOrUpdateReport brings
+# the devices up to date anyway); the oldest beyond it are dropped, PRUNE_SLACK at a time.
+KEPT_WHILE_UNBOUND = 10_000
+PRUNE_SLACK = 500
+# Delivered rows are deleted in one transaction per this interval (or DELETE_BATCH rows, whichever comes
+# first), not one per delivery: the deletes share the database thread with the writer's commits, which
+# are on every event's path. A crash within the interval resends a few delivered events with their
+# original messageId (at least once, as always).
+DELETE_EVERY_S = 0.05
+DELETE_BATCH = 500
+
+
+class OutboxSender:
+    """The only caller of `PlatformApi.post_event`."""
+
+    name = "outbox"
+
+    def __init__(self, db: Database, api: PlatformApi, tokens: TokenSource, *, clock: Clock, metrics: Metrics,
+                 wakeup: asyncio.Event, observer: DeliveryObserver | None = None, log_events: bool = True) -> None:
+        self._store = OutboxRepo(db)
+        self._observer = observer
+        self._tokens = tokens
+        self._clock = clock
+        self._wakeup = wakeup  # set by others: new rows (the writer), a new grant or token (the token manager)
+        self._kick = asyncio.Event()  # "dispatch again": a delivery finished, or `wakeup` was set
+        self._new_rows = False
+        self._queues: dict[str, UserQueue] = {}
+        self._last_id = 0
+        self._loaded_activations = 0  # TokenSource.activations() when the last load of new rows began
+        self._load_lock = asyncio.Lock()
+        self._in_flight = 0
+        self._rotation = 0
+        self._done: list[int] = []
+        self._done_ready = asyncio.Event()
+        self._done_full = asyncio.Event()
+        self._delivery = Delivery(self._store, api, tokens, clock=clock, metrics=metrics, observer=observer,
+                                  log_events=log_events, load_new=self._load_new)
+        self._dropped = metrics.counter("hubd_events_dropped_total",
+                                        "undelivered events dropped for a user who must bind again")
+        metrics.gauge("hubd_outbox_depth", "events waiting to be delivered", lambda: float(self.depth()))
+
+    async def start(self) -> None:
+        """Index what is already in the outbox (for example after a crash)."""
+        await self._load_new()
+        depth = self.depth()
+        if depth:
+            log.info("outbox holds %d undelivered events", depth)
+
+    async def run(self) -> None:
+        """Send whatever is due; sleep until woken or the next retry is due."""
+        await self._prune()
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._flush_done(), name="outbox.ack")
+            group.create_task(self._relay_wakeup(), name="outbox.wakeup")
+            while True:
+                self._kick.clear()
+                if self._new_rows:
+                    # Only when someone wrote rows: a finished delivery needs a dispatch, not a query.
+                    self._new_rows = False
+                    try:
+                        await self._load_new()
+                    except StorageUnavailable:
+                        self._new_rows = True
+                        await self._store.writable()
+                        continue
+                    await self._prune()
+                next_due, due = self._dispatch()
+                if due:
+                    # One query for the bodies of every row sent in this round, not one per row.
+                    try:
+                        bodies = await self._store.bodies([row.id for row, _ in due])
+                    except StorageUnavailable:
+                        self._put_back(due)
+                        await self._store.writable()
+                        continue
+                    for row, token in due:
+                        group.create_task(self._deliver(row, token, bodies.get(row.id)), name=f"outbox.send.{row.id}")
+                # Capped: retry times are wall-clock times, and the wall clock may jump.
+                delay = RETRY_CAP_S if next_due is None else min(RETRY_CAP_S, max(0.0, next_due - self._clock.time()))
+                try:
+                    async with asyncio.timeout(delay):
+                        await self._kick.wait()
+                except TimeoutError:
+                    pass
+
+    async def stop(self) -> None:
+        """Deliveries in flight are cancelled with the task group; their rows stay and are resent later."""
+        ids, self._done = self._done, []
+        if ids:
+            try:
+                await self._store.delete(ids)
+            except StorageUnavailable as err:
+                log.warning("%d delivered events stay in the outbox (%s); they are sent again, with their messageId, "
+                            "after the restart", len(ids), err)
+
+    def depth(self, user_id: str | None = None) -> int:
+        """Undelivered events (of one user, or all)."""
+        if user_id is not None:
+            queue = self._queues.get(user_id)
+            return 0 if queue is None else len(queue.rows)
+        return sum(len(queue.rows) for queue in self._queues.values())
+
+    async def _relay_wakeup(self) -> None:
+        """Turn the shared wakeup into "load new rows, then dispatch"."""
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            self._new_rows = True
+            self._kick.set()
+
+    def _dispatch(self) -> tuple[float | None, list[tuple[PendingRow, str]]]:
+        """Mark every row that may be sent now as in flight; return them (with their token) and the next retry."""
+        now = self._clock.time()
+        next_due: float | None = None
+        due: list[tuple[PendingRow, str]] = []
+        users = [user for user, queue in self._queues.items() if queue.rows]
+        if not users:
+            return None, due
+        start = self._rotation % len(users)
+        self._rotation = start + 1
+        tokens = self._tokens
+        for offset, user in enumerate(users[start:] + users[:start]):
+            if len(due) >= MAX_SENDS_PER_ROUND:
+                self._rotation = start + offset  # the next round, at once, starts with this user
+                self._kick.set()
+                break
+            queue = self._queues[user]
+            when = queue.next_due(now)
+            if when is not None:
+                next_due = when if next_due is None else min(next_due, when)
+            if not tokens.is_active(user):
+                continue
+            if tokens.activated(user) > self._loaded_activations:
+                # The grant became active after the last load began: its AddOrUpdateReport (barrier rows,
+                # committed before the activation) may not be indexed yet, and must go first. Load, then look.
+                self._new_rows = True
+                self._kick.set()
+                continue
+            token = tokens.token_now(user)  # None: being refreshed; the token manager wakes us after
+            if token is None:
+                continue
+            room = min(MAX_IN_FLIGHT_PER_USER - queue.in_flight, MAX_IN_FLIGHT - self._in_flight)
+            if queue.in_flight == 0:
+                room = max(room, 1)  # a user with nothing in flight never waits for the others' sends
+            room = min(room, MAX_SENDS_PER_ROUND - len(due))
+            while room > 0 and (row := queue.take(now)) is not None:
+                row.state = IN_FLIGHT
+                queue.in_flight += 1
+                self._in_flight += 1
+                room -= 1
+                due.append((row, token))
+        return next_due, due
+
+    async def _deliver(self, row: PendingRow, token: str, loaded: Loaded | None) -> None:
+        queue = self._queues[row.user_id]
+        event = None if loaded is None else EventRef(row.id, row.user_id, loaded[0], loaded[2], row.endpoints,
+                                                     loaded[3])
+        try:
+            outcome = await self._delivery.send(row, token, loaded, event)
+        except Exception:  # per message (STYLE 2.6): one delivery's surprise never stops the sender
+            outcome = self._delivery.unexpected(row, event)
+        finally:
+            queue.in_flight -= 1
+            self._in_flight -= 1
+        now = self._clock.time()
+        if outcome in ("done", "dead"):
+            queue.remove(row, now)
+            if outcome == "done":
+                self._done.append(row.id)
+                self._done_ready.set()
+                if len(self._done) >= DELETE_BATCH:
+                    self._done_full.set()
+        elif outcome == "split":
+            queue.remove(row, now)  # its pieces were loaded as barriers: they go first
+        else:  # backoff, resend, paused: the row stays
+            queue.back(row, now)
+        self._kick.set()
+
+    async def _prune(self) -> None:
+        """Drop the oldest undelivered events of users who must bind again, beyond KEPT_WHILE_UNBOUND.
+
+        DeleteReports stay: a new grant's AddOrUpdateReport brings every device that exists up to date, but
+        nothing else would tell the platform that a device is gone.
+        """
+        for user, queue in list(self._queues.items()):
+            excess = len(queue.rows) - KEPT_WHILE_UNBOUND
+            if excess < PRUNE_SLACK or self._tokens.is_active(user):
+                continue
+            victims = [row for row in queue.rows.values() if row.state != IN_FLIGHT and not row.keep][:excess]
+            if not victims:
+                continue
+            try:
+                await self._store.delete([row.id for row in victims])
+            except StorageUnavailable:
+                return  # the next load of new rows prunes again
+            now = self._clock.time()
+            for row in victims:
+                queue.remove(row, now)
+            queue.compact()
+            self._dropped.inc(len(victims))
+            log.warning("user %s must bind again and has %d undelivered events; dropped the %d oldest "
+                        "(hubd keeps at most %d for a user until they bind again)",
+                        user, len(queue.rows) + len(victims), len(victims), KEPT_WHILE_UNBOUND)
+
+    async def _flush_done(self) -> None:
+        while True:
+            await self._done_ready.wait()
+            if len(self._done) < DELETE_BATCH:
+                try:
+                    async with asyncio.timeout(DELETE_EVERY_S):
+                        await self._done_full.wait()
+                except TimeoutError:
+                    pass
+            self._done_ready.clear()
+            self._done_full.clear()
+            ids, self._done = self._done, []
+            if not ids:
+                continue
+            try:
+                await self._store.delete(ids)
+            except StorageUnavailable:
+                # Kept, delivered, out of the index: deleted once the database takes writes (a restart first
+                # sends them again, with their messageId).
+                self._done[:0] = ids
+                self._done_ready.set()
+                await self._store.writable()
+
+    def _put_back(self, due: list[tuple[PendingRow, str]]) -> None:
+        """Rows marked in flight whose bodies could not be read: they go in a later round."""
+        now = self._clock.time()
+        for row, _ in due:
+            queue = self._queues[row.user_id]
+            queue.in_flight -= 1
+            self._in_flight -= 1
+            queue.back(row, now)
+
+    async def _load_new(self) -> None:
+        async with self._load_lock:  # the main loop and a split may both load; each row once
+            # Read before the query: a grant activated by now committed its rows before it was activated.
+            activations = self._tokens.activations()
+            rows = await self._store.new_rows(self._last_id)
+            now = self._clock.time()
+            observer = self._observer
+            for row_id, user_id, lanes, attempts, next_at, name, message_id, created_at in rows:
+                queue = self._queues.get(user_id)
+                if queue is None:
+                    queue = self._queues[user_id] = UserQueue()
+                row = PendingRow(row_id, user_id, tuple(json.loads(lanes)), attempts, next_at,
+                                 keep=name == "DeleteReport")
+                queue.add(row, now)
+                self._last_id = max(self._last_id, row_id)
+                if observer is not None:
+                    observer.queued(EventRef(row_id, user_id, name, message_id, row.endpoints, created_at), now)
+            self._loaded_activations = max(self._loaded_activations, activations)
+

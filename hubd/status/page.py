@@ -1,0 +1,48 @@
+"""The status page (pure): its template (templates/status.html, its CSS and JavaScript inline, nothing fetched from
+elsewhere) with the status as data, and the headers that go with it.
+
+The data block escapes `<`, `>` and `&`, and a Content-Security-Policy allows only the page's own script and style
+(by hash) and requests to this origin. Imports nothing from hubd.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from functools import cache
+from importlib import resources
+from typing import Any
+
+POLL_MS = 2000  # how often the page asks for /api/status
+
+
+def render(status: dict[str, Any]) -> str:
+    """The page with `status` (what `GET /api/status` answers) in its JSON data block."""
+    data = json.dumps(status, separators=(",", ":"))
+    # Safe inside <script type="application/json">: no "</script>", no "<!--", no markup at all.
+    data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return _template().replace("{{data}}", data, 1)
+
+
+@cache
+def _template() -> str:
+    text = resources.files("hubd.status").joinpath("templates/status.html").read_text(encoding="utf-8")
+    return text.replace("{{poll_ms}}", str(POLL_MS))
+
+
+@cache
+def headers() -> dict[str, str]:
+    """Never cached, never framed; only the template's own style and script run, and they fetch only from here."""
+    page = _template()
+    style = _hash(re.findall(r"<style>(.*?)</style>", page, re.DOTALL))
+    script = _hash(re.findall(r"<script>(.*?)</script>", page, re.DOTALL))
+    csp = (f"default-src 'none'; style-src {style}; script-src {script}; connect-src 'self'; "
+           "img-src 'self' data:; frame-ancestors 'none'; base-uri 'none'; form-action 'none'")
+    return {"Cache-Control": "no-store", "Content-Security-Policy": csp, "X-Frame-Options": "DENY",
+            "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
+
+
+def _hash(blocks: list[str]) -> str:
+    return " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(b.encode()).digest()).decode()}'" for b in blocks)
