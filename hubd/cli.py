@@ -1,4 +1,4 @@
-"""The command line (README "Running hubd"): parse arguments, load config, call into hubd.
+"""The command line (docs/cli.md): parse arguments, load config, call into hubd.
 
 Each subcommand imports what it needs lazily, so `hubd check-config` stays fast on a Pi.
 """

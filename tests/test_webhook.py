@@ -534,7 +534,7 @@ async def test_http_errors_on_other_routes_are_json_too(make_webhook_rig: MakeRi
     rig = await make_webhook_rig()
     status, body = await rig.hub.get("/no/such/page")
     assert status == 404
-    assert body == {"error": "nothing here: GET /no/such/page; see README.md for hubd's routes", "details": []}
+    assert body == {"error": "nothing here: GET /no/such/page; see docs/http.md for hubd's routes", "details": []}
     status, body, headers = await rig.hub.post("/healthz", {})
     assert (status, body["details"]) == (405, [])
     assert "POST is not allowed here; use GET" in body["error"]

@@ -1,7 +1,7 @@
 """The platform's interfaces, and control directives' pure part: ranges, operation to target value.
 
 Owns the interface table and how `<Interface>.<Op>` plus its payload becomes the value a device must end
-up with (the `set` message, README "MQTT") and how hubd recognises that the device got there.
+up with (the `set` message, docs/mqtt.md) and how hubd recognises that the device got there.
 No I/O and no state; imports only hubd.errors and hubd.devices.model (value types).
 """
 

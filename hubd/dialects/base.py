@@ -2,7 +2,7 @@
 
 A dialect (hubd's own topics, Home Assistant MQTT discovery, zigbee2mqtt) turns the MQTT messages it claims
 into typed `DeviceInput`s, and a control or speaker command for one of its devices into `Outgoing` MQTT
-publishes. Everything after the seam (registry, reporter, directives, webhook) sees only these types and
+publishes. Everything after the seam (registry, outbox, directives, webhook) sees only these types and
 never knows which dialect a device came from. A device's `Route` (its dialect and the address that dialect
 gave it, `hubd.devices.model`) is kept with the device in SQLite, so a command goes where the device listens,
 also after a restart.

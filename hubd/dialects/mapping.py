@@ -1,6 +1,6 @@
 """The one table from real device kinds to the platform's displayType and capabilities, and the value conversions.
 
-README "Your existing devices" (its table), shared by every dialect that imports real devices (Home Assistant
+docs/devices.md (its mapping table), shared by every dialect that imports real devices (Home Assistant
 MQTT discovery, zigbee2mqtt). A dialect says what each part of a device is, in Home Assistant's vocabulary of
 device classes, which zigbee2mqtt's own discovery uses too (`light(dimmable=True)`, `binary("door")`,
 `cover(...)`): each gives a `Part`, a display type and capabilities, or None with `unmapped_reason()`.

@@ -45,7 +45,7 @@ SUBSCRIBE_QOS = 1
 
 
 class NativeDialect:
-    """Devices on `B/device/ID/...`: the format README "MQTT" describes."""
+    """Devices on `B/device/ID/...`: the format docs/mqtt.md describes."""
 
     name = DIALECT
 

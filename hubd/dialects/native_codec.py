@@ -1,4 +1,4 @@
-"""Device payloads of hubd's own topics (README "MQTT") (pure): bytes in, the device model's values out.
+"""Device payloads of hubd's own topics (docs/mqtt.md) (pure): bytes in, the device model's values out.
 
 The native dialect's reading of `B/device/ID/config|state|event|availability|command/result`: a config is
 the platform's Endpoint without states, checked field by field with pydantic, then a `DeviceConfig`.

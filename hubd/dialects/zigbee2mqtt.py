@@ -1,4 +1,4 @@
-"""The zigbee2mqtt dialect: a zigbee2mqtt installation's devices, natively (README "Your existing devices").
+"""The zigbee2mqtt dialect: a zigbee2mqtt installation's devices, natively (docs/devices.md).
 
 zigbee2mqtt publishes, under its base topic, the retained device list (`bridge/devices`), its own state
 (`bridge/state`: `online`/`offline` or `{"state": ...}`), each device's whole state as one JSON object on

@@ -2,7 +2,7 @@
 
 Pure functions, shared by the service and `hubd check-driver`. Imports nothing from hubd but errors.
 
-driver.callback_hosts entries (README "hubd as the brand's driver"): a bare `host` or `host:port`
+driver.callback_hosts entries (docs/driver.md): a bare `host` or `host:port`
 allows https on that port (443 by default); a loopback host (localhost, 127.x, [::1]) also allows
 http, and any port when none is given; `https://host[:port]` (or, for a loopback host only,
 `http://host[:port]`) allows exactly that scheme and port (the scheme's default port when none is

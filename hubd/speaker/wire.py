@@ -1,4 +1,4 @@
-"""What the speaker agent reads and writes on MQTT (README "MQTT"), the pure part: the retained config
+"""What the speaker agent reads and writes on MQTT (docs/mqtt.md), the pure part: the retained config
 it announces, the commands it takes (`{"id", "type", "text"?, "url"?}`) and the JSON it publishes.
 
 No I/O; imports the speaker's config and mixer modules.

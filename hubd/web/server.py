@@ -234,7 +234,7 @@ class HttpServer:
         """aiohttp's own refusals (no such route, wrong method, body too large) as JSON."""
         headers = {k: v for k, v in err.headers.items() if k.lower() not in ("content-type", "content-length")}
         if isinstance(err, web.HTTPNotFound):
-            message = f"nothing here: {request.method} {request.path}; see README.md for hubd's routes"
+            message = f"nothing here: {request.method} {request.path}; see docs/http.md for hubd's routes"
         elif isinstance(err, web.HTTPMethodNotAllowed):
             message = f"{request.method} is not allowed here; use {', '.join(sorted(err.allowed_methods))}"
         elif isinstance(err, web.HTTPRequestEntityTooLarge):

@@ -1,4 +1,4 @@
-"""Which speakers a DeviceQuery selects (README "The local webhook").
+"""Which speakers a DeviceQuery selects (docs/webhook.md).
 
 Speakers are devices whose config says `displayType: "speaker"`. `sn` (default: the endpointId)
 matches exactly; `roomName` (the recommendRoomName) and `tag` (any of the speaker's tags) match

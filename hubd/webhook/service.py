@@ -1,4 +1,4 @@
-"""The local webhook (README "The local webhook"): `POST /trigger/with/<token>` makes speakers speak, play or obey.
+"""The local webhook (docs/webhook.md): `POST /trigger/with/<token>` makes speakers speak, play or obey.
 
 A call goes: token found (SQLite, by hash) -> counted, and within the token's limits -> body
 checked -> speakers selected -> command written -> one QoS 1 message per speaker on

@@ -1,7 +1,7 @@
 """The webhook trigger body: parse and check it, with a message per field a user can act on.
 
 Hand-written rather than a pydantic model because every message must say what to send instead
-(the 422 body README "The local webhook" shows). Imports hubd.jsonkind and hubd.web.jsonbody only.
+(the 422 body docs/webhook.md shows). Imports hubd.jsonkind and hubd.web.jsonbody only.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class Trigger:
         return {"type": self.type, "devices": self.devices.as_dict(), "data": data}
 
     def command(self, command_id: str) -> dict[str, Any]:
-        """The `B/device/ID/command` payload (README "MQTT")."""
+        """The `B/device/ID/command` payload (docs/mqtt.md)."""
         out: dict[str, Any] = {"id": command_id, "type": self.type}
         if self.type == "audio":
             out["url"] = self.url
