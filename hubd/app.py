@@ -91,7 +91,7 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     # Speakers' command results go to the webhook's tables, in the writer's transaction.
     writer = OutboxWriter(db, namespace=config.platform.namespace, metrics=metrics, outbox_wakeup=outbox_wakeup,
                           results=record_results_blocking)
-    registry = DeviceRegistry(db, writer, metrics, brand=config.platform.namespace, rejections=journal)
+    registry = DeviceRegistry(db, writer, metrics, namespace=config.platform.namespace, rejections=journal)
     components.append(registry)
 
     client = MqttClient(
@@ -103,7 +103,7 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     )
     # The device dialects, hubd's own topics first, then zigbee2mqtt (all under its base topic) before discovery:
     # each claims its topics and turns messages into typed inputs; the first that claims a topic decodes it.
-    dialects: list[Dialect] = [NativeDialect(config.mqtt.base_topic, brand=config.platform.namespace)]
+    dialects: list[Dialect] = [NativeDialect(config.mqtt.base_topic, namespace=config.platform.namespace)]
     if config.zigbee2mqtt.enabled:
         from hubd.dialects.zigbee2mqtt import Zigbee2MqttDialect
 
@@ -120,13 +120,13 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     commands = DeviceCommands(dialects, bridge)
 
     # The directive endpoint routes to its handlers; the control component also runs the replay's writes.
-    directives = DirectiveEndpoint(path=config.http.vendor_path, brand=config.platform.namespace, verifier=driver,
+    directives = DirectiveEndpoint(path=config.http.vendor_path, namespace=config.platform.namespace, verifier=driver,
                                    metrics=metrics)
     replay = Replay(DirectiveReplyRepo(db), metrics)
-    AcceptGrant(brand=config.platform.namespace, tokens=tokens, writer=writer,
+    AcceptGrant(namespace=config.platform.namespace, tokens=tokens, writer=writer,
                 reporting_enabled=config.platform.reporting_enabled).register(directives)
-    Discovery(brand=config.platform.namespace, registry=registry, replay=replay).register(directives)
-    controls = Controls(brand=config.platform.namespace, registry=registry, commands=commands, events=writer,
+    Discovery(namespace=config.platform.namespace, registry=registry, replay=replay).register(directives)
+    controls = Controls(namespace=config.platform.namespace, registry=registry, commands=commands, events=writer,
                         grants=GrantRepo(db), replay=replay, metrics=metrics)
     controls.register(directives)
     components.append(controls)

@@ -1,4 +1,4 @@
-"""Platform events on their way to the outbox (frozen, slotted values) and the outbox's barrier lane.
+"""Platform events on their way to the outbox (frozen, slotted values), their messageIds and the barrier lane.
 
 A `PendingEvent` is what a stage hands the outbox writer: the outbox's decision (`hubd.outbox.decide`), a control
 directive's late confirmation, a new grant's discovery. Imports nothing from hubd.
@@ -6,8 +6,14 @@ directive's late confirmation, a new grant's discovery. Imports nothing from hub
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from typing import Any
+
+
+def new_message_id() -> str:
+    """A fresh messageId (each outbox row gets its own; a resend keeps it)."""
+    return str(uuid.uuid4())
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,12 +71,12 @@ class DeviceRegistry:
 
     name = "registry"
 
-    def __init__(self, db: Database, sink: ChangeSink, metrics: Metrics, *, brand: str = "Service",
+    def __init__(self, db: Database, sink: ChangeSink, metrics: Metrics, *, namespace: str = "Service",
                  rejections: RejectionObserver | None = None) -> None:
         self._db = db
         self._rejections = rejections
         self._sink = sink
-        self._brand = brand  # platform.namespace: a "<brand>.Switch" interface is "Switch"
+        self._namespace = namespace  # platform.namespace: a "<namespace>.Switch" interface is "Switch"
         self._devices: dict[str, Device] = {}
         self._waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._invalid = metrics.counter("hubd_device_messages_invalid_total",
@@ -250,7 +250,7 @@ class DeviceRegistry:
         changed: list[StateSample] = []
         samples: list[StateSample] = []
         for sample in update.samples:
-            interface = conformance.interface_name(sample.interface, self._brand)  # "Service.Switch"
+            interface = conformance.interface_name(sample.interface, self._namespace)  # "Service.Switch"
             cap = device.config.capability(interface)
             if cap is None:
                 raise DeviceMessageInvalid(

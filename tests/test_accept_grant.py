@@ -93,9 +93,9 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
         lamp = {"displayName": "Lamp", "displayType": "light",
                 "capabilities": [{"interface": "Switch", "supportedOperations": ["On", "Off"]}]}
         await registry.handle([device_message("config", "lamp-1", json.dumps(lamp).encode(), time.time())])
-        endpoint = DirectiveEndpoint(path="/vendor", brand="Service", verifier=driver.service, metrics=driver.metrics,
-                                     reply_budget_s=BUDGET_S)
-        AcceptGrant(brand="Service", tokens=tokens, writer=writer, reporting_enabled=True).register(endpoint)
+        endpoint = DirectiveEndpoint(path="/vendor", namespace="Service", verifier=driver.service,
+                                     metrics=driver.metrics, reply_budget_s=BUDGET_S)
+        AcceptGrant(namespace="Service", tokens=tokens, writer=writer, reporting_enabled=True).register(endpoint)
         task = asyncio.create_task(tokens.run())
         try:
             yield Rig(endpoint, tokens, host, driver.db, str(auth["userToken"]))

@@ -21,6 +21,7 @@ from hubd.cloud import messages
 from hubd.cloud.client import PlatformClient, failure_sign
 from hubd.config import HubdConfig
 from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
+from hubd.events import new_message_id
 from simulators.platform import PlatformSimulator
 
 # Every character RFC 6749 2.3.1 makes a client encode before Basic auth, and one Basic itself cannot carry.
@@ -76,7 +77,7 @@ async def bound() -> AsyncIterator[tuple[PlatformSimulator, PlatformClient, str]
 
 
 def press(token: str) -> str:
-    body = messages.add_or_update_report("Service", messages.new_message_id(), [{
+    body = messages.add_or_update_report("Service", new_message_id(), [{
         "endpointId": "bell", "displayName": "Bell", "displayType": "unknown", "additionalInfo": {},
         "capabilities": [], "states": []}])
     return messages.with_token_json(json.dumps(body, separators=(",", ":")), token)

@@ -187,14 +187,14 @@ async def test_a_state_may_name_its_interface_with_the_brand_prefix_as_a_config_
     await db.start()
     try:
         metrics = Metrics()
-        registry = DeviceRegistry(db, OutboxWriter(db, namespace="Brand", metrics=metrics), metrics, brand="Brand")
+        registry = DeviceRegistry(db, OutboxWriter(db, namespace="Brand", metrics=metrics), metrics, namespace="Brand")
         await registry.start()
         config = {"displayName": "Lamp", "displayType": "light",
                   "capabilities": [{"interface": "Brand.Switch", "supportedOperations": ["On", "Off"]}]}
         await registry.handle([
-            device_message("config", "lamp", json.dumps(config).encode(), base="b", brand="Brand"),
-            device_message("state", "lamp", b'{"Brand.Switch": "on"}', base="b", brand="Brand"),
-            device_message("state", "lamp", b'{"Service.switch": "off"}', base="b", brand="Brand")])
+            device_message("config", "lamp", json.dumps(config).encode(), base="b", namespace="Brand"),
+            device_message("state", "lamp", b'{"Brand.Switch": "on"}', base="b", namespace="Brand"),
+            device_message("state", "lamp", b'{"Service.switch": "off"}', base="b", namespace="Brand")])
         assert metrics.counter("hubd_device_messages_invalid_total", "", "kind").get("state") == 0
         device = registry.get("lamp")
         assert device is not None and device.states["Switch"].value == "Off"

@@ -222,12 +222,12 @@ def directive_handlers(driver: RunningDriver, registry: DeviceRegistry, writer: 
     """The endpoint with every directive handler registered, as app.py wires them; and the control component."""
     metrics = driver.metrics
     replay = Replay(DirectiveReplyRepo(driver.db), metrics)
-    controls = Controls(brand="Service", registry=registry, commands=DeviceCommands([NativeDialect("hubd")], bus),
+    controls = Controls(namespace="Service", registry=registry, commands=DeviceCommands([NativeDialect("hubd")], bus),
                         events=events, grants=grants, replay=replay, metrics=metrics, confirm_wait_s=WAIT_S)
-    endpoint = DirectiveEndpoint(path="/vendor", brand="Service", verifier=driver.service, metrics=metrics,
+    endpoint = DirectiveEndpoint(path="/vendor", namespace="Service", verifier=driver.service, metrics=metrics,
                                  reply_budget_s=BUDGET_S)
-    AcceptGrant(brand="Service", tokens=tokens, writer=writer, reporting_enabled=False).register(endpoint)
-    Discovery(brand="Service", registry=registry, replay=replay).register(endpoint)
+    AcceptGrant(namespace="Service", tokens=tokens, writer=writer, reporting_enabled=False).register(endpoint)
+    Discovery(namespace="Service", registry=registry, replay=replay).register(endpoint)
     controls.register(endpoint)
     return controls, endpoint
 

@@ -115,8 +115,8 @@ def test_seal_round_trip_and_tamper() -> None:
 
 
 def test_authorize_url_matches_the_vendor_example() -> None:
-    assert authorize_url("http://brand.example.com", "https://cdn.example.com/path?u=1&v=2") == (
-        "http://brand.example.com/oauth/authorize?callbackURL=https%3A%2F%2Fcdn.example.com%2Fpath%3Fu%3D1%26v%3D2")
+    assert authorize_url("http://namespace.example.com", "https://cdn.example.com/path?u=1&v=2") == (
+        "http://namespace.example.com/oauth/authorize?callbackURL=https%3A%2F%2Fcdn.example.com%2Fpath%3Fu%3D1%26v%3D2")
 
 
 @pytest.mark.parametrize(("callback", "expected"), [

@@ -40,10 +40,10 @@ async def eventually(check: Callable[[], bool | Awaitable[bool]], what: str, tim
 
 
 def device_message(kind: str, device_id: str, payload: bytes, received_at: float = 0.0, *, base: str = "hubd",
-                   brand: str = "Service") -> Decoded:
+                   namespace: str = "Service") -> Decoded:
     """One message on hubd's own topics (`<base>/device/<id>/<kind>`) as the bridge hands it to the registry."""
     suffix = "command/result" if kind == "command_result" else kind
     topic = f"{base}/device/{device_id}/{suffix}"
-    dialect = NativeDialect(base, brand=brand)
+    dialect = NativeDialect(base, namespace=namespace)
     assert dialect.claims(topic), topic
     return Decoded(topic, received_at, False, tuple(dialect.decode(topic, payload, received_at, False)))

@@ -8,17 +8,11 @@ from __future__ import annotations
 
 import copy
 import json
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
 PAYLOAD_VERSION = "v1"
 PHYSICAL = "PHYSICAL_INTERACTION"
-
-
-def new_message_id() -> str:
-    """A fresh messageId."""
-    return str(uuid.uuid4())
 
 
 def header(namespace: str, name: str, message_id: str, correlation_token: str | None = None) -> dict[str, Any]:
@@ -56,49 +50,49 @@ def with_token_json(body_json: str, token: str) -> str:
     return f'{_HEADER_OPEN}"authorization":{auth},{rest}'
 
 
-def change_report(brand: str, message_id: str, endpoint_id: str, additional_info: dict[str, str],
+def change_report(namespace: str, message_id: str, endpoint_id: str, additional_info: dict[str, str],
                   states: Sequence[dict[str, Any]], changed: Sequence[dict[str, Any]], cause: str) -> dict[str, Any]:
     """ChangeReport: `changed` in payload.change.states, every current state in endpoint.states."""
     return {
-        "header": header(brand, "ChangeReport", message_id),
+        "header": header(namespace, "ChangeReport", message_id),
         "endpoint": {"endpointId": endpoint_id, "additionalInfo": dict(additional_info), "states": list(states)},
         "payload": {"change": {"cause": {"type": cause}, "states": list(changed)}},
     }
 
 
-def add_or_update_report(brand: str, message_id: str, endpoints: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def add_or_update_report(namespace: str, message_id: str, endpoints: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """AddOrUpdateReport with full endpoints."""
-    return {"header": header(f"{brand}.Discovery", "AddOrUpdateReport", message_id),
+    return {"header": header(f"{namespace}.Discovery", "AddOrUpdateReport", message_id),
             "payload": {"endpoints": list(endpoints)}}
 
 
-def delete_report(brand: str, message_id: str, endpoint_ids: Sequence[str]) -> dict[str, Any]:
+def delete_report(namespace: str, message_id: str, endpoint_ids: Sequence[str]) -> dict[str, Any]:
     """DeleteReport."""
-    return {"header": header(f"{brand}.Discovery", "DeleteReport", message_id),
+    return {"header": header(f"{namespace}.Discovery", "DeleteReport", message_id),
             "payload": {"endpoints": [{"endpointId": e} for e in endpoint_ids]}}
 
 
-def doorbell_press(brand: str, message_id: str, endpoint_id: str, timestamp: str) -> dict[str, Any]:
+def doorbell_press(namespace: str, message_id: str, endpoint_id: str, timestamp: str) -> dict[str, Any]:
     """DoorbellPress (event source)."""
-    return {"header": header(f"{brand}.EventSource", "DoorbellPress", message_id),
+    return {"header": header(f"{namespace}.EventSource", "DoorbellPress", message_id),
             "payload": {"endpointId": endpoint_id, "cause": {"type": PHYSICAL}, "timestamp": timestamp}}
 
 
-def async_response(brand: str, message_id: str, correlation_token: str, endpoint_id: str,
+def async_response(namespace: str, message_id: str, correlation_token: str, endpoint_id: str,
                    additional_info: dict[str, str], states: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The asynchronous Response for a slow control request (states without timeOfSample)."""
     return {
-        "header": header(brand, "Response", message_id, correlation_token),
+        "header": header(namespace, "Response", message_id, correlation_token),
         "endpoint": {"endpointId": endpoint_id, "additionalInfo": dict(additional_info), "states": list(states)},
         "payload": {},
     }
 
 
-def accept_grant_response(brand: str, message_id: str) -> dict[str, Any]:
+def accept_grant_response(namespace: str, message_id: str) -> dict[str, Any]:
     """The AcceptGrant success reply."""
-    return {"header": header(f"{brand}.Authorization", "AcceptGrantResponse", message_id), "payload": {}}
+    return {"header": header(f"{namespace}.Authorization", "AcceptGrantResponse", message_id), "payload": {}}
 
 
-def error_response(brand: str, message_id: str, name: str, message: str) -> dict[str, Any]:
+def error_response(namespace: str, message_id: str, name: str, message: str) -> dict[str, Any]:
     """ErrorResponse."""
-    return {"header": header(brand, "ErrorResponse", message_id), "payload": {"name": name, "message": message}}
+    return {"header": header(namespace, "ErrorResponse", message_id), "payload": {"name": name, "message": message}}

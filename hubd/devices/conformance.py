@@ -61,7 +61,7 @@ def conform_config(config: DeviceConfig) -> tuple[DeviceConfig, list[Renamed]]:
     return replace(config, displayName=display, recommendRoomName=room, capabilities=capabilities), renamed
 
 
-def interface_name(name: str, brand: str = "Service") -> str:
+def interface_name(name: str, namespace: str = "Service") -> str:
     """The platform's spelling of an interface name ("switch" -> "Switch", "Service.Switch" -> "Switch", as in
     configs); unknown names unchanged."""
     if name in INTERFACES:
@@ -70,7 +70,7 @@ def interface_name(name: str, brand: str = "Service") -> str:
     if known is not None:
         return known
     bare = name
-    for prefix in (f"{brand}.", "Service."):
+    for prefix in (f"{namespace}.", "Service."):
         bare = bare.removeprefix(prefix)
     return _BY_LOWER.get(bare.lower(), name)
 

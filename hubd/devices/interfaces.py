@@ -110,10 +110,10 @@ class Target:
             before is None or not same_value(now, before))
 
 
-def parse_name(name: str, brand: str = "Service") -> tuple[Interface, str]:
+def parse_name(name: str, namespace: str = "Service") -> tuple[Interface, str]:
     """`<Interface>.<Op>` split on the last dot, a brand prefix stripped; else not supported."""
     interface_name, dot, operation = name.rpartition(".")
-    for prefix in (f"{brand}.", "Service."):
+    for prefix in (f"{namespace}.", "Service."):
         interface_name = interface_name.removeprefix(prefix)
     interface = INTERFACES.get(interface_name)
     if not dot or interface is None:

@@ -49,10 +49,10 @@ class NativeDialect:
 
     name = DIALECT
 
-    def __init__(self, base_topic: str, *, brand: str = "Service") -> None:
+    def __init__(self, base_topic: str, *, namespace: str = "Service") -> None:
         self._base = base_topic
         self._prefix = f"{base_topic}/device/"
-        self._brand = brand  # platform.namespace: a "<brand>.Switch" interface is "Switch"
+        self._namespace = namespace  # platform.namespace: a "<namespace>.Switch" interface is "Switch"
 
     def subscriptions(self) -> list[tuple[str, int]]:
         """`B/device/+/<suffix>` for each inbound suffix, QoS 1."""
@@ -115,7 +115,7 @@ class NativeDialect:
 
     def _decode(self, device_id: str, kind: str, payload: bytes, received_at: float) -> DeviceInput:
         if kind == "config":
-            config = native_codec.parse_config(payload, self._brand)
+            config = native_codec.parse_config(payload, self._namespace)
             if config is None:
                 return DeviceGone(device_id)
             if config.endpointId is not None and config.endpointId != device_id:

@@ -46,8 +46,8 @@ class _CapabilityModel(BaseModel):
     @classmethod
     def _bare(cls, value: str, info: ValidationInfo) -> str:
         # The platform takes bare interface names only: strip a brand prefix (platform.namespace, or Service).
-        brand = (info.context or {}).get("brand", "Service")
-        for prefix in (f"{brand}.", "Service."):
+        namespace = (info.context or {}).get("namespace", "Service")
+        for prefix in (f"{namespace}.", "Service."):
             value = value.removeprefix(prefix)
         if not value:
             raise ValueError("must name an interface after the brand prefix, e.g. \"Switch\"")
@@ -118,13 +118,13 @@ class StateUpdate:
     cause: str
 
 
-def parse_config(payload: bytes, brand: str = "Service") -> DeviceConfig | None:
-    """A device config, or None for an empty payload (the device is deleted); `brand` is platform.namespace."""
+def parse_config(payload: bytes, namespace: str = "Service") -> DeviceConfig | None:
+    """A device config, or None for an empty payload (the device is deleted); `namespace` is platform.namespace."""
     if not payload.strip():
         return None
     data = _json_object(payload)
     try:
-        model = _DeviceConfigModel.model_validate(data, context={"brand": brand})
+        model = _DeviceConfigModel.model_validate(data, context={"namespace": namespace})
     except ValidationError as err:
         raise DeviceMessageInvalid(_pydantic_reason(err)) from err
     return DeviceConfig.from_dict(model.model_dump(by_alias=False))

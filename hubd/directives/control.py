@@ -1,4 +1,4 @@
-"""Control directives (`{brand}.Control`, `<Interface>.<Op>`): a device's command on MQTT, and its confirmation.
+"""Control directives (`{namespace}.Control`, `<Interface>.<Op>`): a device's command on MQTT, and its confirmation.
 
 A control directive becomes the device's command in the device's own dialect (`hubd.dialects.commands`: hubd's
 `set` message, a discovery entity's command topics, zigbee2mqtt's `/set`); hubd then waits until
@@ -75,10 +75,10 @@ class Controls:
 
     name = "directives"  # the supervisor's name for its task
 
-    def __init__(self, *, brand: str, registry: DeviceRegistry, commands: DeviceCommands, events: EventQueue,
+    def __init__(self, *, namespace: str, registry: DeviceRegistry, commands: DeviceCommands, events: EventQueue,
                  grants: GrantLookup, replay: Replay, metrics: Metrics, rng: random.Random | None = None,
                  confirm_wait_s: float = CONFIRM_WAIT_S) -> None:
-        self._brand = brand
+        self._namespace = namespace
         self._registry = registry
         self._commands = commands
         self._events = events
@@ -94,8 +94,8 @@ class Controls:
                                          "outcome")
 
     def register(self, router: DirectiveRouter) -> None:
-        """Route `{brand}.Control/*` here."""
-        router.add_namespace_handler(f"{self._brand}.Control", self.control)
+        """Route `{namespace}.Control/*` here."""
+        router.add_namespace_handler(f"{self._namespace}.Control", self.control)
 
     async def start(self) -> None:
         """Nothing to acquire."""
@@ -118,7 +118,7 @@ class Controls:
         return await self._replay.once(directive, self._control)
 
     async def _control(self, directive: Directive, attempt: Attempt) -> dict[str, Any]:
-        interface, operation = interfaces.parse_name(directive.name, self._brand)
+        interface, operation = interfaces.parse_name(directive.name, self._namespace)
         try:
             device, target, before, outgoing = self._prepare(directive, interface, operation)
         except DirectiveError:
@@ -127,7 +127,7 @@ class Controls:
             if stored is not None:
                 return stored
             raise
-        optimistic = response(self._brand, directive.message_id, device.device_id, _with_target(device, target))
+        optimistic = response(self._namespace, directive.message_id, device.device_id, _with_target(device, target))
         stored = await self._replay.claim(attempt, optimistic, directive.deadline)
         if stored is not None:
             return stored
@@ -161,14 +161,14 @@ class Controls:
             self._forget_expected(key, directive.message_id)
             self._controls.inc(label="confirmed")
             log.info("control %s on %s confirmed", directive.name, device.device_id)
-            reply = response(self._brand, directive.message_id, device.device_id,
+            reply = response(self._namespace, directive.message_id, device.device_id,
                              device.state_list(with_time=False, retrievable_only=True))
         else:
             self._controls.inc(label="optimistic")
             log.info("control %s on %s not confirmed by its deadline: optimistic reply%s", directive.name,
                      device.device_id, ", async Response follows" if directive.correlation_token else "")
             self._follow_later(item, directive.name)
-            reply = response(self._brand, directive.message_id, device.device_id, _with_target(device, target))
+            reply = response(self._namespace, directive.message_id, device.device_id, _with_target(device, target))
         self._replay.finish(attempt, reply)
         return reply
 
@@ -223,7 +223,7 @@ class Controls:
                 log.warning("device %s confirmed %s.%s late, but no platform user is bound through the hubd account "
                             "%r: no async Response sent", item.device_id, interface, item.target.operation, item.user)
                 return
-            body = messages.async_response(self._brand, "", item.correlation_token, item.device_id,
+            body = messages.async_response(self._namespace, "", item.correlation_token, item.device_id,
                                            device.config.additionalInfo,
                                            device.state_list(with_time=False, retrievable_only=True))
             await self._events.enqueue([PendingEvent("Response", (item.device_id,), body)], users)

@@ -18,20 +18,20 @@ from hubd.registry import DeviceRegistry
 class Discovery:
     """Answers Discover and ReportState."""
 
-    def __init__(self, *, brand: str, registry: DeviceRegistry, replay: Replay) -> None:
-        self._brand = brand
+    def __init__(self, *, namespace: str, registry: DeviceRegistry, replay: Replay) -> None:
+        self._namespace = namespace
         self._registry = registry
         self._replay = replay
 
     def register(self, router: DirectiveRouter) -> None:
-        """Route `{brand}.Discovery/Discover` and `{brand}.Query/ReportState` here."""
-        router.add_handler(f"{self._brand}.Discovery", "Discover", self.discover)
-        router.add_handler(f"{self._brand}.Query", "ReportState", self.report_state)
+        """Route `{namespace}.Discovery/Discover` and `{namespace}.Query/ReportState` here."""
+        router.add_handler(f"{self._namespace}.Discovery", "Discover", self.discover)
+        router.add_handler(f"{self._namespace}.Query", "ReportState", self.report_state)
 
     async def discover(self, directive: Directive) -> dict[str, Any]:
         """DiscoveryResponse: every device, with capabilities and current states (with timeOfSample)."""
         endpoints = [device.endpoint() for device in self._registry.devices()]
-        return {"header": messages.header(self._brand, "DiscoveryResponse", directive.message_id),
+        return {"header": messages.header(self._namespace, "DiscoveryResponse", directive.message_id),
                 "payload": {"endpoints": endpoints}}
 
     async def report_state(self, directive: Directive) -> dict[str, Any]:
@@ -40,5 +40,5 @@ class Discovery:
 
     async def _report_state(self, directive: Directive, _attempt: Attempt) -> dict[str, Any]:
         device = addressed_device(directive, self._registry.get)
-        return response(self._brand, directive.message_id, device.device_id,
+        return response(self._namespace, directive.message_id, device.device_id,
                         device.state_list(with_time=False, retrievable_only=True))

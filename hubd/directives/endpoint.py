@@ -24,6 +24,7 @@ from aiohttp import web
 from hubd.cloud import messages
 from hubd.directives.message import BUSY, DirectiveHandler, message_id_of, parse
 from hubd.errors import DirectiveError, StoreError
+from hubd.events import new_message_id
 from hubd.metrics import Metrics
 from hubd.usertoken import TokenCheck, TokenStatus
 from hubd.web.jsonbody import JsonBodyInvalid, load_json
@@ -48,11 +49,11 @@ class UserTokenVerifier(Protocol):
 class DirectiveEndpoint:
     """Checks each directive's token and routes it on namespace and name to the handler registered for it."""
 
-    def __init__(self, *, path: str, brand: str, verifier: UserTokenVerifier, metrics: Metrics,
+    def __init__(self, *, path: str, namespace: str, verifier: UserTokenVerifier, metrics: Metrics,
                  reply_budget_s: float = REPLY_BUDGET_S) -> None:
         self._path = path
         self._budget_s = reply_budget_s
-        self._brand = brand
+        self._namespace = namespace
         self._verifier = verifier
         self._handlers: dict[tuple[str, str], DirectiveHandler] = {}
         self._namespace_handlers: dict[str, DirectiveHandler] = {}
@@ -76,14 +77,14 @@ class DirectiveEndpoint:
             raw = await request.read()
         except web.HTTPRequestEntityTooLarge:
             reply = messages.error_response(
-                self._brand, messages.new_message_id(), "E_INTERNAL_ERROR",
+                self._namespace, new_message_id(), "E_INTERNAL_ERROR",
                 f"the body is larger than http.max_body_bytes ({request.client_max_size} bytes); a directive is "
                 "a small JSON object")
         else:
             try:
                 message = load_json(raw, max_bytes=max(len(raw), request.client_max_size))
             except JsonBodyInvalid as err:
-                reply = messages.error_response(self._brand, messages.new_message_id(), "E_INTERNAL_ERROR",
+                reply = messages.error_response(self._namespace, new_message_id(), "E_INTERNAL_ERROR",
                                                 f"{err}; send a JSON object {{header, endpoint?, payload?}}")
             else:
                 reply = await self.handle(message, received_at=received_at)
@@ -97,14 +98,14 @@ class DirectiveEndpoint:
         """
         loop = asyncio.get_running_loop()
         deadline = (loop.time() if received_at is None else received_at) + self._budget_s
-        message_id = message_id_of(message) or messages.new_message_id()
+        message_id = message_id_of(message) or new_message_id()
         try:
             async with asyncio.timeout_at(deadline + HANDLER_GRACE_S):
                 return await self._answer(message, message_id, deadline)
         except TimeoutError:
             # _answer turns every exception into a reply: this is the guard's own timeout.
             log.warning("directive %s not answered within the %.1f s budget: %s", message_id, self._budget_s, BUSY)
-            return messages.error_response(self._brand, message_id, BUSY,
+            return messages.error_response(self._namespace, message_id, BUSY,
                                            "the hub could not answer in time; try again")
 
     async def _answer(self, message: Any, message_id: str, deadline: float) -> dict[str, Any]:
@@ -125,11 +126,11 @@ class DirectiveEndpoint:
             return await handler(directive)
         except DirectiveError as err:
             log.info("directive %s answered %s: %s", message_id, err.name, err.message)
-            return messages.error_response(self._brand, message_id, err.name, err.message)
+            return messages.error_response(self._namespace, message_id, err.name, err.message)
         except Exception:
             # The platform treats anything but HTTP 200 as a transport failure.
             log.exception("directive %s failed", message_id)
-            return messages.error_response(self._brand, message_id, "E_INTERNAL_ERROR",
+            return messages.error_response(self._namespace, message_id, "E_INTERNAL_ERROR",
                                            "the hub failed to handle this directive; see its log")
 
     async def _check_token(self, token: str, deadline: float) -> TokenCheck:

@@ -1,4 +1,4 @@
-"""AcceptGrant (`{brand}.Authorization`): a platform user binds to this hub.
+"""AcceptGrant (`{namespace}.Authorization`): a platform user binds to this hub.
 
 `TokenManager.accept_grant` exchanges the code; the grant and the new user's AddOrUpdateReport of every device
 are stored in one transaction (`OutboxWriter.commit_grant`). The exchange and the commit run in the token
@@ -43,15 +43,15 @@ class GrantStore(Protocol):
 class AcceptGrant:
     """Answers AcceptGrant: exchanges the code and stores the grant with the user's first report."""
 
-    def __init__(self, *, brand: str, tokens: GrantExchange, writer: GrantStore, reporting_enabled: bool) -> None:
-        self._brand = brand
+    def __init__(self, *, namespace: str, tokens: GrantExchange, writer: GrantStore, reporting_enabled: bool) -> None:
+        self._namespace = namespace
         self._tokens = tokens
         self._writer = writer
         self._reporting_enabled = reporting_enabled
 
     def register(self, router: DirectiveRouter) -> None:
-        """Route `{brand}.Authorization/AcceptGrant` here."""
-        router.add_handler(f"{self._brand}.Authorization", "AcceptGrant", self.accept_grant)
+        """Route `{namespace}.Authorization/AcceptGrant` here."""
+        router.add_handler(f"{self._namespace}.Authorization", "AcceptGrant", self.accept_grant)
 
     async def accept_grant(self, directive: Directive) -> dict[str, Any]:
         """AcceptGrantResponse once the grant is stored; a DirectiveError when it cannot be."""
@@ -94,4 +94,4 @@ class AcceptGrant:
                                  f"the token endpoint refused the code (error={err.error or 'unknown'})") from err
         except CloudUnavailable as err:
             raise DirectiveError("E_SERVER_UNREACHABLE", "the platform's token endpoint could not be reached") from err
-        return messages.accept_grant_response(self._brand, directive.message_id)
+        return messages.accept_grant_response(self._namespace, directive.message_id)

@@ -131,7 +131,7 @@ def addressed_device(directive: Directive, lookup: Callable[[str], D | None]) ->
     return device
 
 
-def response(brand: str, message_id: str, endpoint_id: str, states: list[dict[str, Any]]) -> dict[str, Any]:
+def response(namespace: str, message_id: str, endpoint_id: str, states: list[dict[str, Any]]) -> dict[str, Any]:
     """The synchronous Response: endpointId and states without timeOfSample, empty payload."""
-    return {"header": messages.header(brand, "Response", message_id),
+    return {"header": messages.header(namespace, "Response", message_id),
             "endpoint": {"endpointId": endpoint_id, "states": states}, "payload": {}}

@@ -18,18 +18,19 @@ from hubd.events import BARRIER_LANE, PendingEvent
 DISCOVERY_BATCH = 100  # endpoints per AddOrUpdateReport / DeleteReport
 
 
-def discovery_events(brand: str, endpoints: Sequence[dict[str, Any]], *, barrier: bool = False) -> list[PendingEvent]:
+def discovery_events(namespace: str, endpoints: Sequence[dict[str, Any]], *,
+                     barrier: bool = False) -> list[PendingEvent]:
     """AddOrUpdateReports for these endpoints, DISCOVERY_BATCH at a time; `barrier`: ahead of the user's rows."""
     out = []
     first = (BARRIER_LANE,) if barrier else ()
     for start in range(0, len(endpoints), DISCOVERY_BATCH):
         chunk = list(endpoints[start:start + DISCOVERY_BATCH])
         out.append(PendingEvent("AddOrUpdateReport", (*first, *(e["endpointId"] for e in chunk)),
-                                messages.add_or_update_report(brand, "", chunk)))
+                                messages.add_or_update_report(namespace, "", chunk)))
     return out
 
 
-def decide(changes: Sequence[Change], brand: str) -> list[PendingEvent]:
+def decide(changes: Sequence[Change], namespace: str) -> list[PendingEvent]:
     """Platform events for a batch of changes, in order; consecutive announcements/deletions are batched."""
     out: list[PendingEvent] = []
     announced: list[dict[str, Any]] = []
@@ -37,11 +38,11 @@ def decide(changes: Sequence[Change], brand: str) -> list[PendingEvent]:
 
     def flush() -> None:
         if announced:
-            out.extend(discovery_events(brand, announced))
+            out.extend(discovery_events(namespace, announced))
             announced.clear()
         for start in range(0, len(removed), DISCOVERY_BATCH):
             chunk = removed[start:start + DISCOVERY_BATCH]
-            out.append(PendingEvent("DeleteReport", tuple(chunk), messages.delete_report(brand, "", chunk)))
+            out.append(PendingEvent("DeleteReport", tuple(chunk), messages.delete_report(namespace, "", chunk)))
         removed.clear()
 
     for change in changes:
@@ -65,9 +66,9 @@ def decide(changes: Sequence[Change], brand: str) -> list[PendingEvent]:
             changed = [{"interface": s.interface, "value": s.value, "timeOfSample": s.time_of_sample}
                        for s in reported]
             out.append(PendingEvent("ChangeReport", (change.device_id,), messages.change_report(
-                brand, "", change.device_id, change.additional_info, change.snapshot, changed, change.cause)))
+                namespace, "", change.device_id, change.additional_info, change.snapshot, changed, change.cause)))
         elif isinstance(change, DoorbellPressed):
             out.append(PendingEvent("DoorbellPress", (change.device_id,),
-                                    messages.doorbell_press(brand, "", change.device_id, change.timestamp)))
+                                    messages.doorbell_press(namespace, "", change.device_id, change.timestamp)))
     flush()
     return out

@@ -46,14 +46,14 @@ class OutboxWriter:
                  outbox_wakeup: asyncio.Event | None = None, results: ResultWriter | None = None) -> None:
         self._db = db
         self._results = results  # None: speakers' command results are not kept
-        self._brand = namespace
+        self._namespace = namespace
         self._wakeup = outbox_wakeup
         self._queued = metrics.counter("hubd_events_queued_total", "platform events written to the outbox, by name",
                                        "name")
 
     async def commit(self, changes: Sequence[Change], rows: DeviceRows) -> None:
         """Write rows, events and speakers' command results in one transaction; wake the sender."""
-        events = decide(changes, self._brand)
+        events = decide(changes, self._namespace)
         counts = await self._db.call(_commit_blocking, rows, events, changes, self._results, time.time())
         for name, count in counts.items():
             self._queued.inc(count, label=name)
@@ -68,7 +68,7 @@ class OutboxWriter:
         (a dead grant's), so the platform knows the endpoints first. The token manager wakes the sender
         once the grant is active.
         """
-        counts = await self._db.call(_commit_grant_blocking, grant, self._brand, time.time())
+        counts = await self._db.call(_commit_grant_blocking, grant, self._namespace, time.time())
         for name, count in counts.items():
             self._queued.inc(count, label=name)
 
@@ -100,12 +100,12 @@ def _commit_blocking(conn: sqlite3.Connection, rows: DeviceRows, events: Sequenc
         return insert_events_blocking(conn, events, None, now)
 
 
-def _commit_grant_blocking(conn: sqlite3.Connection, grant: Grant, brand: str, now: float) -> dict[str, int]:
+def _commit_grant_blocking(conn: sqlite3.Connection, grant: Grant, namespace: str, now: float) -> dict[str, int]:
     with conn:
         conn.execute("BEGIN IMMEDIATE")
         replace_grant_blocking(conn, grant)
         endpoints = [device.endpoint() for device in load_devices_blocking(conn)]
-        return insert_events_blocking(conn, discovery_events(brand, endpoints, barrier=True), [grant.user_id], now)
+        return insert_events_blocking(conn, discovery_events(namespace, endpoints, barrier=True), [grant.user_id], now)
 
 
 def _enqueue_blocking(conn: sqlite3.Connection, events: Sequence[PendingEvent], user_ids: Sequence[str] | None,

@@ -17,8 +17,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 
-from hubd.cloud.messages import new_message_id
-from hubd.events import BARRIER_LANE, PendingEvent
+from hubd.events import BARRIER_LANE, PendingEvent, new_message_id
 from hubd.store.db import Database
 
 # Row ids per `IN (?, ...)` query: well below SQLite's variable limit (999 before 3.32).

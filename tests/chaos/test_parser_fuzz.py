@@ -524,15 +524,15 @@ async def platform(tmp_path: Path) -> AsyncIterator[Platform]:
         await bus.feed("state", device.endpoint_id, device.state())
     commands = DeviceCommands([NativeDialect("hubd")], bus)
     replay = Replay(DirectiveReplyRepo(db), metrics)
-    controls = Controls(brand="Service", registry=registry, commands=commands, events=writer, grants=GrantRepo(db),
+    controls = Controls(namespace="Service", registry=registry, commands=commands, events=writer, grants=GrantRepo(db),
                         replay=replay, metrics=metrics, confirm_wait_s=0.1)
     tokens = TokenManager(GrantRepo(db), TokenHost(), clock=clock, failure_report=False, metrics=metrics,
                           outbox_wakeup=asyncio.Event())
     await tokens.start()
-    endpoint = DirectiveEndpoint(path="/vendor", brand="Service", verifier=driver, metrics=metrics,
+    endpoint = DirectiveEndpoint(path="/vendor", namespace="Service", verifier=driver, metrics=metrics,
                                  reply_budget_s=BUDGET_S)
-    AcceptGrant(brand="Service", tokens=tokens, writer=writer, reporting_enabled=True).register(endpoint)
-    Discovery(brand="Service", registry=registry, replay=replay).register(endpoint)
+    AcceptGrant(namespace="Service", tokens=tokens, writer=writer, reporting_enabled=True).register(endpoint)
+    Discovery(namespace="Service", registry=registry, replay=replay).register(endpoint)
     controls.register(endpoint)
     tasks = [asyncio.create_task(controls.run()), asyncio.create_task(tokens.run())]
     try:
