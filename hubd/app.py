@@ -1,6 +1,6 @@
-"""The wiring: build every component from the config, in start order. Nothing imports this module.
+"""The wiring: build every component from the config, in start order. Only the command line (hubd.cli) imports it.
 
-Start order (stop is the reverse): store, embedded broker, platform side (tokens, outbox sender),
+Start order (stop is the reverse): store, embedded broker, driver, platform side (tokens, outbox sender),
 registry, MQTT bridge, directives, webhook, HTTP, zeroconf. The flow is one-way:
 MQTT bridge (dialects) -> registry -> outbox writer -> outbox (SQLite) -> outbox sender -> platform client;
 HTTP -> directives / webhook -> device commands (dialects) -> MQTT bridge for what goes to devices.

@@ -4,7 +4,7 @@ The supervisor starts components in order, runs their `run()` loops as named tas
 in reverse. It is one of the places that catch exceptions (ARCHITECTURE.md, "Where errors are caught"): a run loop that
 raises is fatal and the process exits non-zero so systemd restarts it. Not a TaskGroup: a TaskGroup
 waits without limit for a task that is slow to cancel, and the whole stop (cancelling the loops,
-then every stop()) must fit in STOP_BUDGET_S, under systemd's and the contract's 5 s.
+then every stop()) must fit in STOP_BUDGET_S, under the 5 s hubd promises (the unit's TimeoutStopSec=10 leaves room).
 """
 
 from __future__ import annotations

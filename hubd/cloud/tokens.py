@@ -130,7 +130,7 @@ class TokenManager:
         CODE_MEMORY_S (a resent AcceptGrant) waits for that outcome instead of spending the code twice;
         CloudUnavailable is not remembered (the code may be unspent: the next call tries again).
 
-        `commit` stores the grant (default: the grant table alone); the vendor endpoint passes the outbox writer's,
+        `commit` stores the grant (default: the grant table alone); AcceptGrant passes the outbox writer's,
         which queues the user's AddOrUpdateReport in the same transaction. Only then is the grant active
         here, and only then may the outbox send for the user.
         """
@@ -354,7 +354,7 @@ class TokenManager:
                 self._state.retry_later(user_id, self._clock.time())
         except CloudUnavailable:
             self._state.retry_later(user_id, self._clock.time())
-        except Exception:  # per user (STYLE 2.6): a surprise in one refresh never stops the others
+        except Exception:  # per user: a surprise in one refresh never stops the others
             self._refreshes.inc(label="error")
             delay = self._state.retry_later(user_id, self._clock.time())
             log.error("refresh for user %s failed unexpectedly, retrying in %.0f s", user_id, delay, exc_info=True)
@@ -378,7 +378,7 @@ class TokenManager:
                     break
                 except CloudUnavailable as err:
                     log.warning("failure report for user %s failed (try %d): %s", user_id, attempt, err)
-                except Exception:  # per report (STYLE 2.6): counted as a failed try, never the manager's end
+                except Exception:  # per report: counted as a failed try, never the manager's end
                     log.error("failure report for user %s failed unexpectedly (try %d)", user_id, attempt,
                               exc_info=True)
                 else:

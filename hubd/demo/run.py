@@ -41,7 +41,7 @@ RANDOM_INTERVAL_S = 4.0
 DOORBELL_EVERY_S = 25.0
 DOORBELL_BUTTON_ACTION = "single"  # the zigbee2mqtt buttons' click that makes them doorbells
 # The simulated zigbee2mqtt's base topic, imported natively: not `zigbee2mqtt`, the base of the bulb and button of
-# simulators.discovery_devices, a second installation that hubd imports through discovery.
+# simulators.discovery_demo, a second installation that hubd imports through discovery.
 Z2M_BASE_TOPIC = "zigbee2mqtt-home"
 # Devices of simulators.zigbee2mqtt_bridge's demo home; the button is a doorbell.
 Z2M_CONTACT, Z2M_DOORBELL, Z2M_BULB = "Back Door Contact", "Garden Gate Button", "Living Room Bulb"

@@ -111,7 +111,7 @@ class Target:
 
 
 def parse_name(name: str, namespace: str = "Service") -> tuple[Interface, str]:
-    """`<Interface>.<Op>` split on the last dot, a brand prefix stripped; else not supported."""
+    """`<Interface>.<Op>` split on the last dot, a namespace prefix stripped; else not supported."""
     interface_name, dot, operation = name.rpartition(".")
     for prefix in (f"{namespace}.", "Service."):
         interface_name = interface_name.removeprefix(prefix)

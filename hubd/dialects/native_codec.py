@@ -45,12 +45,12 @@ class _CapabilityModel(BaseModel):
     @field_validator("interface")
     @classmethod
     def _bare(cls, value: str, info: ValidationInfo) -> str:
-        # The platform takes bare interface names only: strip a brand prefix (platform.namespace, or Service).
+        # The platform takes bare interface names only: strip a namespace prefix (platform.namespace, or Service).
         namespace = (info.context or {}).get("namespace", "Service")
         for prefix in (f"{namespace}.", "Service."):
             value = value.removeprefix(prefix)
         if not value:
-            raise ValueError("must name an interface after the brand prefix, e.g. \"Switch\"")
+            raise ValueError("must name an interface after the namespace prefix, e.g. \"Switch\"")
         return value
 
     @field_validator("supportedOperations")

@@ -1,12 +1,12 @@
 """VerdictCache: the driver's recent VALID verdicts on user tokens, for while the database stalls.
 
-The vendor endpoint checks every directive's token in the database; when that does not answer in time it
+The directive endpoint checks every directive's token in the database; when that does not answer in time it
 asks here. A verdict answers for at most VERDICT_TTL_S after its check, and never past the token's expiry
 (then it answers EXPIRED: an expiry only ever moves earlier). `invalidate()` (the driver revoked or rotated
 tokens) forgets every verdict, and a check that began before cannot put one back. `hubd tokens revoke`
 runs in another process: its revocation is seen by the next database check, so a stalled database lets a
 revoked token through for at most VERDICT_TTL_S. Keyed by SHA-256 of the token, never the token. Imports
-hubd.lifecycle (the Clock) and hubd.driver.store only.
+hubd.lifecycle (the Clock) and hubd.usertoken only.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which platform events device changes cause (pure: the rules README "MQTT" states).
+"""Which platform events device changes cause (pure: the rules docs/platform.md states).
 
 `decide()` turns a batch of the registry's changes into `PendingEvent`s, in order; `discovery_events()` is
 the AddOrUpdateReport of a set of endpoints (a new grant's is a barrier, ahead of its user's other rows).

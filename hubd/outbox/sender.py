@@ -196,7 +196,7 @@ class OutboxSender:
                                                      loaded[3])
         try:
             outcome = await self._delivery.send(row, token, loaded, event)
-        except Exception:  # per message (STYLE 2.6): one delivery's surprise never stops the sender
+        except Exception:  # per message: one delivery's surprise never stops the sender
             outcome = self._delivery.unexpected(row, event)
         finally:
             queue.in_flight -= 1

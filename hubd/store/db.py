@@ -1,7 +1,7 @@
 """The SQLite database: one connection, WAL, schema migrations by PRAGMA user_version.
 
 Owns the connection and the one thread that touches it: every query runs in that thread through
-`Database.call`, so the event loop never blocks on disk and paho's thread never sees the database.
+`Database.call`, so the event loop never blocks on disk.
 Repositories (`*Repo` in this package) hold the SQL; they pass blocking functions to `call`.
 
 Also owns the storage health, in this one place since every writer goes through `call`: an error that says

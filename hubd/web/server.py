@@ -1,6 +1,6 @@
 """The HTTP server component: its listeners, the error middleware, /healthz, /metrics.
 
-Feature modules (driver, vendor endpoint, webhook, status) contribute routes as `RouteSource`s; this
+Feature modules (driver, directive endpoint, webhook, status) contribute routes as `RouteSource`s; this
 module knows none of them. app.py hands them over in two groups: `sources`, served to anyone (what the
 platform and browsers logging in must reach), and `local_sources`, served only to the local network.
 With `local_port`, the local ones (and /metrics) are served on a listener of their own and nowhere
