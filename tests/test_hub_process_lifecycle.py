@@ -349,3 +349,15 @@ async def retained(port: int, topic: str, timeout_s: float = 5.0) -> bytes | Non
 
 async def _retained_is(port: int, topic: str, payload: bytes) -> bool:
     return await retained(port, topic, timeout_s=2.0) == payload
+
+
+async def test_log_level_on_the_command_line_overrides_the_config_file(tmp_path: Path, mosquitto: Mosquitto) -> None:
+    quiet = HubdProcess(tmp_path / "quiet", mqtt_port=mosquitto.port, overrides={"log": {"level": "error"}})
+    loud = HubdProcess(tmp_path / "loud", mqtt_port=mosquitto.port, overrides={"log": {"level": "error"}},
+                       args=("--log-level", "debug"))
+    for hub in (quiet, loud):
+        hub.start()
+        await hub.wait_ready()
+        assert hub.stop() == 0
+    assert " DEBUG " in loud.log() and " INFO " in loud.log()
+    assert " DEBUG " not in quiet.log() and " INFO " not in quiet.log()
