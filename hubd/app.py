@@ -36,6 +36,7 @@ from hubd.registry import DeviceRegistry
 from hubd.status.routes import DeviceImport, StatusRoutes
 from hubd.store.db import Database
 from hubd.store.grants import GrantRepo
+from hubd.store.receipts import ReceiptBook
 from hubd.store.replies import DirectiveReplyRepo
 from hubd.systemd import Notifier
 from hubd.web.server import HttpServer, RouteSource
@@ -115,7 +116,7 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
                                              defer_zigbee2mqtt=config.zigbee2mqtt.enabled,
                                              zigbee2mqtt_base=config.zigbee2mqtt.base_topic))
     bridge = MqttBridge(client, base_topic=config.mqtt.base_topic, dialects=dialects, sink=registry, routes=registry,
-                        health=health, metrics=metrics)
+                        receipts=ReceiptBook(db), health=health, metrics=metrics)
     components.append(bridge)
     commands = DeviceCommands(dialects, bridge)
 

@@ -48,6 +48,7 @@ from hubd.failures import MessageFailures
 from hubd.metrics import Metrics
 from hubd.store.db import Database
 from hubd.store.devices import DeviceRows, device_row, load_devices_blocking
+from hubd.store.receipts import Receipt
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,8 @@ class RejectionObserver(Protocol):
 class ChangeSink(Protocol):
     """The next stage: persists the rows and whatever the changes cause, in one transaction."""
 
-    async def commit(self, changes: Sequence[Change], rows: DeviceRows) -> None:
-        """Persist; return once durable."""
+    async def commit(self, changes: Sequence[Change], rows: DeviceRows, receipts: Sequence[Receipt] = ()) -> None:
+        """Persist (with the receipts of the batch's MQTT messages); return once durable."""
 
 
 class DeviceRegistry:
@@ -128,8 +129,11 @@ class DeviceRegistry:
                 if future in waiters:
                     waiters.remove(future)
 
-    async def handle(self, batch: Sequence[Decoded]) -> None:
-        """Apply a batch of decoded messages in order; bad inputs are logged and counted, never raised."""
+    async def handle(self, batch: Sequence[Decoded], receipts: Sequence[Receipt] = ()) -> None:
+        """Apply a batch of decoded messages in order; bad inputs are logged and counted, never raised.
+
+        `receipts`: of the batch's QoS 1 messages, committed with the changes they caused (hubd.store.receipts);
+        a batch that changes nothing commits nothing (a redelivery of it would change nothing either)."""
         work = _Batch()
         for decoded in batch:
             for item in decoded.inputs:
@@ -146,7 +150,7 @@ class DeviceRegistry:
         if not work.changes and not work.dirty and not work.deleted:
             return
         rows = DeviceRows(tuple(device_row(d) for d in work.dirty.values()), tuple(sorted(work.deleted)))
-        await self._commit(work.changes, rows)
+        await self._commit(work.changes, rows, receipts)
         for device_id in {*work.dirty, *work.deleted}:
             for future in self._waiters.pop(device_id, []):
                 if not future.done():
@@ -156,12 +160,12 @@ class DeviceRegistry:
         """The kept routes of one dialect's devices (device_id, route): what a dialect restores at start."""
         return [(d.device_id, d.route) for d in self.devices() if d.route.dialect == dialect]
 
-    async def _commit(self, changes: Sequence[Change], rows: DeviceRows) -> None:
+    async def _commit(self, changes: Sequence[Change], rows: DeviceRows, receipts: Sequence[Receipt]) -> None:
         """Commit until durable; a refused commit is repeated, never the batch (the devices already hold it)."""
         held = False
         while True:
             try:
-                await self._sink.commit(changes, rows)
+                await self._sink.commit(changes, rows, receipts)
             except StorageUnavailable as err:
                 if not held:
                     held = True

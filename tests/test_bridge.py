@@ -7,6 +7,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from mosquitto import MisbehavingBroker, Mosquitto
@@ -46,7 +47,7 @@ class RecordingBackoff(Backoff):
 class Sink:
     messages: list[Decoded] = field(default_factory=list)
 
-    async def handle(self, batch: Sequence[Decoded]) -> None:
+    async def handle(self, batch: Sequence[Decoded], receipts: Sequence[Any] = ()) -> None:
         self.messages += batch
 
 

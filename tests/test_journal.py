@@ -11,6 +11,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from outbox_helpers import FakeTokens, Posted, SenderRig, change, endpoint, press, running_sender
@@ -210,7 +211,7 @@ async def test_one_events_line_per_delivered_event_unless_log_events_is_off(
 
 
 class NoSink:
-    async def commit(self, changes: Sequence[Change], rows: DeviceRows) -> None:
+    async def commit(self, changes: Sequence[Change], rows: DeviceRows, receipts: Sequence[Any] = ()) -> None:
         """Nothing to persist."""
 
 

@@ -36,7 +36,7 @@ NOW = 1_700_000_000.0
 class NoSink:
     """The registry's next stage; nothing reaches it here."""
 
-    async def commit(self, changes: Sequence[Change], rows: DeviceRows) -> None:
+    async def commit(self, changes: Sequence[Change], rows: DeviceRows, receipts: Sequence[Any] = ()) -> None:
         """Nothing to persist."""
 
 

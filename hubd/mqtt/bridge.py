@@ -14,17 +14,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from hubd.devices.model import Route
 from hubd.dialects.base import Decoded, Dialect, InputRejected, Outgoing, input_kind
-from hubd.errors import MqttRejected, MqttUnavailable
+from hubd.errors import MqttRejected, MqttUnavailable, StoreError
 from hubd.failures import MessageFailures
 from hubd.lifecycle import Backoff, Clock, Health, SystemClock
 from hubd.metrics import Metrics
 from hubd.mqtt.client import MqttClient
 from hubd.mqtt.inbox import Message
+from hubd.store.receipts import Receipt, receipt
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,15 @@ def status_topic(base: str) -> str:
 class MessageSink(Protocol):
     """The next stage: takes a batch of decoded device messages and returns once their effects are durable."""
 
-    async def handle(self, batch: Sequence[Decoded]) -> None:
-        """Process (and persist the effects of) a batch, in order."""
+    async def handle(self, batch: Sequence[Decoded], receipts: Sequence[Receipt] = ()) -> None:
+        """Process (and persist the effects of) a batch, in order, with the receipts of its QoS 1 messages."""
+
+
+class ReceiptLookup(Protocol):
+    """The receipts committed batches recorded (hubd.store.receipts.ReceiptBook)."""
+
+    async def stored(self, receipts: Iterable[Receipt]) -> set[Receipt]:
+        """The receipts among `receipts` that a committed batch recorded."""
 
 
 class RouteBook(Protocol):
@@ -63,8 +71,9 @@ class MqttBridge:
 
     def __init__(self, client: MqttClient, *, base_topic: str, dialects: Sequence[Dialect], sink: MessageSink,
                  health: Health, metrics: Metrics, routes: RouteBook | None = None, backoff: Backoff | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, receipts: ReceiptLookup | None = None) -> None:
         self._client = client
+        self._receipts = receipts  # None: a redelivered message is applied again (tests without a database)
         self._dialects = tuple(dialects)
         self._routes = routes
         self._new_subscriptions: asyncio.Queue[list[tuple[str, int]]] = asyncio.Queue()
@@ -78,6 +87,8 @@ class MqttBridge:
         self._connected = asyncio.Event()
         self._received = metrics.counter("hubd_mqtt_messages_total", "MQTT messages received, by kind", "kind")
         self._ignored = metrics.counter("hubd_mqtt_ignored_total", "MQTT messages on topics hubd does not use")
+        self._redelivered = metrics.counter("hubd_mqtt_redelivered_total",
+                                            "messages the broker sent again that hubd had already stored, acked only")
         self._failures = MessageFailures(metrics)
         self._connects = metrics.counter("hubd_mqtt_connects_total", "successful connections to the broker")
         health.require("mqtt", "not connected yet")
@@ -206,7 +217,8 @@ class MqttBridge:
     async def _pump(self) -> None:
         while True:
             batch = await self._client.next_batch(BATCH_MAX)
-            await self._sink.handle(self._decode(batch))
+            fresh = await self._not_yet_stored(batch)
+            await self._sink.handle(self._decode(fresh), [receipt(m.mid, m.topic, m.payload) for m in fresh if m.qos])
             self._client.ack(batch)
             new = [f for dialect in self._dialects for f in dialect.pending_subscriptions()]
             if new:
@@ -232,6 +244,25 @@ class MqttBridge:
             for message in dialect.announcements():
                 await self._client.publish(message.topic, message.payload, qos=message.qos, retain=message.retain,
                                            timeout_s=ANNOUNCE_TIMEOUT_S)
+
+    async def _not_yet_stored(self, batch: Sequence[Message]) -> Sequence[Message]:
+        """The batch without the redeliveries (DUP) of messages whose effects a commit already holds: hubd
+        stopped between that commit and the PUBACK. Applied again, an older value would overwrite a newer one."""
+        again = {receipt(m.mid, m.topic, m.payload): m for m in batch if m.dup and m.qos}
+        if not again or self._receipts is None:
+            return batch
+        try:
+            stored = await self._receipts.stored(again)
+        except StoreError as err:  # then at least once: applied again, as without receipts
+            log.warning("could not look up %d redelivered messages (%s); applying them again", len(again), err)
+            return batch
+        if not stored:
+            return batch
+        self._redelivered.inc(len(stored))
+        log.info("%d messages the broker sent again were already stored before hubd stopped; acknowledged only",
+                 len(stored))
+        skip = {id(again[r]) for r in stored}
+        return [m for m in batch if id(m) not in skip]
 
     def _decode(self, batch: Sequence[Message]) -> list[Decoded]:
         now = time.time()

@@ -246,7 +246,8 @@ class Connection:
         self._next_seq += 1
         if msg.qos > 0:
             self._unacked[seq] = (msg.mid, msg.qos)
-        message = Message(msg.topic, bytes(msg.payload), msg.qos, bool(msg.retain), msg.mid, self.id, seq)
+        message = Message(msg.topic, bytes(msg.payload), msg.qos, bool(msg.retain), msg.mid, self.id, seq,
+                          dup=bool(msg.dup))
         self.inbox.put(message)
 
     def _on_socket_close(self, client: paho.Client, userdata: Any, sock: Any) -> None:

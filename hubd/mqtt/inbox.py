@@ -26,6 +26,7 @@ class Message:
     # Which connection delivered it and where in that connection's receive order: ack() needs both.
     _conn: int = field(default=0, repr=False, compare=False)
     _seq: int = field(default=0, repr=False, compare=False)
+    dup: bool = False  # the broker sends it again (MQTT DUP): a crash may have come after it was handled
 
 
 class Inbox:

@@ -28,6 +28,7 @@ from hubd.store.db import Database
 from hubd.store.devices import DeviceRows, load_devices_blocking, write_rows_blocking
 from hubd.store.grants import Grant, replace_grant_blocking
 from hubd.store.outbox import insert_events_blocking
+from hubd.store.receipts import Receipt, record_receipts_blocking
 
 Result = tuple[str, str, str, str | None, float]  # endpoint, command id, status, message, time
 
@@ -51,10 +52,11 @@ class OutboxWriter:
         self._queued = metrics.counter("hubd_events_queued_total", "platform events written to the outbox, by name",
                                        "name")
 
-    async def commit(self, changes: Sequence[Change], rows: DeviceRows) -> None:
-        """Write rows, events and speakers' command results in one transaction; wake the sender."""
+    async def commit(self, changes: Sequence[Change], rows: DeviceRows, receipts: Sequence[Receipt] = ()) -> None:
+        """Write rows, events, speakers' command results and the MQTT receipts in one transaction; wake the
+        sender."""
         events = decide(changes, self._namespace)
-        counts = await self._db.call(_commit_blocking, rows, events, changes, self._results, time.time())
+        counts = await self._db.call(_commit_blocking, rows, events, changes, self._results, receipts, time.time())
         for name, count in counts.items():
             self._queued.inc(count, label=name)
         if counts and self._wakeup is not None:
@@ -89,10 +91,12 @@ class OutboxWriter:
 
 
 def _commit_blocking(conn: sqlite3.Connection, rows: DeviceRows, events: Sequence[PendingEvent],
-                     changes: Sequence[Change], record_results: ResultWriter | None, now: float) -> dict[str, int]:
-    with conn:  # one transaction: device rows and the events they caused are durable together
+                     changes: Sequence[Change], record_results: ResultWriter | None, receipts: Sequence[Receipt],
+                     now: float) -> dict[str, int]:
+    with conn:  # one transaction: device rows, the events they caused and the messages they came from
         conn.execute("BEGIN IMMEDIATE")
         write_rows_blocking(conn, rows)
+        record_receipts_blocking(conn, receipts)
         results = [(c.device_id, c.result.command_id, c.result.status, c.result.message, c.received_at)
                    for c in changes if isinstance(c, CommandResultReceived)]
         if results and record_results is not None:
