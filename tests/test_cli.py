@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from test_docs import shown_commands
 
 from hubd.cli import _parser
 
@@ -80,20 +80,7 @@ def test_config_after_the_action_wins(config_file: Path) -> None:
 
 def readme_commands() -> list[str]:
     """Every `hubd ...` command README.md shows, in shell blocks and in inline code."""
-    text = README.read_text(encoding="utf-8")
-    found: list[str] = []
-    for block in re.findall(r"```sh\n(.*?)```", text, re.DOTALL):
-        for line in block.splitlines():
-            words = line.split("#", 1)[0].split()
-            if words[:1] == ["sudo"]:
-                words = words[1:]
-            if len(words) > 1 and (words[0] == "hubd" or words[0].endswith("/bin/hubd")):
-                found.append(shlex.join(["hubd", *shlex.split(" ".join(words[1:]))]))
-    for span in re.findall(r"`(hubd [^`]+)`", text):
-        # [optional parts] are typed with their content; of A|B alternatives, the first
-        form = re.sub(r"(\S+)\|\S+", r"\1", span.replace("[", "").replace("]", ""))
-        found.append(form)
-    return found
+    return shown_commands(README.read_text(encoding="utf-8"))
 
 
 def test_readme_shows_commands() -> None:

@@ -378,7 +378,7 @@ def test_every_command_is_in_the_cli_reference() -> None:
 
 
 def shown_commands(text: str) -> list[str]:
-    """The `hubd ...` commands a page shows: its sh blocks' lines and inline spans (read as tests/test_cli.py does)."""
+    """The `hubd ...` commands a page shows: its sh blocks' lines and inline spans (also for the README)."""
     found: list[str] = []
     for block in re.findall(r"```sh\n(.*?)```", text, re.DOTALL):
         for line in block.splitlines():
