@@ -16,8 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
-from hubd.errors import ConfigError
-from hubd.yamlconfig import KeyPath, is_secret_path, parse_yaml_model
+from hubd.yamlconfig import KeyPath, is_secret_path, parse_yaml_model, read_config_file
 
 _TOPIC_SEGMENT_RE = re.compile(r"^[^#+\x00]+$")
 
@@ -271,10 +270,7 @@ class HubdConfig(_Model):
 def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> HubdConfig:
     """Read, substitute and validate a config file; raise ConfigError with one line per problem."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ConfigError([f"{path}: cannot read the config file: {err.strerror}"]) from err
+    text = read_config_file(path, "config file")
     return parse_config(text, env if env is not None else os.environ, source=str(path))
 
 

@@ -29,6 +29,14 @@ M = typing.TypeVar("M", bound=BaseModel)
 CrossChecks = typing.Callable[[dict[str, Any]], list[tuple[KeyPath, str]]]
 
 
+def read_config_file(path: Path, what: str) -> str:
+    """The text of a config file; ConfigError (`<path>: cannot read the <what>: <reason>`) if it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError([f"{path}: cannot read the {what}: {err.strerror}"]) from err
+
+
 def parse_yaml_model(model: type[M], text: str, env: Mapping[str, str], source: str, *, top_level: str,
                      example: str, cross_checks: CrossChecks | None = None) -> M:
     """YAML text validated against `model` (hubd's config, the speaker's): ConfigError with one

@@ -18,12 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import paho.mqtt.client as paho
 import pytest
 import yaml
 from aiohttp import web
 from hubd_proc import REPO
-from paho.mqtt.enums import CallbackAPIVersion
+from mqtt_observer import Observer, Seen
 
 WAIT_S = 20.0
 HA_TOKEN = "ha-long-lived-token-0123456789"
@@ -149,49 +148,15 @@ class SpeakerProcess:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
-@dataclass
-class Received:
-    topic: str
-    payload: bytes
-    retain: bool
-
-    def json(self) -> Any:
-        return json.loads(self.payload)
-
-
-class SpeakerWatch:
-    """Every message on `hubd/device/<id>/#`, and a way to send the speaker commands (QoS 1)."""
+class SpeakerWatch(Observer):
+    """Every message on `hubd/device/<id>/#` (tests/mqtt_observer.py), and a way to send the speaker commands."""
 
     def __init__(self, port: int, device_id: str) -> None:
+        super().__init__("127.0.0.1", port, subscribe=f"hubd/device/{device_id}/#")
         self.base = f"hubd/device/{device_id}"
-        self.seen: list[Received] = []
-        self._loop = asyncio.get_running_loop()
-        self._subscribed = asyncio.Event()
-        self._client = paho.Client(CallbackAPIVersion.VERSION2, client_id=f"watch-{time.monotonic_ns()}")
-        self._client.on_connect = lambda c, *_: c.subscribe(f"{self.base}/#", 1)
-        self._client.on_subscribe = self._on_subscribe
-        self._client.on_message = self._on_message
-        self._port = port
 
-    def _on_subscribe(self, *_: Any) -> None:
-        self._loop.call_soon_threadsafe(self._subscribed.set)
-
-    def _on_message(self, _c: paho.Client, _u: Any, m: paho.MQTTMessage) -> None:
-        item = Received(m.topic, bytes(m.payload), bool(m.retain))
-        self._loop.call_soon_threadsafe(self.seen.append, item)
-
-    async def start(self) -> None:
-        self._client.connect("127.0.0.1", self._port)
-        self._client.loop_start()
-        async with asyncio.timeout(WAIT_S):
-            await self._subscribed.wait()
-
-    def stop(self) -> None:
-        self._client.loop_stop()
-        self._client.disconnect()
-
-    def on(self, suffix: str) -> list[Received]:
-        return [r for r in self.seen if r.topic == f"{self.base}/{suffix}"]
+    def on(self, suffix: str) -> list[Seen]:
+        return [m for m in self.seen.items if m.topic == f"{self.base}/{suffix}"]
 
     def results(self) -> dict[str, dict[str, Any]]:
         return {r.json()["id"]: r.json() for r in self.on("command/result")}

@@ -75,7 +75,7 @@ async def watch_factory(mosquitto: Mosquitto) -> AsyncIterator[Callable[[str], A
 
     yield make
     for watch in watches:
-        watch.stop()
+        await watch.stop()
 
 
 @pytest.fixture

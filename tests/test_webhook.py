@@ -20,11 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import paho.mqtt.client as mqtt
 import pytest
 from hubd_proc import REPO, HubdProcess
 from mosquitto import Mosquitto, publish
-from paho.mqtt.enums import CallbackAPIVersion
+from mqtt_observer import Observer
 from rig import Rig as SharedRig
 
 from simulators.device_fleet import DeviceFleet
@@ -45,35 +44,15 @@ def tts(devices: dict[str, Any], text: str = "hello") -> dict[str, Any]:
     return {"type": "tts", "devices": devices, "data": {"text": text}}
 
 
-class CommandWatch:
-    """Every message on hubd/device/+/command, as (endpointId, payload)."""
+class CommandWatch(Observer):
+    """Every message on hubd/device/+/command (tests/mqtt_observer.py)."""
 
     def __init__(self, port: int) -> None:
-        self.seen: list[tuple[str, dict[str, Any]]] = []
-        self._port = port
-        self._subscribed = asyncio.Event()
-        self._loop = asyncio.get_running_loop()
-        self._client = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"watch-{time.monotonic_ns()}")
-        self._client.on_connect = lambda c, *_: c.subscribe("hubd/device/+/command", 1)
-        self._client.on_subscribe = lambda *_: self._loop.call_soon_threadsafe(self._subscribed.set)
-        self._client.on_message = self._on_message
-
-    def _on_message(self, _c: mqtt.Client, _u: Any, m: mqtt.MQTTMessage) -> None:
-        item = (m.topic.split("/")[2], json.loads(m.payload))
-        self._loop.call_soon_threadsafe(self.seen.append, item)
-
-    async def start(self) -> None:
-        self._client.connect("127.0.0.1", self._port)
-        self._client.loop_start()
-        async with asyncio.timeout(WAIT_S):
-            await self._subscribed.wait()
-
-    def stop(self) -> None:
-        self._client.loop_stop()
-        self._client.disconnect()
+        super().__init__("127.0.0.1", port, subscribe="hubd/device/+/command")
 
     def targets(self, command_id: str) -> list[str]:
-        return sorted(e for e, p in self.seen if p.get("id") == command_id)
+        """The endpointIds that got the command `command_id`."""
+        return sorted(m.topic.split("/")[2] for m in self.seen.items if m.json().get("id") == command_id)
 
 
 @dataclass
@@ -151,7 +130,7 @@ async def make_webhook_rig(make_rig: Callable[..., Awaitable[SharedRig]]) -> Asy
 
     yield make
     for watch in watches:
-        watch.stop()
+        await watch.stop()
 
 
 async def test_selection_examples_of_spec_4_6_reach_exactly_the_right_speakers(make_webhook_rig: MakeRig) -> None:
@@ -239,7 +218,7 @@ async def test_every_bad_request_is_a_422_naming_the_field(make_webhook_rig: Mak
     assert status == 422, answer
     assert "more than the 16384 bytes" in answer["error"]
     # Nothing reached any speaker, and each bad call counted towards the limits (saved within a second).
-    assert rig.watch.seen == []
+    assert rig.watch.seen.items == []
     await rig.wait_counted(1, len(bad) + 1)
 
 

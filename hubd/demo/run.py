@@ -242,14 +242,7 @@ async def _discovery_script(sim: Any, devices: tuple[Any, Any, Any], directives:
         await button.press(DOORBELL_BUTTON_ACTION)
         _say(f"zigbee2mqtt ▶ {button.name} clicked {DOORBELL_BUTTON_ACTION!r} on {button.state_topic}: "
              f"{_declared(button.name)}")
-        heard = len(light.received)
-        reply = await directives.control(light_id, "Brightness.Set", {"value": LIGHT_BRIGHTNESS_PERCENT})
-        shown = ", ".join(f"{k}={v}" for k, v in reply.states.items()) or reply.error_message
-        _say(f"platform ▶ Brightness.Set {LIGHT_BRIGHTNESS_PERCENT} to {light_id}: {reply.name} {shown}")
-        if len(light.received) > heard:
-            command = light.received[heard]
-            _say(f"zigbee2mqtt ▶ {light.name} obeyed {command.payload.decode()} on {command.topic}: "
-                 f"state {light.state['state']}, brightness {light.state['brightness']}/254")
+        await _dim(directives, light_id, light.name, light.received, light.state)
     except (TimeoutError, RuntimeError, ValueError, aiohttp.ClientError) as err:  # a show: the demo goes on
         _say(f"discovery ▶ the demo script stopped: {err!r}")
     finally:
@@ -273,18 +266,23 @@ async def _zigbee2mqtt_script(sim: Any, bridge: Any, directives: Any) -> None:
         await bridge.press(button.friendly_name, DOORBELL_BUTTON_ACTION)
         _say(f"zigbee2mqtt ▶ {button.friendly_name} clicked {DOORBELL_BUTTON_ACTION!r} on "
              f"{bridge.state_topic(button.friendly_name)}: {_declared(button.friendly_name)}")
-        heard = len(bridge.received)
-        reply = await directives.control(bulb.ieee_address, "Brightness.Set", {"value": LIGHT_BRIGHTNESS_PERCENT})
-        shown = ", ".join(f"{k}={v}" for k, v in reply.states.items()) or reply.error_message
-        _say(f"platform ▶ Brightness.Set {LIGHT_BRIGHTNESS_PERCENT} to {bulb.ieee_address}: {reply.name} {shown}")
-        if len(bridge.received) > heard:
-            command = bridge.received[heard]
-            _say(f"zigbee2mqtt ▶ {bulb.friendly_name} obeyed {command.payload.decode()} on {command.topic}: "
-                 f"state {bulb.state['state']}, brightness {bulb.state['brightness']}/254")
+        await _dim(directives, bulb.ieee_address, bulb.friendly_name, bridge.received, bulb.state)
     except (TimeoutError, RuntimeError, ValueError, aiohttp.ClientError) as err:  # a show: the demo goes on
         _say(f"zigbee2mqtt ▶ the demo script stopped: {err!r}")
     finally:
         await directives.close()
+
+
+async def _dim(directives: Any, endpoint_id: str, name: str, received: list[Any], state: dict[str, Any]) -> None:
+    """Brightness.Set from the platform, its Response, and the command the zigbee2mqtt bulb got (`received`)."""
+    heard = len(received)
+    reply = await directives.control(endpoint_id, "Brightness.Set", {"value": LIGHT_BRIGHTNESS_PERCENT})
+    shown = ", ".join(f"{k}={v}" for k, v in reply.states.items()) or reply.error_message
+    _say(f"platform ▶ Brightness.Set {LIGHT_BRIGHTNESS_PERCENT} to {endpoint_id}: {reply.name} {shown}")
+    if len(received) > heard:
+        command = received[heard]
+        _say(f"zigbee2mqtt ▶ {name} obeyed {command.payload.decode()} on {command.topic}: "
+             f"state {state['state']}, brightness {state['brightness']}/254")
 
 
 def _declared(device: str) -> str:

@@ -18,10 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from hubd.config import LogConfig, MqttConfig
 from hubd.devices.model import MAX_DEVICE_ID_CHARS, valid_device_id
-from hubd.errors import ConfigError
 from hubd.speaker.template import CommandTemplate
 from hubd.spoken import spoken
-from hubd.yamlconfig import KeyPath, parse_yaml_model
+from hubd.yamlconfig import KeyPath, parse_yaml_model, read_config_file
 
 DEFAULT_TTS = "espeak-ng -v en-us -w {wav} {text}"
 EXAMPLE_FILE = "speaker.example.yaml"
@@ -205,10 +204,7 @@ class SpeakerConfig(_Model):
 def load_speaker_config(path: str | Path, env: Mapping[str, str] | None = None) -> SpeakerConfig:
     """Read, substitute and validate speaker.yaml; ConfigError with one line per problem."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ConfigError([f"{path}: cannot read the speaker config: {err.strerror}"]) from err
+    text = read_config_file(path, "speaker config")
     return parse_speaker_config(text, env if env is not None else os.environ, source=str(path))
 
 
