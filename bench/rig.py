@@ -220,7 +220,7 @@ class Forwarder:
     def __init__(self, workdir: Path, *, mqtt_port: int, receiver: Receiver, base: str, token: str) -> None:
         self.child = python_child("forwarder", "bench.forwarder",
                                   ["--mqtt-port", str(mqtt_port), "--base", base,
-                                   "--url", f"{receiver.url}/async/events", "--token", token],
+                                   "--url", f"{receiver.url}/async/events", f"--token={token}"],
                                   workdir / "forwarder.log")
 
     def start(self) -> None:

@@ -124,7 +124,7 @@ async def test_discover_lists_what_is_on_the_bus(make_directive_rig: MakeRig) ->
 
 async def test_the_simulators_command_line_sends_directives_and_exits_by_outcome(make_directive_rig: MakeRig) -> None:
     rig = await make_directive_rig(Light("lamp-1"))
-    common = ("--hub", rig.hub.url, "--token", rig.client.token)
+    common = ("--hub", rig.hub.url, f"--token={rig.client.token}")  # a token may start with "-"
     code, out, err = await _cli("discover", *common)
     assert code == 0, err
     assert [e["endpointId"] for e in json.loads(out)["payload"]["endpoints"]] == ["lamp-1"]
