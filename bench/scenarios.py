@@ -22,9 +22,10 @@ from paho.mqtt.enums import CallbackAPIVersion
 from bench.load import Publisher, StateShape
 from bench.procs import REPO, Broker, Child, ProcStats
 from bench.rig import Forwarder, Hubd, NodeRed, Receiver, http_json, wait_until
-from bench.stats import latency_summary, sustained_rate
+from bench.stats import histogram_delta, latency_summary, read_histogram, sustained_rate
 
 Result = dict[str, Any]
+STAGES = "hubd_event_stage_seconds"  # hubd's histogram of where an event's time goes
 
 
 @dataclass(frozen=True)
@@ -184,12 +185,20 @@ def throughput(rig: Rig, who: Contender) -> Result:
 
 
 def latency(rig: Rig, who: Contender, rate: float) -> Result:
-    """Publish at a fixed rate; publish-to-receipt percentiles."""
+    """Publish at a fixed rate; publish-to-receipt percentiles, CPU per 1,000 events and, for hubd, where the time
+    went (its `hubd_event_stage_seconds`: MQTT in -> commit -> POST begins -> the platform's answer)."""
     rig.receiver.take(who.user)
+    hub = who.proc if isinstance(who.proc, Hubd) else None
+    stages_before = read_histogram(hub.metrics_text(), STAGES) if hub is not None else {}
+    cpu_before = who.stats().cpu_s
     n = rig.publisher.paced(who.base, rig.params.devices, rate, rig.params.latency_s, who.shape)
     latencies, _, complete = _collect(rig, who, n, 60)
-    return {"rate": rate, "events": n, "received": len(latencies), "complete": complete,
-            **latency_summary(latencies)}
+    cpu = who.stats().cpu_s - cpu_before
+    result: Result = {"rate": rate, "events": n, "received": len(latencies), "complete": complete,
+                      "cpu_s_per_1000": cpu / max(1, len(latencies)) * 1000, **latency_summary(latencies)}
+    if hub is not None:
+        result["stages"] = histogram_delta(stages_before, read_histogram(hub.metrics_text(), STAGES))
+    return result
 
 
 # --- 3: scale ---------------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from hubd.lifecycle import Component, Health, Supervisor, SystemClock
 from hubd.metrics import Metrics
 from hubd.mqtt.bridge import MqttBridge, status_topic
 from hubd.mqtt.client import MqttClient, Will
+from hubd.outbox.feed import OutboxFeed
 from hubd.outbox.sender import OutboxSender
 from hubd.outbox.writer import OutboxWriter
 from hubd.registry import DeviceRegistry
@@ -83,15 +84,17 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     # A passive, bounded record of the latest events and problems for the status page; the outbox sender and the
     # registry tell it what happens (the info line per delivered event is the sender's, `log.events`).
     journal = EventJournal()
+    # The writer hands what it committed to the sender in memory; the outbox on disk stays the truth.
+    feed = OutboxFeed()
     outbox = OutboxSender(db, platform, tokens, clock=clock, metrics=metrics, wakeup=outbox_wakeup, observer=journal,
-                          log_events=config.log.events)
+                          log_events=config.log.events, feed=feed)
     components += [platform, tokens, outbox]
     if not config.platform.reporting_enabled:
         log.warning("state reporting is off: set platform.base_url, auth_url, client_id and client_secret")
 
     # Speakers' command results go to the webhook's tables, in the writer's transaction.
     writer = OutboxWriter(db, namespace=config.platform.namespace, metrics=metrics, outbox_wakeup=outbox_wakeup,
-                          results=record_results_blocking)
+                          results=record_results_blocking, feed=feed)
     registry = DeviceRegistry(db, writer, metrics, namespace=config.platform.namespace, rejections=journal)
     components.append(registry)
 

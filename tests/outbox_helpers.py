@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,9 +20,10 @@ from hubd.cloud import messages
 from hubd.events import PendingEvent
 from hubd.metrics import Metrics
 from hubd.outbox.delivery import DeliveryObserver, PlatformApi
+from hubd.outbox.feed import OutboxFeed
 from hubd.outbox.sender import OutboxSender
 from hubd.store.db import Database
-from hubd.store.outbox import insert_events_blocking
+from hubd.store.outbox import Written, insert_events_blocking
 
 
 @dataclass
@@ -126,10 +128,16 @@ class SenderRig:
     wakeup: asyncio.Event
     metrics: Metrics
     task: asyncio.Task[None]  # the sender's run()
+    feed: OutboxFeed | None  # as in hubd: the writer's rows in memory (None: the sender reads them back)
 
-    async def queue(self, user: str, *events: PendingEvent) -> None:
-        await self.db.call(insert_rows, list(events), user)
-        self.wakeup.set()
+    async def queue(self, user: str, *events: PendingEvent, wake: bool = True) -> None:
+        """Commit events for `user` as the writer does: insert, feed, wake (`wake=False`: as `commit_grant`, whose
+        wakeup comes with the grant's activation)."""
+        written = await self.db.call(insert_rows, list(events), user)
+        if self.feed is not None:
+            self.feed.written(written, time.monotonic())
+        if wake:
+            self.wakeup.set()
 
     def refreshed(self, user: str, token: str) -> None:
         self.tokens.tokens[user] = token
@@ -145,11 +153,11 @@ class SenderRig:
         return await self.db.call(lambda c: c.execute(f"SELECT * FROM {table} ORDER BY id").fetchall())  # noqa: S608
 
 
-def insert_rows(conn: sqlite3.Connection, events: list[PendingEvent], user: str) -> None:
-    """Queue `events` for `user` as the writer does (created at NOW)."""
+def insert_rows(conn: sqlite3.Connection, events: list[PendingEvent], user: str) -> list[Written]:
+    """Queue `events` for `user` as the writer does (created at NOW), not fed: `SenderRig.queue` feeds."""
     with conn:
         conn.execute("BEGIN IMMEDIATE")
-        insert_events_blocking(conn, events, [user], NOW)
+        return insert_events_blocking(conn, events, [user], NOW)
 
 
 def change(endpoint: str, value: str) -> PendingEvent:
@@ -178,20 +186,22 @@ def held(gate: asyncio.Event, endpoint: str | None = None) -> Behaviour:
 
 @contextlib.asynccontextmanager
 async def running_sender(tmp_path: Path, *, api: PlatformApi | None = None, tokens: FakeTokens | None = None,
-                         observer: DeliveryObserver | None = None, log_events: bool = True,
+                         observer: DeliveryObserver | None = None, log_events: bool = True, fed: bool = True,
                          ) -> AsyncIterator[SenderRig]:
     """An OutboxSender on `tmp_path/hubd.db`, running until the block ends. `api` replaces the FakeApi (a real
-    PlatformClient, say); `rig.api` is then a FakeApi nobody posts to."""
+    PlatformClient, say); `rig.api` is then a FakeApi nobody posts to. `fed=False`: no feed, every new row is
+    read back from the outbox."""
     db = Database(tmp_path / "hubd.db", synchronous="normal")
     await db.start()
     fake, clock, wakeup, metrics = FakeApi(), FakeClock(), asyncio.Event(), Metrics()
     tokens = tokens or FakeTokens()
+    feed = OutboxFeed() if fed else None
     sender = OutboxSender(db, api or fake, tokens, clock=clock, metrics=metrics, wakeup=wakeup, observer=observer,
-                          log_events=log_events)
+                          log_events=log_events, feed=feed)
     await sender.start()
     task = asyncio.create_task(sender.run())
     try:
-        yield SenderRig(db, sender, fake, tokens, clock, wakeup, metrics, task)
+        yield SenderRig(db, sender, fake, tokens, clock, wakeup, metrics, task, feed)
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)

@@ -31,6 +31,13 @@ async def rig(tmp_path: Path) -> AsyncIterator[SenderRig]:
         yield rig
 
 
+@pytest.fixture
+async def unfed(tmp_path: Path) -> AsyncIterator[SenderRig]:
+    """A sender without the writer's feed: it reads every new row back from the outbox."""
+    async with running_sender(tmp_path, fed=False) as rig:
+        yield rig
+
+
 async def test_in_order_per_device_and_devices_in_parallel(rig: SenderRig) -> None:
     gate = asyncio.Event()
     rig.api.behaviour["alice"] = held(gate, "lamp")
@@ -246,7 +253,7 @@ async def test_a_new_grants_report_goes_first_even_if_a_dispatch_was_already_due
     await eventually(lambda: rig.sender.depth("alice") == 2, "alice's kept events indexed")
     # OutboxWriter.commit_grant: the new grant's report is committed; the wakeup comes with the activation.
     welcome = discovery_events("Service", [endpoint("bell"), endpoint("lamp")], barrier=True)
-    await rig.db.call(insert_rows, welcome, "alice")
+    await rig.queue("alice", *welcome, wake=False)
     gate.set()  # bob's delivery ends: the sender has a dispatch round due (its kick) before the wakeup is seen
     while not rig.api.of("bob"):
         await asyncio.sleep(0)
@@ -331,7 +338,8 @@ async def test_the_pieces_of_a_split_report_go_before_a_later_grants_report(rig:
 
 
 async def test_a_dispatch_round_is_capped_and_the_body_query_stays_small(
-        rig: SenderRig, monkeypatch: pytest.MonkeyPatch) -> None:
+        unfed: SenderRig, monkeypatch: pytest.MonkeyPatch) -> None:
+    rig = unfed  # rows read back from the outbox, bodies and all
     real = outbox_store.bodies_blocking
     rounds: list[int] = []
 
@@ -386,3 +394,105 @@ async def test_a_refresh_that_hands_back_the_same_token_does_not_loop(rig: Sende
     await rig.later(120)
     await eventually(lambda: len(rig.api.accepted) == 1, "the press once the platform takes the token")
     assert rig.tokens.revocations == []
+
+
+# --- the writer's feed: rows committed are sent from memory ------------------------------------------------------
+
+class Reads:
+    """Counts the sender's reads of the outbox (new rows, bodies)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.new_rows = 0
+        self.bodies: list[int] = []
+        real_new, real_bodies = outbox_store.new_rows_blocking, outbox_store.bodies_blocking
+
+        def new_rows(conn: sqlite3.Connection, after: int) -> list[outbox_store.IndexedRow]:
+            self.new_rows += 1
+            return real_new(conn, after)
+
+        def bodies(conn: sqlite3.Connection, ids: list[int]) -> dict[int, outbox_store.Loaded]:
+            self.bodies += ids
+            return real_bodies(conn, ids)
+
+        monkeypatch.setattr(outbox_store, "new_rows_blocking", new_rows)
+        monkeypatch.setattr(outbox_store, "bodies_blocking", bodies)
+
+
+async def stored_message_ids(rig: SenderRig) -> list[str]:
+    return [row["message_id"] for row in await rig.rows()]
+
+
+def changed_to(post: Posted) -> str:
+    """The value a posted ChangeReport (as `change()` makes them) changed to."""
+    return str(post.body["payload"]["change"]["states"][0]["value"])
+
+
+async def test_rows_the_writer_fed_are_sent_without_reading_the_outbox_back(
+        rig: SenderRig, monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = Reads(monkeypatch)
+    rig.tokens.tokens["alice"] = "alice:1"
+    gate = asyncio.Event()
+    rig.api.behaviour["alice"] = held(gate)
+    await rig.queue("alice", *[change("lamp", str(i)) for i in range(5)], press("bell"))
+    await eventually(lambda: len(rig.api.posted) == 2, "the lamp's first change and the press in flight")
+    stored = await stored_message_ids(rig)
+    gate.set()
+    await eventually(lambda: len(rig.api.accepted) == 6, "all six delivered")
+    assert reads.new_rows == 0 and reads.bodies == []
+    # Each went with the body and messageId the outbox holds, in order per device.
+    assert sorted(p.message_id for p in rig.api.accepted) == sorted(stored)
+    assert [changed_to(p) for p in rig.api.of("alice", "lamp")] == [str(i) for i in range(5)]
+
+
+async def test_rows_written_past_the_feed_are_read_from_the_outbox_in_order(
+        rig: SenderRig, monkeypatch: pytest.MonkeyPatch) -> None:
+    reads = Reads(monkeypatch)
+    rig.tokens.tokens["alice"] = "alice:1"
+    await rig.db.call(insert_rows, [change("lamp", "0"), change("lamp", "1")], "alice")  # not fed: a gap
+    await rig.queue("alice", change("lamp", "2"), change("fan", "On"))
+    await eventually(lambda: len(rig.api.accepted) == 4, "all four delivered")
+    assert reads.new_rows == 1  # the gap made the sender read what it had not been fed
+    assert [changed_to(p) for p in rig.api.of("alice", "lamp")] == ["0", "1", "2"]
+    # The fed rows' bodies came from memory; only the two rows nobody fed were read.
+    assert sorted(reads.bodies) == [1, 2]
+    await rig.queue("alice", change("lamp", "3"))  # the index continues from the read: fed again
+    await eventually(lambda: len(rig.api.accepted) == 5, "the fifth delivered")
+    assert reads.new_rows == 1
+
+
+async def test_bodies_beyond_what_the_sender_keeps_are_read_when_their_row_goes(
+        rig: SenderRig, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(outbox, "BODIES_KEPT", 3)
+    reads = Reads(monkeypatch)
+    rig.tokens.tokens["alice"] = "alice:1"
+    gate = asyncio.Event()
+    rig.api.behaviour["alice"] = held(gate)
+    await rig.queue("alice", *[change("lamp", str(i)) for i in range(10)])
+    await eventually(lambda: len(rig.api.posted) == 1, "the first change in flight")
+    assert len(rig.sender._bodies) <= 3  # the bound is the point
+    stored = await stored_message_ids(rig)
+    gate.set()
+    await eventually(lambda: len(rig.api.accepted) == 10, "all ten delivered")
+    assert [p.message_id for p in rig.api.accepted] == stored  # one lane: in order, each with its own messageId
+    assert len(reads.bodies) == 7 and reads.new_rows == 0
+
+
+async def test_written_rows_carry_the_ids_and_message_ids_the_outbox_holds(rig: SenderRig) -> None:
+    await rig.db.call(insert_rows, [press("bell")], "alice")  # something before, so ids do not start at 1
+    written = await rig.db.call(insert_rows, [change("lamp", "On"), press("bell")], "alice")
+    written += await rig.db.call(insert_rows, [change("fan", "Off")], "bob")
+    rows = await rig.rows()
+    assert [(w.id, w.user_id, w.name, w.message_id, w.body) for w in written] == \
+        [(r["id"], r["user_id"], r["name"], r["message_id"], r["body"]) for r in rows[1:]]
+
+
+async def test_each_delivered_event_times_its_stages(rig: SenderRig) -> None:
+    rig.tokens.tokens["alice"] = "alice:1"
+    await rig.queue("alice", press("bell"), change("lamp", "On"))
+    await eventually(lambda: len(rig.api.accepted) == 2, "both delivered")
+    stages = rig.metrics.histogram("hubd_event_stage_seconds", "", "stage", (1.0,))
+    await eventually(lambda: stages.count("post") == 2, "both posts timed")
+    assert stages.count("commit_to_post") == 2
+    text = rig.metrics.render()
+    assert 'hubd_event_stage_seconds_count{stage="post"} 2' in text
+    assert 'hubd_event_stage_seconds_bucket{stage="commit_to_post",le="+Inf"} 2' in text

@@ -113,6 +113,10 @@ async def test_every_doorbell_press_is_sent(make_rig: Callable[..., Any]) -> Non
         assert payload["endpointId"] == "bell-1" and payload["cause"] == {"type": "PHYSICAL_INTERACTION"}
         assert press.message["header"]["namespace"] == "Service.EventSource"
     assert len({p.message_id for p in rig.events("DoorbellPress")}) == 6
+    # Each press was timed from MQTT to its commit, to its POST, and through the POST (/metrics).
+    for stage in ("mqtt_to_commit", "commit_to_post", "post"):
+        name = f'hubd_event_stage_seconds_count{{stage="{stage}"}}'
+        await rig.hub.wait_for(lambda n=name: metric_at_least(rig.hub, n, 6), what=f"six presses timed in {stage}")
 
 
 async def test_every_bound_user_gets_events_with_their_own_token(make_rig: Callable[..., Any]) -> None:

@@ -22,7 +22,7 @@ from hubd.dialects.base import Decoded, Dialect, InputRejected, Outgoing, input_
 from hubd.errors import MqttRejected, MqttUnavailable, StoreError
 from hubd.failures import MessageFailures
 from hubd.lifecycle import Backoff, Clock, Health, SystemClock
-from hubd.metrics import Metrics
+from hubd.metrics import Metrics, event_stages
 from hubd.mqtt.client import MqttClient
 from hubd.mqtt.inbox import Message
 from hubd.store.receipts import Receipt, receipt
@@ -90,6 +90,7 @@ class MqttBridge:
         self._redelivered = metrics.counter("hubd_mqtt_redelivered_total",
                                             "messages the broker sent again that hubd had already stored, acked only")
         self._failures = MessageFailures(metrics)
+        self._stages = event_stages(metrics)
         self._connects = metrics.counter("hubd_mqtt_connects_total", "successful connections to the broker")
         health.require("mqtt", "not connected yet")
 
@@ -220,6 +221,11 @@ class MqttBridge:
             fresh = await self._not_yet_stored(batch)
             await self._sink.handle(self._decode(fresh), [receipt(m.mid, m.topic, m.payload) for m in fresh if m.qos])
             self._client.ack(batch)
+            committed = time.monotonic()  # the messages' clock (Message.received_at), not the injected one
+            observe = self._stages.observe
+            for message in fresh:
+                if message.received_at:
+                    observe(committed - message.received_at, "mqtt_to_commit")
             new = [f for dialect in self._dialects for f in dialect.pending_subscriptions()]
             if new:
                 self._new_subscriptions.put_nowait(new)

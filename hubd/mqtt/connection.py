@@ -18,6 +18,7 @@ import select
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -247,7 +248,7 @@ class Connection:
         if msg.qos > 0:
             self._unacked[seq] = (msg.mid, msg.qos)
         message = Message(msg.topic, bytes(msg.payload), msg.qos, bool(msg.retain), msg.mid, self.id, seq,
-                          dup=bool(msg.dup))
+                          dup=bool(msg.dup), received_at=time.monotonic())
         self.inbox.put(message)
 
     def _on_socket_close(self, client: paho.Client, userdata: Any, sock: Any) -> None:

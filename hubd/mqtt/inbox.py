@@ -27,6 +27,7 @@ class Message:
     _conn: int = field(default=0, repr=False, compare=False)
     _seq: int = field(default=0, repr=False, compare=False)
     dup: bool = False  # the broker sends it again (MQTT DUP): a crash may have come after it was handled
+    received_at: float = field(default=0.0, repr=False, compare=False)  # time.monotonic() when it arrived
 
 
 class Inbox:

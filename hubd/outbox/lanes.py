@@ -37,6 +37,7 @@ class PendingRow:
     backoff: Backoff | None = None  # made at the first failed attempt: a backlog of 50,000 rows needs none
     refusals: int = 0  # 401/403 answers in a row
     keep: bool = False  # pruning never drops it (a DeleteReport)
+    committed_at: float = 0.0  # monotonic time its commit returned, while its first try has not begun (0: unknown)
 
     @property
     def barrier(self) -> bool:

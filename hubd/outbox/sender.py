@@ -4,6 +4,10 @@ Rows are written by the outbox writer before anything is sent. The sender indexe
 (`hubd.outbox.lanes`: per user, one FIFO per lane; barriers first) and sends each row once the index says it
 may go; one try and its outcome are `hubd.outbox.delivery`'s. A user whose grant became active since the last
 load of new rows waits for one: that grant's report is loaded before anything goes.
+New rows come from the writer in memory (`hubd.outbox.feed`), with their bodies (up to BODIES_KEPT held at once):
+an event's path from commit to POST touches the database thread no more. Fed rows are taken only while their
+ids continue the index without a gap; otherwise (a split's pieces, a start, rows fed out of order) the new rows
+are read from the outbox, which has every committed row.
 Users share the send slots fairly: each round starts with the next user, a user holds at most
 MAX_IN_FLIGHT_PER_USER sends, one with nothing in flight always gets one, and a user whose token is
 being refreshed is skipped (nobody waits for a token in a slot). So one user's outage, backlog or dead
@@ -20,15 +24,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
+from collections.abc import Sequence
 
 from hubd.errors import StorageUnavailable
 from hubd.journal import EventRef
 from hubd.lifecycle import Clock
-from hubd.metrics import Metrics
+from hubd.metrics import Metrics, event_stages
 from hubd.outbox.delivery import RETRY_CAP_S, Delivery, DeliveryObserver, PlatformApi, TokenSource
+from hubd.outbox.feed import Fed, OutboxFeed
 from hubd.outbox.lanes import IN_FLIGHT, PendingRow, UserQueue
 from hubd.store.db import Database
-from hubd.store.outbox import Loaded, OutboxRepo
+from hubd.store.outbox import IndexedRow, Loaded, OutboxRepo
 
 log = logging.getLogger("hubd.outbox")  # its lines keep the name they have always had
 
@@ -41,12 +48,15 @@ MAX_SENDS_PER_ROUND = 256
 # the devices up to date anyway); the oldest beyond it are dropped, PRUNE_SLACK at a time.
 KEPT_WHILE_UNBOUND = 10_000
 PRUNE_SLACK = 500
-# Delivered rows are deleted in one transaction per this interval (or DELETE_BATCH rows, whichever comes
-# first), not one per delivery: the deletes share the database thread with the writer's commits, which
-# are on every event's path. A crash within the interval resends a few delivered events with their
-# original messageId (at least once, as always).
+# Delivered rows are deleted with the writer's next commit (`hubd.outbox.feed`) or, if none comes within this
+# interval (or DELETE_BATCH rows wait), in one transaction of the sender's; never one per delivery: the deletes
+# share the database thread with the writer's commits, which are on every event's path. A crash within the
+# interval resends a few delivered events with their original messageId (at least once, as always).
 DELETE_EVERY_S = 0.05
 DELETE_BATCH = 500
+# Bodies of fed rows held in memory until they go (about 0.5 KB each). Beyond it, during a backlog, a row's body
+# is read from the outbox when it goes, as after a restart: memory stays bounded whatever waits.
+BODIES_KEPT = 1_000
 
 
 class OutboxSender:
@@ -55,8 +65,13 @@ class OutboxSender:
     name = "outbox"
 
     def __init__(self, db: Database, api: PlatformApi, tokens: TokenSource, *, clock: Clock, metrics: Metrics,
-                 wakeup: asyncio.Event, observer: DeliveryObserver | None = None, log_events: bool = True) -> None:
+                 wakeup: asyncio.Event, observer: DeliveryObserver | None = None, log_events: bool = True,
+                 feed: OutboxFeed | None = None) -> None:
         self._store = OutboxRepo(db)
+        self._feed = feed  # None: new rows are always read from the outbox
+        self._bodies: dict[int, Loaded] = {}  # fed rows' bodies, until they go
+        self._must_read = False  # rows were taken from the feed but not indexed: read the outbox next time
+        self._stages = event_stages(metrics)
         self._observer = observer
         self._tokens = tokens
         self._clock = clock
@@ -73,14 +88,14 @@ class OutboxSender:
         self._done_ready = asyncio.Event()
         self._done_full = asyncio.Event()
         self._delivery = Delivery(self._store, api, tokens, clock=clock, metrics=metrics, observer=observer,
-                                  log_events=log_events, load_new=self._load_new)
+                                  log_events=log_events, load_new=self._load_split)
         self._dropped = metrics.counter("hubd_events_dropped_total",
                                         "undelivered events dropped for a user who must bind again")
         metrics.gauge("hubd_outbox_depth", "events waiting to be delivered", lambda: float(self.depth()))
 
     async def start(self) -> None:
         """Index what is already in the outbox (for example after a crash)."""
-        await self._load_new()
+        await self._load_new(read=True)
         depth = self.depth()
         if depth:
             log.info("outbox holds %d undelivered events", depth)
@@ -105,9 +120,12 @@ class OutboxSender:
                     await self._prune()
                 next_due, due = self._dispatch()
                 if due:
-                    # One query for the bodies of every row sent in this round, not one per row.
+                    # Fed rows bring their body; one query for the bodies of the others, not one per row.
+                    bodies = {row.id: loaded for row, _ in due if (loaded := self._bodies.pop(row.id, None))}
+                    missing = [row.id for row, _ in due if row.id not in bodies]
                     try:
-                        bodies = await self._store.bodies([row.id for row, _ in due])
+                        if missing:
+                            bodies.update(await self._store.bodies(missing))
                     except StorageUnavailable:
                         self._put_back(due)
                         await self._store.writable()
@@ -124,7 +142,7 @@ class OutboxSender:
 
     async def stop(self) -> None:
         """Deliveries in flight are cancelled with the task group; their rows stay and are resent later."""
-        ids, self._done = self._done, []
+        ids = self._take_done()
         if ids:
             try:
                 await self._store.delete(ids)
@@ -194,8 +212,14 @@ class OutboxSender:
         queue = self._queues[row.user_id]
         event = None if loaded is None else EventRef(row.id, row.user_id, loaded[0], loaded[2], row.endpoints,
                                                      loaded[3])
+        started = time.monotonic()  # the stages' clock is the process's, as the writer stamped committed_at
+        if row.committed_at:
+            self._stages.observe(started - row.committed_at, "commit_to_post")
+            row.committed_at = 0.0  # a retry's wait is the backoff's, not this stage's
         try:
             outcome = await self._delivery.send(row, token, loaded, event)
+            if outcome == "done" and loaded is not None:
+                self._stages.observe(time.monotonic() - started, "post")
         except Exception:  # per message: one delivery's surprise never stops the sender
             outcome = self._delivery.unexpected(row, event)
         finally:
@@ -205,9 +229,12 @@ class OutboxSender:
         if outcome in ("done", "dead"):
             queue.remove(row, now)
             if outcome == "done":
-                self._done.append(row.id)
+                if self._feed is not None:
+                    self._feed.delivered(row.id)  # deleted with the writer's next commit, or by _flush_done
+                else:
+                    self._done.append(row.id)
                 self._done_ready.set()
-                if len(self._done) >= DELETE_BATCH:
+                if self._done_waiting() >= DELETE_BATCH:
                     self._done_full.set()
         elif outcome == "split":
             queue.remove(row, now)  # its pieces were loaded as barriers: they go first
@@ -235,6 +262,7 @@ class OutboxSender:
             now = self._clock.time()
             for row in victims:
                 queue.remove(row, now)
+                self._bodies.pop(row.id, None)
             queue.compact()
             self._dropped.inc(len(victims))
             log.warning("user %s must bind again and has %d undelivered events; dropped the %d oldest "
@@ -244,7 +272,7 @@ class OutboxSender:
     async def _flush_done(self) -> None:
         while True:
             await self._done_ready.wait()
-            if len(self._done) < DELETE_BATCH:
+            if self._done_waiting() < DELETE_BATCH:
                 try:
                     async with asyncio.timeout(DELETE_EVERY_S):
                         await self._done_full.wait()
@@ -252,7 +280,7 @@ class OutboxSender:
                     pass
             self._done_ready.clear()
             self._done_full.clear()
-            ids, self._done = self._done, []
+            ids = self._take_done()  # what the writer's commits have not taken meanwhile
             if not ids:
                 continue
             try:
@@ -264,6 +292,17 @@ class OutboxSender:
                 self._done_ready.set()
                 await self._store.writable()
 
+    def _done_waiting(self) -> int:
+        """Delivered rows not deleted yet."""
+        return len(self._done) + (self._feed.delivered_count if self._feed is not None else 0)
+
+    def _take_done(self) -> list[int]:
+        """Delivered rows to delete now (the caller puts them back in `_done` if the delete fails)."""
+        ids, self._done = self._done, []
+        if self._feed is not None:
+            ids += self._feed.take_delivered()
+        return ids
+
     def _put_back(self, due: list[tuple[PendingRow, str]]) -> None:
         """Rows marked in flight whose bodies could not be read: they go in a later round."""
         now = self._clock.time()
@@ -273,22 +312,46 @@ class OutboxSender:
             self._in_flight -= 1
             queue.back(row, now)
 
-    async def _load_new(self) -> None:
+    async def _load_new(self, *, read: bool = False) -> None:
+        """Index the rows committed since the last load: those fed in memory, or (`read`, or a gap in what was
+        fed) those read from the outbox."""
         async with self._load_lock:  # the main loop and a split may both load; each row once
-            # Read before the query: a grant activated by now committed its rows before it was activated.
+            # Read before the rows: a grant activated by now committed its rows (and fed them) before it was.
             activations = self._tokens.activations()
-            rows = await self._store.new_rows(self._last_id)
-            now = self._clock.time()
-            observer = self._observer
-            for row_id, user_id, lanes, attempts, next_at, name, message_id, created_at in rows:
-                queue = self._queues.get(user_id)
-                if queue is None:
-                    queue = self._queues[user_id] = UserQueue()
-                row = PendingRow(row_id, user_id, tuple(json.loads(lanes)), attempts, next_at,
-                                 keep=name == "DeleteReport")
-                queue.add(row, now)
-                self._last_id = max(self._last_id, row_id)
-                if observer is not None:
-                    observer.queued(EventRef(row_id, user_id, name, message_id, row.endpoints, created_at), now)
+            fed = [] if self._feed is None else [f for f in self._feed.take() if f.row.id > self._last_id]
+            if (self._feed is None or read or self._must_read
+                    or any(f.row.id != self._last_id + 1 + i for i, f in enumerate(fed))):
+                self._must_read = True  # until the read went through: the rows taken from the feed are in it
+                rows: list[IndexedRow] = await self._store.new_rows(self._last_id)
+                self._must_read = False
+                by_id = {f.row.id: f for f in fed}
+                self._index(rows, [by_id.get(row[0]) for row in rows])
+            else:
+                self._index([(f.row.id, f.row.user_id, f.row.lanes, 0, 0.0, f.row.name, f.row.message_id,
+                              f.row.created_at) for f in fed], fed)
             self._loaded_activations = max(self._loaded_activations, activations)
 
+    async def _load_split(self) -> None:
+        """A split's pieces, which the sender wrote itself: read from the outbox."""
+        await self._load_new(read=True)
+
+    def _index(self, rows: Sequence[IndexedRow], fed: Sequence[Fed | None]) -> None:
+        """Add rows to their users' queues; keep the bodies fed with them while there is room."""
+        now = self._clock.time()
+        observer = self._observer
+        bodies = self._bodies
+        for (row_id, user_id, lanes, attempts, next_at, name, message_id, created_at), written in zip(
+                rows, fed, strict=True):
+            queue = self._queues.get(user_id)
+            if queue is None:
+                queue = self._queues[user_id] = UserQueue()
+            row = PendingRow(row_id, user_id, tuple(json.loads(lanes)), attempts, next_at,
+                             keep=name == "DeleteReport")
+            if written is not None:
+                row.committed_at = written.committed_at
+                if len(bodies) < BODIES_KEPT:
+                    bodies[row_id] = (name, written.row.body, message_id, created_at)
+            queue.add(row, now)
+            self._last_id = max(self._last_id, row_id)
+            if observer is not None:
+                observer.queued(EventRef(row_id, user_id, name, message_id, row.endpoints, created_at), now)

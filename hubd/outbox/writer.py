@@ -1,7 +1,9 @@
 """OutboxWriter: the registry's sink, and the only writer of outbox rows (the platform events to deliver).
 
-`commit()` writes the registry's device rows and one outbox row per (event, bound user) in ONE transaction,
-then wakes the outbox sender; which events is `decide()`'s business (pure, `hubd.outbox.decide`).
+`commit()` writes the registry's device rows and one outbox row per (event, bound user) in ONE transaction
+(deleting, in passing, the rows the sender delivered since the last commit),
+then hands the rows it wrote to the sender (`hubd.outbox.feed`, in memory: the sender need not read them back)
+and wakes it; which events is `decide()`'s business (pure, `hubd.outbox.decide`).
 `commit_grant()` stores a new grant and the new user's AddOrUpdateReport of every device in ONE transaction,
 as a barrier row that goes before the events kept for that user.
 It never sends anything itself and never drops anything: the outbox is on disk. A commit the disk refuses
@@ -24,10 +26,11 @@ from hubd.errors import StorageUnavailable
 from hubd.events import PendingEvent
 from hubd.metrics import Metrics
 from hubd.outbox.decide import decide, discovery_events
+from hubd.outbox.feed import OutboxFeed
 from hubd.store.db import Database
 from hubd.store.devices import DeviceRows, load_devices_blocking, write_rows_blocking
 from hubd.store.grants import Grant, replace_grant_blocking
-from hubd.store.outbox import insert_events_blocking
+from hubd.store.outbox import Written, count_by_name, delete_rows_blocking, insert_events_blocking
 from hubd.store.receipts import Receipt, record_receipts_blocking
 
 Result = tuple[str, str, str, str | None, float]  # endpoint, command id, status, message, time
@@ -44,8 +47,10 @@ class OutboxWriter:
     """The registry's sink: persists device rows and queues platform events for every bound user."""
 
     def __init__(self, db: Database, *, namespace: str, metrics: Metrics,
-                 outbox_wakeup: asyncio.Event | None = None, results: ResultWriter | None = None) -> None:
+                 outbox_wakeup: asyncio.Event | None = None, results: ResultWriter | None = None,
+                 feed: OutboxFeed | None = None) -> None:
         self._db = db
+        self._feed = feed  # None: the sender reads new rows back from the outbox
         self._results = results  # None: speakers' command results are not kept
         self._namespace = namespace
         self._wakeup = outbox_wakeup
@@ -56,11 +61,15 @@ class OutboxWriter:
         """Write rows, events, speakers' command results and the MQTT receipts in one transaction; wake the
         sender."""
         events = decide(changes, self._namespace)
-        counts = await self._db.call(_commit_blocking, rows, events, changes, self._results, receipts, time.time())
-        for name, count in counts.items():
-            self._queued.inc(count, label=name)
-        if counts and self._wakeup is not None:
-            self._wakeup.set()
+        gone = self._feed.take_delivered() if self._feed is not None else []  # delivered rows, deleted in passing
+        try:
+            written = await self._db.call(_commit_blocking, rows, events, changes, self._results, receipts, gone,
+                                          time.time())
+        except BaseException:
+            if gone and self._feed is not None:
+                self._feed.delivered_again(gone)  # deleted by the next commit, or by the sender
+            raise
+        self._written(written)
 
     async def commit_grant(self, grant: Grant) -> None:
         """Store a new grant and queue its user's AddOrUpdateReport of every device, in ONE transaction.
@@ -70,32 +79,40 @@ class OutboxWriter:
         (a dead grant's), so the platform knows the endpoints first. The token manager wakes the sender
         once the grant is active.
         """
-        counts = await self._db.call(_commit_grant_blocking, grant, self._namespace, time.time())
-        for name, count in counts.items():
-            self._queued.inc(count, label=name)
+        written = await self._db.call(_commit_grant_blocking, grant, self._namespace, time.time())
+        self._written(written, wake=False)
 
     async def enqueue(self, events: Sequence[PendingEvent], user_ids: Sequence[str] | None = None) -> int:
         """Queue events outside the device path (e.g. the async Response of a slow control); returns once they
         are stored, waiting out a disk that refuses writes."""
         while True:
             try:
-                counts = await self._db.call(_enqueue_blocking, events, user_ids, time.time())
+                written = await self._db.call(_enqueue_blocking, events, user_ids, time.time())
                 break
             except StorageUnavailable:
                 await self._db.writable()
-        for name, count in counts.items():
+        self._written(written)
+        return len(written)
+
+    def _written(self, written: list[Written], *, wake: bool = True) -> None:
+        """Count a commit's rows, feed them to the sender and wake it (unless the caller wakes it later)."""
+        if not written:
+            return
+        for name, count in count_by_name(written).items():
             self._queued.inc(count, label=name)
-        if counts and self._wakeup is not None:
+        if self._feed is not None:
+            self._feed.written(written, time.monotonic())
+        if wake and self._wakeup is not None:
             self._wakeup.set()
-        return sum(counts.values())
 
 
 def _commit_blocking(conn: sqlite3.Connection, rows: DeviceRows, events: Sequence[PendingEvent],
                      changes: Sequence[Change], record_results: ResultWriter | None, receipts: Sequence[Receipt],
-                     now: float) -> dict[str, int]:
+                     delivered: Sequence[int], now: float) -> list[Written]:
     with conn:  # one transaction: device rows, the events they caused and the messages they came from
         conn.execute("BEGIN IMMEDIATE")
         write_rows_blocking(conn, rows)
+        delete_rows_blocking(conn, delivered)
         record_receipts_blocking(conn, receipts)
         results = [(c.device_id, c.result.command_id, c.result.status, c.result.message, c.received_at)
                    for c in changes if isinstance(c, CommandResultReceived)]
@@ -104,7 +121,7 @@ def _commit_blocking(conn: sqlite3.Connection, rows: DeviceRows, events: Sequenc
         return insert_events_blocking(conn, events, None, now)
 
 
-def _commit_grant_blocking(conn: sqlite3.Connection, grant: Grant, namespace: str, now: float) -> dict[str, int]:
+def _commit_grant_blocking(conn: sqlite3.Connection, grant: Grant, namespace: str, now: float) -> list[Written]:
     with conn:
         conn.execute("BEGIN IMMEDIATE")
         replace_grant_blocking(conn, grant)
@@ -113,7 +130,7 @@ def _commit_grant_blocking(conn: sqlite3.Connection, grant: Grant, namespace: st
 
 
 def _enqueue_blocking(conn: sqlite3.Connection, events: Sequence[PendingEvent], user_ids: Sequence[str] | None,
-                      now: float) -> dict[str, int]:
+                      now: float) -> list[Written]:
     with conn:
         conn.execute("BEGIN IMMEDIATE")
         return insert_events_blocking(conn, events, user_ids, now)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from hubd.events import BARRIER_LANE, PendingEvent, new_message_id
 from hubd.store.db import Database
@@ -26,6 +27,18 @@ QUERY_CHUNK = 500
 Loaded = tuple[str, str, str, float]  # a row's name, body (JSON text), messageId and time written
 # A row as the sender indexes it: id, user, lanes (JSON), attempts, next attempt, name, messageId, time written.
 IndexedRow = tuple[int, str, str, int, float, str, str, float]
+
+
+class Written(NamedTuple):
+    """A row as `insert_events_blocking` wrote it: what the sender needs to send it without reading it back."""
+
+    id: int
+    user_id: str
+    name: str
+    lanes: str  # JSON
+    body: str  # JSON text, with its messageId, without a token
+    message_id: str
+    created_at: float
 
 
 class OutboxRepo:
@@ -64,14 +77,17 @@ class OutboxRepo:
 
 
 def insert_events_blocking(conn: sqlite3.Connection, events: Sequence[PendingEvent],
-                           user_ids: Sequence[str] | None, now: float) -> dict[str, int]:
+                           user_ids: Sequence[str] | None, now: float) -> list[Written]:
     """Insert one outbox row per (event, user), each with a new messageId; users default to everyone with a
-    grant. Inside the caller's transaction; returns how many rows of each name."""
+    grant. Inside the caller's transaction; returns the rows written, in id order.
+
+    Their ids are read back, not guessed from a query: `id` is AUTOINCREMENT and this connection is the only
+    writer, so the rows of one INSERT statement get consecutive ids ending at `last_insert_rowid()`.
+    """
     if not events:
-        return {}
+        return []
     users = list(user_ids) if user_ids is not None else [
         r[0] for r in conn.execute("SELECT user_id FROM grants ORDER BY user_id")]
-    counts: dict[str, int] = {}
     rows = []
     for event in events:
         lanes = json.dumps(list(event.lanes))
@@ -79,9 +95,21 @@ def insert_events_blocking(conn: sqlite3.Connection, events: Sequence[PendingEve
             message_id = new_message_id()
             body = {**event.body, "header": {**event.body["header"], "messageId": message_id}}
             rows.append((user, message_id, event.name, lanes, json.dumps(body, separators=(",", ":")), now))
-            counts[event.name] = counts.get(event.name, 0) + 1
+    if not rows:
+        return []
     conn.executemany(
         "INSERT INTO outbox (user_id, message_id, name, lanes, body, created_at) VALUES (?, ?, ?, ?, ?, ?)", rows)
+    last = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+    first = last - len(rows) + 1
+    return [Written(first + i, user, name, lanes, body, message_id, created)
+            for i, (user, message_id, name, lanes, body, created) in enumerate(rows)]
+
+
+def count_by_name(rows: Iterable[Written]) -> dict[str, int]:
+    """How many rows of each name."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.name] = counts.get(row.name, 0) + 1
     return counts
 
 
@@ -107,7 +135,12 @@ def bodies_blocking(conn: sqlite3.Connection, ids: list[int]) -> dict[int, Loade
 def delete_blocking(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
     with conn:
         conn.execute("BEGIN IMMEDIATE")
-        conn.executemany("DELETE FROM outbox WHERE id = ?", [(i,) for i in ids])
+        delete_rows_blocking(conn, ids)
+
+
+def delete_rows_blocking(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
+    """Delete rows inside the caller's transaction (a delivered row deleted with the writer's next commit)."""
+    conn.executemany("DELETE FROM outbox WHERE id = ?", [(i,) for i in ids])
 
 
 def note_retry_blocking(conn: sqlite3.Connection, row_id: int, attempts: int, next_at: float, error: str) -> None:
