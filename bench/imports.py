@@ -23,11 +23,17 @@ SUBACK is not delivered), and a zigbee2mqtt device's first state also reports it
 `scenarios.throughput` and `scenarios.latency` run unchanged with the import's `StateShape`. Every value is
 SEQ, unique in the run, and reaches the platform unchanged: `float | round(1)` renders 12345.0, hubd keeps °C
 to 0.01, and the receiver matches each ChangeReport's Temperature to its publish by value.
+
+`decode_costs` times the dialects' decode alone, in this process (no broker, no hubd): µs per state message of
+the same fleets, hubd's own topics included, taking turns. `start` records them with the ready figures, and
+`python -m bench.imports [--devices N]` prints them: on a machine shared with other work they are the steady
+figures the end-to-end runs cannot isolate.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import re
 import time
@@ -35,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.load import StateShape
+from bench.load import StateShape, device_id
 from bench.rig import Hubd
 from bench.scenarios import Contender, Result, Rig
 
@@ -272,7 +278,9 @@ def start(rig: Rig, name: str) -> Imported:
         ready: Result = {"devices": n, "endpoints": len(fleet.endpoint_ids), "retained_messages": len(fleet.retained),
                          "retained_bytes": sum(len(p) for _, p in fleet.retained),
                          "configs_to_all_endpoints_s": ready_s, **warm, **fleet.notes,
-                         "problems_after_warm_up": problems(hub)}
+                         "problems_after_warm_up": problems(hub),
+                         "decode_us_per_state": measured_decode_costs(n)[name],
+                         "native_decode_us_per_state": measured_decode_costs(n)["native"]}
     except BaseException:
         hub.stop()
         clear(rig, fleet)
@@ -315,3 +323,119 @@ def clear(rig: Rig, fleet: Fleet) -> None:
     for topic, _ in fleet.retained:
         rig.publisher.publish(topic, b"", retain=True)
     rig.publisher.wait_acked()
+
+
+# --- the decode alone ---------------------------------------------------------------------------------------------
+
+NATIVE_BASE = "bench-native"  # the base topic of the native dialect timed next to the imports
+_COSTS: dict[int, dict[str, float]] = {}  # decode_costs by fleet size, measured once per bench run
+
+
+def _native_state(index: int, seq: int) -> tuple[str, bytes]:
+    """A state on hubd's own topics, as bench.load publishes it."""
+    return f"{NATIVE_BASE}/device/{device_id(index)}/state", b'{"Temperature": %d}' % seq
+
+
+class _DecodeTimer:
+    """One dialect as hubd builds it ("native": hubd's own topics, or an import's from its scenario's config
+    section), with the fleet's retained messages read, timed decoding state messages round-robin over the devices
+    (those `only` keeps), each with a new SEQ and its own receive time (hubd gives a whole batch one, which is
+    cheaper). Every message must come out as one state change, or a round raises."""
+
+    def __init__(self, name: str, devices: int, only: Callable[[int], bool] | None = None) -> None:
+        # Imported here: the rest of the bench's driver needs nothing of hubd.
+        from hubd.config import HomeAssistantConfig, Zigbee2MqttConfig
+        from hubd.dialects.homeassistant import HomeAssistantDialect
+        from hubd.dialects.native import NativeDialect
+        from hubd.dialects.zigbee2mqtt import Zigbee2MqttDialect
+
+        self.name = name
+        self.dialect: Any
+        self.shape: StateShape
+        if name == "native":
+            self.dialect, self.shape = NativeDialect(NATIVE_BASE), _native_state
+        else:
+            fleet = FLEETS[name](devices)
+            if name == "discovery":
+                self.dialect = HomeAssistantDialect(HomeAssistantConfig(**fleet.config["homeassistant"]), [])
+            else:
+                self.dialect = Zigbee2MqttDialect(Zigbee2MqttConfig(**fleet.config["zigbee2mqtt"]), [])
+            for topic, payload in fleet.retained:  # as retained at start (one not claimed yet is not read: as hubd)
+                if self.dialect.claims(topic):
+                    self.dialect.decode(topic, payload, time.time(), True)
+            self.shape = fleet.shape
+        self.indexes = [i for i in range(devices) if only is None or only(i)]
+        self.seq = 1_000_000_000
+
+    def round(self, states: int) -> float:
+        """µs per message over `states` messages."""
+        from hubd.dialects.base import StateReceived
+
+        batch = []
+        for n in range(states):
+            self.seq += 1
+            batch.append(self.shape(self.indexes[n % len(self.indexes)], self.seq))
+        decode = self.dialect.decode
+        odd: list[Any] = []
+        at = time.time()
+        began = time.perf_counter()
+        for n, (topic, payload) in enumerate(batch):
+            out = decode(topic, payload, at + n * 1e-4, False)  # dropped at once, as hubd does after its commit
+            if len(out) != 1 or type(out[0]) is not StateReceived:
+                odd.append(out)
+        spent = time.perf_counter() - began
+        if odd:
+            raise RuntimeError(f"{self.name}: {len(odd)} of {states} states were not decoded as one change, "
+                               f"e.g. {odd[0]}")
+        return spent / states * 1e6
+
+
+def decode_costs(devices: int, *, states: int = 2_000, rounds: int = 15, templates: bool = False) -> dict[str, float]:
+    """µs per state message in each dialect's decode, in this process (no broker, no hubd): hubd's own topics
+    ("native"), "discovery" and "zigbee2mqtt" (with `templates`, also the discovery fleet's two value templates
+    apart). The best of `rounds` rounds of `states` messages each; the dialects take turns round by round, so that
+    a machine whose speed drifts meanwhile weighs on all of them alike."""
+    timers = [_DecodeTimer("native", devices), _DecodeTimer("discovery", devices),
+              _DecodeTimer("zigbee2mqtt", devices)]
+    if templates:
+        esphome = _DecodeTimer("discovery", devices, only=lambda i: i % 2 == 0)
+        esphome.name = "discovery, {{ value | float | round(1) }}"
+        z2m_style = _DecodeTimer("discovery", devices, only=lambda i: i % 2 == 1)
+        z2m_style.name = 'discovery, {{ value_json["temperature"] }}'
+        timers += [esphome, z2m_style]
+    best = {timer.name: float("inf") for timer in timers}
+    # As hubd does once started (hubd.lifecycle): what exists now is frozen out of the collector's passes, which
+    # would otherwise walk the fleets' millions of objects here, and hubd's thresholds.
+    thresholds = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(700, 10, 100)
+    try:
+        for _ in range(rounds):
+            for timer in timers:
+                best[timer.name] = min(best[timer.name], timer.round(states))
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+    return best
+
+
+def measured_decode_costs(devices: int) -> dict[str, float]:
+    """`decode_costs` once per fleet size in this bench run (the first import to start measures them, its hubd
+    idle after the warm-up): both imports then report figures taken side by side with the native ones."""
+    if devices not in _COSTS:
+        time.sleep(1.0)  # what the warm-up left to hubd (outbox deletes) is done
+        _COSTS[devices] = decode_costs(devices)
+    return _COSTS[devices]
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m bench.imports",
+                                     description="Time the dialects' decode of one state message, in-process.")
+    parser.add_argument("--devices", type=int, default=1000, help="devices in each fleet [1000]")
+    args = parser.parse_args()
+    costs = decode_costs(args.devices, templates=True)
+    for what, us in costs.items():
+        print(f"{what:45} {us:6.1f} µs per state  ({us / costs['native']:.2f}× native)")

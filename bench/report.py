@@ -67,11 +67,14 @@ def markdown(results: dict[str, Any]) -> str:
             for q in ("p50", "p95", "p99", "max"):
                 row(f"latency at {rate:g}/s, {q} ms", f"latency.{{c}}.{rate:g}", f"{q}_ms", digits=1,
                     lower_better=True)
+            row(f"latency at {rate:g}/s, CPU s per 1,000 events", f"latency.{{c}}.{rate:g}", "cpu_s_per_1000",
+                digits=3, lower_better=True)
         lines.append("")
         lines.append("Throughput rates count the events that arrived; see the delivered row.")
         lines.append("Ratios: throughput as hubd ÷ other; CPU, memory and latency as other ÷ hubd (above 1× means "
                      "hubd is better).")
         lines.append("")
+        lines += _stages(results, rates)
 
     if any(k.startswith(("scale.", "backlog.", "webhook.")) for k in results) or results.get("skipped"):
         lines += ["| hubd scenario | result |", "|---|---:|"]
@@ -126,6 +129,7 @@ def markdown(results: dict[str, Any]) -> str:
 
 
 IMPORTS = ("discovery", "zigbee2mqtt")
+GOAL = 0.7  # each import's throughput ÷ the native topics' of the same run (issue 19)
 
 
 def _imports(results: dict[str, Any]) -> list[str]:
@@ -162,12 +166,18 @@ def _imports(results: dict[str, Any]) -> list[str]:
     row("throughput, sustained events/s (10th–90th percentile of receipts)", "throughput.{c}",
         "sustained_events_per_s")
     row("CPU s per 1,000 events", "throughput.{c}", "cpu_s_per_1000", digits=3)
+    decode = [next((v for n in IMPORTS if isinstance(v := _get(results, f"{n}.ready", "native_decode_us_per_state"),
+                                                     int | float)), None),
+              *(_get(results, f"{n}.ready", "decode_us_per_state") for n in IMPORTS)]
+    lines.append(f"| the dialect's decode alone (in-process, bench.imports.decode_costs), µs per state | "
+                 f"{' | '.join(_num(v, 1) for v in decode)} | {' | '.join(_ratio(v, decode[0]) for v in decode[1:])} |")
     row("peak RSS during throughput, MiB", "throughput.{c}", "peak_rss_mib")
     row("RSS idle (devices known), MiB", "{c}.idle_rss_mib")
     rates = params.get("rates", [])
     for rate in rates:
         for q in ("p50", "p99"):
             row(f"latency at {rate:g}/s, {q} ms", f"latency.{{c}}.{rate:g}", f"{q}_ms", digits=1)
+        row(f"latency at {rate:g}/s, CPU s per 1,000 events", f"latency.{{c}}.{rate:g}", "cpu_s_per_1000", digits=3)
     problems = []
     for c in columns:
         found = results.get(f"{c}.problems")
@@ -175,6 +185,16 @@ def _imports(results: dict[str, Any]) -> list[str]:
     lines.append(f"| messages hubd rejected, failed on or ignored (whole scenario) | {' | '.join(problems)} | | |")
     lines += ["", "Ratios here are import ÷ native for every row: for throughput higher is better (goal: "
               "≥ 0.70×), for CPU, memory, time and latency lower is better."]
+    native_rate = _get(results, "throughput.hubd", "events_per_s")
+    goal = []
+    for name in IMPORTS:
+        rate = _get(results, f"throughput.{name}", "events_per_s")
+        if all(isinstance(v, int | float) and v > 0 for v in (rate, native_rate)):
+            ratio = math.floor(rate / native_rate * 1000) / 1000  # not rounded up to the goal
+            goal.append(f"{name} {ratio:.3f}× ({'met' if rate >= GOAL * native_rate else 'missed'})")
+    if goal:
+        lines.append(f"Goal: each import ≥ {GOAL:.2f}× the native throughput (first publish → last receipt): "
+                     f"{'; '.join(goal)}.")
     return lines
 
 
@@ -183,3 +203,30 @@ if __name__ == "__main__":
     import sys
 
     print(markdown(json.loads(open(sys.argv[1]).read())))  # noqa: SIM115
+
+
+# hubd_event_stage_seconds's stages, in the order an event crosses them.
+STAGE_NAMES = (("mqtt_to_commit", "MQTT message in → its batch committed (fsync included)"),
+               ("commit_to_post", "committed → POST begins"),
+               ("post", "POST → the platform's answer"))
+
+
+def _stages(results: dict[str, Any], rates: list[float]) -> list[str]:
+    """Where a hubd event's time went at each fixed rate (its stage histogram; percentiles are bucket bounds)."""
+    lines: list[str] = []
+    for rate in rates:
+        stages = _get(results, f"latency.hubd.{rate:g}", "stages")
+        if not isinstance(stages, dict) or not stages:
+            continue
+        if not lines:
+            lines += ["| hubd: where an event's time goes | rate | events | mean ms | p50 ≤ ms | p99 ≤ ms |",
+                      "|---|---:|---:|---:|---:|---:|"]
+        for stage, label in STAGE_NAMES:
+            got = stages.get(stage)
+            if isinstance(got, dict):
+                lines.append(f"| {label} | {rate:g}/s | {_num(got['n'], 0)} | {_num(got['mean_ms'], 2)} | "
+                             f"{_num(got['p50_le_ms'], 2)} | {_num(got['p99_le_ms'], 2)} |")
+    if lines:
+        lines += ["", "Stages from hubd's own `hubd_event_stage_seconds` histogram (/metrics): means are exact; "
+                  "percentiles are the upper bound of the bucket they fall in.", ""]
+    return lines

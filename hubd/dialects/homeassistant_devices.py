@@ -32,8 +32,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import jinja2
-
 from hubd.devices.model import ADDITIONAL_INFO_MAX_CHARS, DeviceConfig, EntityNote, Origin, Route
 from hubd.dialects import mapping
 from hubd.dialects.homeassistant_actuators import Climate
@@ -45,6 +43,7 @@ from hubd.dialects.homeassistant_discovery import (
     DeviceInfo,
 )
 from hubd.dialects.homeassistant_entities import Entity
+from hubd.dialects.homeassistant_templates import Compiled
 
 DIALECT = "homeassistant"
 ADDRESS_VERSION = 2
@@ -72,7 +71,7 @@ class Record:
     seen: dict[str, bool] = field(default_factory=dict)  # availability by topic
     latest: bool | None = None
     indexed: list[tuple[str, str]] = field(default_factory=list)  # (topic, role) it is read on
-    availability_templates: dict[str, jinja2.Template] = field(default_factory=dict)  # by topic, compiled once
+    availability_templates: dict[str, Compiled] = field(default_factory=dict)  # by topic, compiled once
     via: str | None = None  # "[node_id/]object_id" of the device-based config that announced it, if one did
     # On a record restored from a Route address: the id its device had, held (and handed on to the config that
     # replaces it) until the device's records give that id themselves, so that a device never changes id while

@@ -18,13 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import jinja2
-
 from hubd.devices.model import StateValue
 from hubd.dialects import mapping
 from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
 from hubd.dialects.homeassistant_discovery import Conf, ConfigProblem
-from hubd.dialects.homeassistant_templates import Payload, TemplateError, Templates
+from hubd.dialects.homeassistant_templates import Compiled, Payload, TemplateError, Templates
 
 ECHO = "echo:"
 # Payloads that mean "unknown" rather than a value (Home Assistant's PAYLOAD_NONE, and what templates give).
@@ -64,7 +62,7 @@ class Entity:
         self.device_class = conf.text("device_class")
         self.qos = conf.qos()
         self.retain = conf.flag("retain", False)
-        self._compiled: dict[str, jinja2.Template] = {}
+        self._compiled: dict[str, Compiled] = {}
 
     def topics(self) -> list[tuple[str, str]]:
         """The (topic, role) pairs whose messages `read` understands."""
@@ -84,7 +82,7 @@ class Entity:
 
     # Helpers for the components.
 
-    def compile(self, key: str) -> jinja2.Template | None:
+    def compile(self, key: str) -> Compiled | None:
         """The entity's template `key`, compiled now (once: entities keep it), or None when it has none."""
         source = self.conf.text(key)
         if source is None:

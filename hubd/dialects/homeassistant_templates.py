@@ -6,6 +6,16 @@ device that share `{{ value_json.state }}` share one compiled template) and rend
 filters, tests and functions real producers' templates use: float, int, round, default, is_defined, iif,
 from_json, to_json, regex_*, as_timestamp, zip, namespace, `{% continue %}` and the rest.
 
+Rendering is on every state message, so it is kept cheap. A template renders from its own flat copy of the
+sandbox's globals (Jinja's default, a ChainMap over the environment's, cost more than the rest of a small
+render). And the commonest value templates, one expression of `value` or `value_json` read through keys,
+attributes, indexes and the pure number filters (`{{ value_json.temperature }}`, `{{ value_json["x"] }}`,
+`{{ value | float | round(1) }}`), are read directly from Jinja's parse of them (`_Sandbox.direct`): the same
+operations Jinja's compiled code does, on plain JSON values only (dict keys and list items, never an attribute:
+less than the sandbox allows). Anything else (a value that is not a plain JSON value, a key that is missing, a
+filter that raises, an output too long) makes the direct reading step aside for Jinja's own render of that
+message, so results and errors are Jinja's in every case.
+
 A template runs within limits: a time budget checked on every call, attribute and item access, a bounded
 `range`, a bounded output, and no repeating of strings or lists into huge ones. Whatever goes wrong is a
 `TemplateError` with one line saying why; nothing else escapes. Imports nothing of hubd.
@@ -13,27 +23,27 @@ A template runs within limits: a time budget checked on every call, attribute an
 
 from __future__ import annotations
 
-import base64
+import contextlib
 import json
 import math
 import re
-import statistics
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import jinja2
+from jinja2 import nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from hubd.dialects.homeassistant_filters import FILTERS, GLOBALS, TESTS
 
 MAX_SOURCE_CHARS = 16_384
 MAX_OUTPUT_CHARS = 65_536
 MAX_RANGE_ITEMS = 10_000  # all range() calls of one render together
 MAX_CACHED = 4_096
 RENDER_BUDGET_S = 0.25  # a real template renders in well under a millisecond
-_NO_DEFAULT: Any = object()
 
 
 class TemplateError(Exception):
@@ -62,15 +72,29 @@ class Payload:
         return self._json
 
 
+class Compiled:
+    """One compiled template: Jinja's, and its direct reading when it is one of the commonest value templates."""
+
+    __slots__ = ("direct", "jinja", "source")
+
+    def __init__(self, source: str, jinja: jinja2.Template, direct: Callable[[Payload], str | None] | None) -> None:
+        self.source = source
+        self.jinja = jinja
+        self.direct = direct  # the value template's text, or None to let Jinja render this payload
+
+    def __repr__(self) -> str:
+        return f"<Compiled {self.source!r}{' (direct)' if self.direct is not None else ''}>"
+
+
 class Templates:
     """Compiles and renders templates in one sandbox; `compiles` counts the sources actually compiled."""
 
     def __init__(self) -> None:
         self.compiles = 0
         self._env = _Sandbox()
-        self._cache: OrderedDict[str, jinja2.Template] = OrderedDict()
+        self._cache: OrderedDict[str, Compiled] = OrderedDict()
 
-    def compile(self, source: str) -> jinja2.Template:
+    def compile(self, source: str) -> Compiled:
         """The compiled template (from the cache when the same source was compiled before)."""
         found = self._cache.get(source)
         if found is not None:
@@ -79,24 +103,43 @@ class Templates:
         if len(source) > MAX_SOURCE_CHARS:
             raise TemplateError(f"the template has {len(source)} characters; at most {MAX_SOURCE_CHARS}")
         try:
-            compiled = self._env.from_string(source)
+            template = self._env.from_string(source)
         except jinja2.TemplateSyntaxError as err:
             raise TemplateError(f"not a valid template (line {err.lineno}: {err.message})") from err
         except (RecursionError, MemoryError) as err:
             raise TemplateError("the template is nested too deeply") from err
+        _flatten_globals(template)
+        compiled = Compiled(source, template, self._env.direct(source))
         self.compiles += 1
         self._cache[source] = compiled
         if len(self._cache) > MAX_CACHED:
             self._cache.popitem(last=False)
         return compiled
 
-    def render_value(self, template: jinja2.Template, payload: Payload) -> str:
+    def render_value(self, template: Compiled, payload: Payload) -> str:
         """A value template's result for a payload (`value`, and `value_json` when the payload is JSON)."""
+        if template.direct is not None:
+            text = template.direct(payload)
+            if text is not None:
+                return text
         return self.render(template, {"value": payload.text, "value_json": payload.json})
 
-    def render(self, template: jinja2.Template, variables: Mapping[str, Any]) -> str:
-        """The template's text output with these variables, stripped like Home Assistant's."""
-        return self._env.run(template, variables).strip()
+    def render(self, template: Compiled, variables: Mapping[str, Any]) -> str:
+        """The template's text output with these variables, stripped like Home Assistant's (Jinja renders it)."""
+        return self._env.run(template.jinja, variables).strip()
+
+
+def _flatten_globals(template: jinja2.Template) -> None:
+    """Give the template a flat copy of its globals (the same names and values).
+
+    Jinja gives each template a ChainMap over the environment's globals and copies it into a new dict on every
+    render, key by key through the ChainMap; a plain dict is copied in one step. The sandbox's globals are set
+    once, before any template is compiled. Only the documented `Template.globals` is replaced, never changed in
+    place (Jinja asks not to modify it: it is shared); should a Jinja release not allow that, the template
+    keeps its ChainMap and renders as before.
+    """
+    with contextlib.suppress(AttributeError, TypeError):
+        template.globals = dict(template.globals)
 
 
 class _DictGlobal:
@@ -120,9 +163,9 @@ class _Sandbox(ImmutableSandboxedEnvironment):
                          undefined=jinja2.Undefined)
         self._deadline = math.inf
         self._range_left = MAX_RANGE_ITEMS
-        self.filters.update(_FILTERS)
-        self.tests.update(_TESTS)
-        self.globals.update(_GLOBALS)
+        self.filters.update(FILTERS)
+        self.tests.update(TESTS)
+        self.globals.update(GLOBALS)
         self.globals["range"] = self._range
         self.globals["dict"] = _DictGlobal()
 
@@ -152,6 +195,37 @@ class _Sandbox(ImmutableSandboxedEnvironment):
         finally:
             self._deadline = math.inf
         return "".join(out)
+
+    def direct(self, source: str) -> Callable[[Payload], str | None] | None:
+        """The direct reading of a value template that is one expression `_reader` knows, else None."""
+        if getattr(self, "finalize", None) is not None or getattr(self, "autoescape", True) is not False:
+            return None  # then `{{ x }}` is not str(x)
+        try:
+            body = self.parse(source).body
+            if len(body) != 1 or type(body[0]) is not nodes.Output:
+                return None
+            parts = body[0].nodes
+            texts = [n for n in parts if type(n) is nodes.TemplateData]
+            if len(parts) != len(texts) + 1 or any(n.data.strip() for n in texts):
+                return None  # not one expression with at most whitespace around it (the result is stripped)
+            reader = _reader(next(n for n in parts if type(n) is not nodes.TemplateData), self.filters)
+            padding = sum(len(n.data) for n in texts)
+        except Exception:  # a tree of another shape (another Jinja release): Jinja renders it
+            return None
+        if reader is None:
+            return None
+
+        def direct(payload: Payload) -> str | None:
+            try:
+                value = reader(payload)
+                if type(value) not in _PLAIN:
+                    return None
+                text = str(value)  # what Jinja's compiled `{{ ... }}` yields (autoescape off, no finalize)
+            except Exception:  # Jinja renders it, and says what is wrong
+                return None
+            return None if len(text) + padding > MAX_OUTPUT_CHARS else text.strip()
+
+        return direct
 
     def call(self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         self._check_time()
@@ -190,208 +264,83 @@ class _Sandbox(ImmutableSandboxedEnvironment):
 
 _UNDEFINED = jinja2.Undefined(name="value_json", hint="the payload is not JSON")
 
-
-def _fail(name: str, value: Any) -> Any:
-    raise ValueError(f"{name} got invalid input {value!r} and no default was given")
-
-
-def _float(value: Any, default: Any = _NO_DEFAULT) -> Any:
-    try:
-        return float(value)
-    except (ValueError, TypeError):
-        return _fail("float", value) if default is _NO_DEFAULT else default
+# What a direct reading handles: the values json.loads makes (exact types), and hubd's own filters that are pure
+# functions of their arguments. Jinja's compiled code calls a filter as `f(value, *args, **kwargs)`, reads
+# `a.b` as the sandbox's getattr (for a dict without such an attribute: a["b"]) and `a["b"]`/`a[0]` as its
+# getitem (a["b"] when that succeeds), and yields `str(result)`: a direct reading does the same, and steps aside
+# (raises) for anything else: a missing key, another type, a filter that fails.
+_PLAIN = frozenset({str, int, float, bool, type(None), dict, list})
+_DIRECT_FILTERS = frozenset({"float", "int", "round", "multiply", "add", "bool"})
+_Reader = Callable[[Payload], Any]
 
 
-def _int(value: Any, default: Any = _NO_DEFAULT, base: int = 10) -> Any:
-    try:
-        if isinstance(value, str) and base != 10:
-            return int(value, base)
-        return int(float(value)) if isinstance(value, str) else int(value)
-    except (ValueError, TypeError, OverflowError):
-        return _fail("int", value) if default is _NO_DEFAULT else default
+class _Aside(Exception):
+    """A value the direct reading is not sure to treat as Jinja does: Jinja renders the message."""
 
 
-def _bool(value: Any, default: Any = _NO_DEFAULT) -> Any:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on", "enable"):
-        return True
-    if text in ("0", "false", "no", "off", "disable"):
-        return False
-    return _fail("bool", value) if default is _NO_DEFAULT else default
+def _value(payload: Payload) -> Any:
+    return payload.text
 
 
-def _round(value: Any, precision: int = 0, method: str = "common", default: Any = _NO_DEFAULT) -> Any:
-    try:
-        number = float(value)
-    except (ValueError, TypeError):
-        return _fail("round", value) if default is _NO_DEFAULT else default
-    if method == "ceil":
-        number = math.ceil(number * 10**precision) / 10**precision
-    elif method == "floor":
-        number = math.floor(number * 10**precision) / 10**precision
-    elif method == "half":
-        number = round(number * 2) / 2.0
-    else:
-        number = round(number, precision)
-    return int(number) if precision == 0 and method != "half" else number
+def _value_json(payload: Payload) -> Any:
+    found = payload.json
+    if type(found) not in _PLAIN:  # not JSON: Jinja's Undefined
+        raise _Aside
+    return found
 
 
-def _arith(name: str, op: Callable[[float, float], float]) -> Callable[..., Any]:
-    def apply(value: Any, amount: Any, default: Any = _NO_DEFAULT) -> Any:
-        try:
-            return op(float(value), float(amount))
-        except (ValueError, TypeError):
-            return _fail(name, value) if default is _NO_DEFAULT else default
-    return apply
+def _reader(node: nodes.Node, filters: Mapping[str, Callable[..., Any]]) -> _Reader | None:
+    """A function giving the expression's value for a payload, or None when it is not one a direct reading does:
+    `value` or `value_json`, then keys, attributes and indexes by constants, then the pure filters with constant
+    arguments."""
+    if type(node) is nodes.Name:
+        return {"value": _value, "value_json": _value_json}.get(node.name) if node.ctx == "load" else None
+    if type(node) is nodes.Getattr:
+        inner = _reader(node.node, filters)
+        if inner is None or node.ctx != "load" or type(node.attr) is not str or hasattr({}, node.attr):
+            return None  # the sandbox's getattr reads a dict's own attribute first (`items`, `keys`, ...)
+        return _read_key(inner, node.attr, (dict,))
+    if type(node) is nodes.Getitem:
+        inner = _reader(node.node, filters)
+        arg = node.arg
+        if inner is None or node.ctx != "load" or type(arg) is not nodes.Const or type(arg.value) not in (str, int):
+            return None
+        return _read_key(inner, arg.value, (dict, list))
+    if type(node) is nodes.Filter:
+        func = filters.get(node.name)
+        if func is None or node.name not in _DIRECT_FILTERS or func is not FILTERS[node.name] or node.node is None \
+                or node.dyn_args is not None or node.dyn_kwargs is not None:
+            return None
+        args: list[Any] = []
+        for arg in node.args:
+            if type(arg) is not nodes.Const:
+                return None
+            args.append(arg.value)
+        kwargs: dict[str, Any] = {}
+        for pair in node.kwargs:
+            keyword: Any = pair  # a Keyword in Jinja's parse (its annotation says Pair)
+            if type(keyword) is not nodes.Keyword or type(keyword.value) is not nodes.Const:
+                return None
+            kwargs[keyword.key] = keyword.value.value
+        inner = _reader(node.node, filters)
+        return None if inner is None else _read_filtered(inner, func, tuple(args), kwargs)
+    return None
 
 
-def _log(value: Any, base: float = math.e, default: Any = _NO_DEFAULT) -> Any:
-    try:
-        return math.log(float(value), float(base))
-    except (ValueError, TypeError, ZeroDivisionError):
-        return _fail("log", value) if default is _NO_DEFAULT else default
+def _read_key(inner: _Reader, key: Any, types: tuple[type, ...]) -> _Reader:
+    """`inner`'s value[key], for a value of one of these exact types."""
+    def read(payload: Payload) -> Any:
+        found = inner(payload)
+        if type(found) not in types:
+            raise _Aside
+        return found[key]
+
+    return read
 
 
-def _is_defined(value: Any) -> Any:
-    if isinstance(value, jinja2.Undefined):
-        value._fail_with_undefined_error()
-    return value
+def _read_filtered(inner: _Reader, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Reader:
+    """`inner`'s value through a filter, called as Jinja's compiled code calls it."""
+    def read(payload: Payload) -> Any:
+        return func(inner(payload), *args, **kwargs)
 
-
-def _iif(value: Any, if_true: Any = True, if_false: Any = False, if_none: Any = _NO_DEFAULT) -> Any:
-    if value is None and if_none is not _NO_DEFAULT:
-        return if_none
-    return if_true if value else if_false
-
-
-def _from_json(value: Any, default: Any = _NO_DEFAULT) -> Any:
-    try:
-        return json.loads(value)
-    except (ValueError, TypeError):
-        return _fail("from_json", value) if default is _NO_DEFAULT else default
-
-
-def _to_json(value: Any, ensure_ascii: bool = False, pretty_print: bool = False, sort_keys: bool = False) -> str:
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=2 if pretty_print else None, sort_keys=sort_keys)
-
-
-def _regex(flags: bool) -> int:
-    return re.IGNORECASE if flags else 0
-
-
-def _regex_match(value: Any, find: str = "", ignorecase: bool = False) -> bool:
-    return bool(re.match(find, str(value), _regex(ignorecase)))
-
-
-def _regex_search(value: Any, find: str = "", ignorecase: bool = False) -> bool:
-    return bool(re.search(find, str(value), _regex(ignorecase)))
-
-
-def _regex_replace(value: Any = "", find: str = "", replace: str = "", ignorecase: bool = False) -> str:
-    return re.sub(find, replace, str(value), flags=_regex(ignorecase))
-
-
-def _regex_findall(value: Any, find: str = "", ignorecase: bool = False) -> list[Any]:
-    return re.findall(find, str(value), _regex(ignorecase))
-
-
-def _regex_findall_index(value: Any, find: str = "", index: int = 0, ignorecase: bool = False) -> Any:
-    return re.findall(find, str(value), _regex(ignorecase))[index]
-
-
-def _as_datetime(value: Any, default: Any = _NO_DEFAULT) -> Any:
-    if isinstance(value, datetime):
-        return value
-    try:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return datetime.fromtimestamp(value, tz=UTC)
-        moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-    except (ValueError, TypeError, OverflowError, OSError):
-        return None if default is _NO_DEFAULT else default
-
-
-def _as_timestamp(value: Any, default: Any = _NO_DEFAULT) -> Any:
-    moment = _as_datetime(value, None)
-    if moment is None:
-        return _fail("as_timestamp", value) if default is _NO_DEFAULT else default
-    return moment.timestamp()
-
-
-def _timestamp_custom(value: Any, format_string: str = "%Y-%m-%d %H:%M:%S", local: bool = True,
-                      default: Any = _NO_DEFAULT) -> Any:
-    try:
-        moment = datetime.fromtimestamp(float(value), tz=UTC)
-    except (ValueError, TypeError, OverflowError, OSError):
-        return _fail("timestamp_custom", value) if default is _NO_DEFAULT else default
-    return (moment.astimezone() if local else moment).strftime(format_string)
-
-
-def _is_number(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    try:
-        return math.isfinite(float(value))
-    except (ValueError, TypeError):
-        return False
-
-
-def _contains(value: Any, item: Any) -> bool:
-    return isinstance(value, str | list | tuple | set | frozenset | dict) and item in value
-
-
-def _bitwise(op: Callable[[int, int], int]) -> Callable[[Any, Any], int]:
-    return lambda value, other: op(int(value), int(other))
-
-
-def _average(*args: Any, default: Any = _NO_DEFAULT) -> Any:
-    values = list(args[0]) if len(args) == 1 and isinstance(args[0], Iterable) else list(args)
-    try:
-        return statistics.fmean(float(v) for v in values)
-    except (ValueError, TypeError, statistics.StatisticsError):
-        return _fail("average", values) if default is _NO_DEFAULT else default
-
-
-def _slugify(value: Any, separator: str = "_") -> str:
-    return re.sub(r"[^a-z0-9]+", separator, str(value).lower()).strip(separator)
-
-
-def _ordinal(value: Any) -> str:
-    number = int(value)
-    suffix = "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
-    return f"{number}{suffix}"
-
-
-def _zip(*iterables: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
-    return zip(*iterables, strict=False)
-
-
-_FILTERS: dict[str, Callable[..., Any]] = {
-    "float": _float, "int": _int, "bool": _bool, "round": _round, "multiply": _arith("multiply", lambda a, b: a * b),
-    "add": _arith("add", lambda a, b: a + b), "log": _log, "is_defined": _is_defined, "iif": _iif,
-    "from_json": _from_json, "to_json": _to_json, "regex_match": _regex_match, "regex_search": _regex_search,
-    "regex_replace": _regex_replace, "regex_findall": _regex_findall, "regex_findall_index": _regex_findall_index,
-    "as_datetime": _as_datetime, "as_timestamp": _as_timestamp, "timestamp_custom": _timestamp_custom,
-    "timestamp_local": lambda value, default=_NO_DEFAULT: _timestamp_custom(value, "%Y-%m-%dT%H:%M:%S%z", True,
-                                                                             default),
-    "timestamp_utc": lambda value, default=_NO_DEFAULT: _timestamp_custom(value, "%Y-%m-%dT%H:%M:%S+00:00", False,
-                                                                           default), "is_number": _is_number,
-    "contains": _contains, "bitwise_and": _bitwise(lambda a, b: a & b), "bitwise_or": _bitwise(lambda a, b: a | b),
-    "bitwise_xor": _bitwise(lambda a, b: a ^ b), "average": _average, "slugify": _slugify, "ordinal": _ordinal,
-    "ord": lambda value: ord(str(value)[0]), "sqrt": lambda value: math.sqrt(float(value)),
-    "base64_encode": lambda value: base64.b64encode(str(value).encode()).decode(),
-    "base64_decode": lambda value: base64.b64decode(str(value)).decode("utf-8", "replace"),
-}
-_TESTS: dict[str, Callable[..., bool]] = {
-    "is_number": _is_number, "contains": _contains, "match": _regex_match, "search": _regex_search,
-    "list": lambda value: isinstance(value, list), "set": lambda value: isinstance(value, set),
-    "tuple": lambda value: isinstance(value, tuple), "datetime": lambda value: isinstance(value, datetime),
-}
-_GLOBALS: dict[str, Any] = {
-    "float": _float, "int": _int, "bool": _bool, "iif": _iif, "as_datetime": _as_datetime,
-    "as_timestamp": _as_timestamp, "is_number": _is_number, "log": _log, "average": _average, "zip": _zip,
-    "now": lambda: datetime.now(UTC).astimezone(), "utcnow": lambda: datetime.now(UTC),
-    "min": min, "max": max, "pi": math.pi, "e": math.e, "tau": math.tau,
-}
+    return read
