@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import imports, scenarios
+from bench import imports, pi, scenarios
 from bench.load import Publisher
 from bench.procs import REPO, Broker
 from bench.profile import profile_hubd
@@ -65,6 +65,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="with --profile: profile a latency run at N events/s instead of the throughput run")
     parser.add_argument("--json", type=Path, help="where to write the results [bench/results/<time>.json]")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (logs, databases)")
+    parser.add_argument("--pi", action="store_true",
+                        help="instead of the scenarios: the Raspberry-Pi-class profile (bench/pi.py): hubd on one "
+                             "core with 256 MiB, the database on tmpfs and on disk; about 2 minutes (--quick: under "
+                             "1); uses --devices [1000], --events [20000], --rates [100,1000], --latency-seconds [10], "
+                             "--synchronous, --json, --keep")
     return parser.parse_args(argv)
 
 
@@ -270,6 +275,8 @@ def _run_import(rig: Rig, name: str, results: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.pi:
+        return pi.main(args, calibrate, machine)
     started = time.monotonic()
     results = run(args)
     results["duration_s"] = time.monotonic() - started

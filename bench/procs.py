@@ -53,9 +53,11 @@ class Child:
     """One child process with its output in a log file; stopped with SIGTERM, then SIGKILL."""
 
     def __init__(self, name: str, argv: list[str], log_path: Path, *, env: dict[str, str] | None = None,
-                 cwd: Path | None = None) -> None:
+                 cwd: Path | None = None, prefix: list[str] | None = None) -> None:
         self.name = name
         self.argv = argv
+        # Run before argv, which it must exec in place (same pid): e.g. `taskset -c 1` (bench.pi).
+        self.prefix = list(prefix or [])
         self.log_path = log_path
         self._env = env
         self._cwd = cwd
@@ -69,8 +71,8 @@ class Child:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **(self._env or {})}
         env.pop("NOTIFY_SOCKET", None)
         self.started_at = time.monotonic()
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=env, cwd=self._cwd)
+        self.proc = subprocess.Popen([*self.prefix, *self.argv], stdin=subprocess.DEVNULL, stdout=self._log,
+                                     stderr=subprocess.STDOUT, env=env, cwd=self._cwd)
 
     @property
     def pid(self) -> int:

@@ -152,7 +152,9 @@ class Hubd:
     """`python -m hubd run -c CONFIG` with its own workdir, database and log."""
 
     def __init__(self, workdir: Path, *, mqtt_port: int, receiver: Receiver, base_topic: str,
-                 zeroconf: bool = False, synchronous: str = "full", extra: dict[str, Any] | None = None) -> None:
+                 zeroconf: bool = False, synchronous: str = "full", extra: dict[str, Any] | None = None,
+                 prefix: list[str] | None = None) -> None:
+        """`prefix`: a command that execs hubd's command in place (e.g. `taskset -c 1`: bench.pi)."""
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.http_port = free_port()
@@ -173,7 +175,7 @@ class Hubd:
         self.config_path.write_text(yaml.safe_dump(config))
         self.receiver = receiver
         self.child = Child("hubd", [_python(), "-m", "hubd", "run", "-c", str(self.config_path)],
-                           workdir / "hubd.log", cwd=workdir)
+                           workdir / "hubd.log", cwd=workdir, prefix=prefix)
 
     @property
     def url(self) -> str:
@@ -204,9 +206,14 @@ class Hubd:
         if not result.ok:
             raise RuntimeError(f"binding {user_id} failed: {result.reply}")
 
+    def metrics_text(self) -> str:
+        """The whole /metrics text."""
+        _, text = http_json("GET", f"{self.url}/metrics")
+        return str(text)
+
     def metric(self, name: str) -> float:
         """Sum of every series of one /metrics counter or gauge."""
-        _, text = http_json("GET", f"{self.url}/metrics")
+        text = self.metrics_text()
         total = 0.0
         for line in str(text).splitlines():
             if line.startswith(name) and (line[len(name)] in " {"):
