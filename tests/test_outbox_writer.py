@@ -12,6 +12,7 @@ from unit_helpers import eventually
 
 from hubd.errors import StoreError
 from hubd.metrics import Metrics
+from hubd.outbox.feed import OutboxFeed
 from hubd.outbox.writer import OutboxWriter
 from hubd.store import outbox as outbox_store
 from hubd.store.devices import DeviceRows
@@ -60,9 +61,20 @@ async def test_a_failed_commit_gives_the_delivered_rows_back(tmp_path: Path) -> 
     async with running_sender(tmp_path) as rig:
         assert rig.feed is not None
         writer = OutboxWriter(rig.db, namespace="Service", metrics=Metrics(), outbox_wakeup=rig.wakeup, feed=rig.feed)
-        rig.feed.delivered(41)
-        rig.feed.delivered(42)
+        rig.feed.delivered(41, 1.0)
+        rig.feed.delivered(42, 2.0)
         broken = DeviceRows((("x",),), ())  # a row of the wrong shape: the transaction fails and rolls back
         with pytest.raises(StoreError):
             await writer.commit([], broken)
         assert rig.feed.take_delivered() == [41, 42]
+
+
+def test_the_sender_takes_only_delivered_rows_that_waited_for_a_commit_long_enough() -> None:
+    feed = OutboxFeed()
+    for row_id, at in ((1, 10.0), (2, 10.02), (3, 10.05)):
+        feed.delivered(row_id, at)
+    assert feed.take_delivered(until=10.02) == [1, 2]  # the sender, at 10.07 with a 50 ms wait
+    assert feed.delivered_count == 1
+    feed.delivered_again([1, 2])  # a failed delete: they go first
+    assert feed.take_delivered() == [1, 2, 3]  # the writer takes everything
+    assert feed.take_delivered() == []

@@ -17,6 +17,8 @@ events again, with their messageId (at least once, as always). Pure: no I/O, no 
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,7 +38,7 @@ class OutboxFeed:
 
     def __init__(self) -> None:
         self._rows: list[Fed] = []
-        self._delivered: list[int] = []
+        self._delivered: list[tuple[int, float]] = []  # (row id, monotonic time delivered), in delivery order
 
     def written(self, rows: Sequence[Written], committed_at: float) -> None:
         """Rows a commit just made durable (the caller wakes the sender)."""
@@ -47,18 +49,21 @@ class OutboxFeed:
         rows, self._rows = self._rows, []
         return rows
 
-    def delivered(self, row_id: int) -> None:
-        """A row the platform accepted: to be deleted by whoever takes it first (writer or sender)."""
-        self._delivered.append(row_id)
+    def delivered(self, row_id: int, at: float) -> None:
+        """A row the platform accepted at monotonic time `at`: deleted by whoever takes it first."""
+        self._delivered.append((row_id, at))
 
-    def take_delivered(self) -> list[int]:
-        """The delivered rows not yet taken; the taker deletes them, or gives them back (`delivered_again`)."""
-        ids, self._delivered = self._delivered, []
-        return ids
+    def take_delivered(self, until: float = math.inf) -> list[int]:
+        """The delivered rows not yet taken (those delivered by monotonic time `until`); the taker deletes them,
+        or gives them back (`delivered_again`)."""
+        delivered = self._delivered
+        count = len(delivered) if until == math.inf else bisect.bisect_right(delivered, until, key=lambda d: d[1])
+        taken, self._delivered = delivered[:count], delivered[count:]
+        return [row_id for row_id, _ in taken]
 
     def delivered_again(self, ids: list[int]) -> None:
         """Rows taken for deletion whose delete did not happen (a failed commit): the next taker deletes them."""
-        self._delivered[:0] = ids
+        self._delivered[:0] = [(row_id, -math.inf) for row_id in ids]
 
     @property
     def delivered_count(self) -> int:

@@ -230,7 +230,8 @@ class OutboxSender:
             queue.remove(row, now)
             if outcome == "done":
                 if self._feed is not None:
-                    self._feed.delivered(row.id)  # deleted with the writer's next commit, or by _flush_done
+                    self._feed.delivered(row.id, time.monotonic())  # deleted with the writer's next commit, or
+                    # by _flush_done once it waited DELETE_EVERY_S for one
                 else:
                     self._done.append(row.id)
                 self._done_ready.set()
@@ -279,8 +280,13 @@ class OutboxSender:
                 except TimeoutError:
                     pass
             self._done_ready.clear()
+            full = self._done_full.is_set()
             self._done_full.clear()
-            ids = self._take_done()  # what the writer's commits have not taken meanwhile
+            # What the writer's commits have not taken: all of it when DELETE_BATCH wait, else what waited long
+            # enough for a commit (the rest waits for the next round, unless a commit takes it first).
+            ids = self._take_done(until=None if full else time.monotonic() - DELETE_EVERY_S)
+            if self._feed is not None and self._feed.delivered_count:
+                self._done_ready.set()
             if not ids:
                 continue
             try:
@@ -296,11 +302,12 @@ class OutboxSender:
         """Delivered rows not deleted yet."""
         return len(self._done) + (self._feed.delivered_count if self._feed is not None else 0)
 
-    def _take_done(self) -> list[int]:
-        """Delivered rows to delete now (the caller puts them back in `_done` if the delete fails)."""
+    def _take_done(self, until: float | None = None) -> list[int]:
+        """Delivered rows to delete now (those the feed has, delivered by monotonic time `until`); the caller puts
+        them back in `_done` if the delete fails."""
         ids, self._done = self._done, []
         if self._feed is not None:
-            ids += self._feed.take_delivered()
+            ids += self._feed.take_delivered() if until is None else self._feed.take_delivered(until)
         return ids
 
     def _put_back(self, due: list[tuple[PendingRow, str]]) -> None:
