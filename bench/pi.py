@@ -597,6 +597,12 @@ def markdown(results: dict[str, Any]) -> str:
             value_row(f"latency at {float(rate):g}/s, {q} ms", (f"latency.{float(rate):g}", f"{q}_ms"), 1, goal)
         cpu_row(f"during latency at {float(rate):g}/s: hubd's CPU / core {core} busy / core {others} busy, %",
                 f"latency.{float(rate):g}")
+        for stage, what in (("mqtt_to_commit", "MQTT in → committed"), ("commit_to_post", "committed → POST"),
+                            ("post", "POST → answer")):
+            row(f"at {float(rate):g}/s, {what}: mean ms (p99 ≤ bucket)",
+                [f"{_num(_get(places, p, f'latency.{float(rate):g}', 'stages', stage, 'mean_ms'), 2)} "
+                 f"({_num(_get(places, p, f'latency.{float(rate):g}', 'stages', stage, 'p99_le_ms'), 1)})"
+                 for p in names])
     value_row(f"{n} devices: start → ready (/healthz 200), s", ("ready_s",), 2)
     value_row(f"{n} devices: start → platform has all {n}, s", ("all_known_s",), 2)
     value_row("RSS after binding the user, no devices yet (first life), MiB", ("idle_rss_no_devices_mib",), 1)
