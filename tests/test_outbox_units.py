@@ -496,3 +496,31 @@ async def test_each_delivered_event_times_its_stages(rig: SenderRig) -> None:
     text = rig.metrics.render()
     assert 'hubd_event_stage_seconds_count{stage="post"} 2' in text
     assert 'hubd_event_stage_seconds_bucket{stage="commit_to_post",le="+Inf"} 2' in text
+
+
+async def test_fed_rows_taken_before_a_failed_read_are_indexed_once_the_database_is_back(
+        rig: SenderRig, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_new = outbox_store.new_rows_blocking
+    failures = [1]
+
+    def full_once(conn: sqlite3.Connection, after: int) -> list[outbox_store.IndexedRow]:
+        if failures:
+            failures.pop()
+            err = sqlite3.OperationalError("database or disk is full")
+            err.sqlite_errorcode = sqlite3.SQLITE_FULL  # type: ignore[attr-defined]
+            raise err
+        return real_new(conn, after)
+
+    monkeypatch.setattr(outbox_store, "new_rows_blocking", full_once)
+    probe = asyncio.create_task(rig.db.run())  # the database's probe says when writes (and reads) go again
+    try:
+        rig.tokens.tokens["alice"] = "alice:1"
+        await rig.db.call(insert_rows, [change("lamp", "0")], "alice")  # not fed: the sender must read
+        await rig.queue("alice", change("lamp", "1"), change("lamp", "2"))  # fed, taken, then the read fails
+        await eventually(lambda: len(rig.api.accepted) == 3, "all three delivered after the failed read",
+                         timeout_s=20)
+        assert not failures
+        assert [changed_to(p) for p in rig.api.of("alice", "lamp")] == ["0", "1", "2"]
+    finally:
+        probe.cancel()
+        await asyncio.gather(probe, return_exceptions=True)
