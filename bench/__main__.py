@@ -8,7 +8,6 @@ discovery, zigbee2mqtt: bench.imports); writes bench/results/<time>.json.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -18,16 +17,13 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench import imports, pi, scenarios
-from bench.load import Publisher
-from bench.procs import REPO, Broker
 from bench.profile import profile_hubd
-from bench.report import markdown
-from bench.rig import Receiver, node_red_missing
+from bench.report import markdown, save_and_print, step
+from bench.rig import node_red_missing
 from bench.scenarios import Contender, Params, Rig
 
 SCENARIOS = ("throughput", "latency", "scale", "backlog", "webhook", *imports.IMPORTS)
@@ -150,20 +146,6 @@ def _mem_total_mib() -> float:
     return 0.0
 
 
-def _step(results: dict[str, Any], key: str, run: Callable[[], Any]) -> Any:
-    """Run one measurement; a failure is recorded (and printed) instead of ending the whole run."""
-    print(f"[bench] {key} ...", flush=True)
-    started = time.monotonic()
-    try:
-        value = run()
-    except Exception as err:
-        traceback.print_exc()
-        value = {"error": f"{type(err).__name__}: {err}"}
-    print(f"[bench] {key}: {json.dumps(value, default=str)[:400]} ({time.monotonic() - started:.1f} s)", flush=True)
-    results[key] = value
-    return value
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     params = params_from(args)
     only = set(args.only.split(","))
@@ -173,12 +155,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                "quick": args.quick, "params": params.__dict__, "machine": machine(),
                                "workdir": str(workdir), "skipped": {}}
     results["calibration_before"] = calibrate(workdir)
-    broker = Broker(workdir / "mosquitto", max_inflight=2000)
-    broker.start()
-    receiver = Receiver(workdir)
-    receiver.start()
-    publisher = Publisher(broker.port, "bench-devices")
-    rig = Rig(workdir, broker, receiver, publisher, params)
+    rig = Rig.start(workdir, params)
     try:
         if args.profile:
             target = only & set(imports.IMPORTS)
@@ -194,7 +171,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if "scale" in only and "hubd" in contenders:
             modes = {"both": (False, True), "off": (False,), "on": (True,)}[args.scale_zeroconf]
             for zeroconf in modes:
-                _step(results, f"scale.zeroconf_{'on' if zeroconf else 'off'}",
+                step(results, f"scale.zeroconf_{'on' if zeroconf else 'off'}",
                       lambda zeroconf=zeroconf: scenarios.scale(rig, zeroconf=zeroconf))  # type: ignore[misc]
         for name in imports.IMPORTS:
             if name in only and "hubd" in contenders:
@@ -202,9 +179,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             elif name in only:
                 results["skipped"][name] = "hubd is not among --contenders"
     finally:
-        publisher.close()
-        receiver.stop()
-        broker.stop()
+        rig.stop()
         results["calibration_after"] = calibrate(workdir)
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -233,15 +208,15 @@ def _run_contender(rig: Rig, name: str, only: set[str], results: dict[str, Any])
     try:
         results[f"{name}.idle_rss_mib"] = who.stats().rss_mib
         if "throughput" in only:
-            _step(results, f"throughput.{name}", lambda: scenarios.throughput(rig, who))
+            step(results, f"throughput.{name}", lambda: scenarios.throughput(rig, who))
         if "latency" in only or "webhook" in only:
             for rate in rig.params.rates:
-                _step(results, f"latency.{name}.{rate:g}", lambda rate=rate: scenarios.latency(rig, who, rate))  # type: ignore[misc]
+                step(results, f"latency.{name}.{rate:g}", lambda rate=rate: scenarios.latency(rig, who, rate))  # type: ignore[misc]
         if hub is not None and "backlog" in only:
-            _step(results, "backlog.hubd", lambda: scenarios.backlog(rig, who, hub))
+            step(results, "backlog.hubd", lambda: scenarios.backlog(rig, who, hub))
         if hub is not None and "webhook" in only:
             unloaded = results.get(f"latency.hubd.{rig.params.flood_event_rate:g}", {}).get("p99_ms", float("nan"))
-            _step(results, "webhook.hubd", lambda: scenarios.webhook(rig, who, hub, unloaded))
+            step(results, "webhook.hubd", lambda: scenarios.webhook(rig, who, hub, unloaded))
         results[f"{name}.rss_after_mib"] = who.stats().rss_mib
     finally:
         who.proc.stop()
@@ -256,16 +231,16 @@ def _run_import(rig: Rig, name: str, results: dict[str, Any]) -> None:
         holder.append(imports.start(rig, name))
         return holder[0].ready
 
-    _step(results, f"{name}.ready", begin)
+    step(results, f"{name}.ready", begin)
     if not holder:
         return
     started = holder[0]
     who, hub = started.who, started.hub
     try:
         results[f"{name}.idle_rss_mib"] = who.stats().rss_mib
-        _step(results, f"throughput.{name}", lambda: scenarios.throughput(rig, who))
+        step(results, f"throughput.{name}", lambda: scenarios.throughput(rig, who))
         for rate in rig.params.rates:
-            _step(results, f"latency.{name}.{rate:g}", lambda rate=rate: scenarios.latency(rig, who, rate))  # type: ignore[misc]
+            step(results, f"latency.{name}.{rate:g}", lambda rate=rate: scenarios.latency(rig, who, rate))  # type: ignore[misc]
         results[f"{name}.rss_after_mib"] = who.stats().rss_mib
         results[f"{name}.problems"] = imports.problems(hub)
     finally:
@@ -279,15 +254,8 @@ def main(argv: list[str] | None = None) -> int:
         return pi.main(args, calibrate, machine)
     started = time.monotonic()
     results = run(args)
-    results["duration_s"] = time.monotonic() - started
-    stamp = time.strftime("%Y%m%d-%H%M%S") + ("-quick" if args.quick else "")
-    out = args.json or REPO / "bench" / "results" / f"{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2, default=str) + "\n")
-    print()
-    print(markdown(results))
-    print(f"\nresults: {out} ({results['duration_s']:.0f} s)")
-    return 0
+    return save_and_print(results, started=started, out=args.json, suffix="-quick" if args.quick else "",
+                          render=markdown)
 
 
 if __name__ == "__main__":

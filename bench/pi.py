@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from bench import scenarios
-from bench.load import Publisher
-from bench.procs import REPO, Broker
-from bench.rig import Hubd, Receiver, wait_until
+from bench.procs import REPO
+from bench.report import save_and_print, step
+from bench.rig import Hubd, wait_until
 from bench.scenarios import Contender, Params, Rig
 
 MEMORY_LIMIT_MIB = 256
@@ -345,17 +345,7 @@ def storage_dirs(workdir: Path, mounts: str) -> tuple[dict[str, tuple[Path, str]
 
 def _measure(out: dict[str, Any], key: str, run: Callable[[], Any]) -> Any:
     """One measurement; a failure (e.g. hubd killed by the memory limit) is recorded instead of ending the run."""
-    print(f"[bench] pi {key} ...", flush=True)
-    started = time.monotonic()
-    try:
-        value = run()
-    except Exception as err:
-        traceback.print_exc()
-        value = {"error": f"{type(err).__name__}: {err}"}
-    print(f"[bench] pi {key}: {json.dumps(value, default=str)[:300]} ({time.monotonic() - started:.1f} s)",
-          flush=True)
-    out[key] = value
-    return value
+    return step(out, key, run, label="pi ")
 
 
 def _with_cpu(hub: Hubd, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -475,18 +465,13 @@ def run(args: argparse.Namespace, calibrate: Calibrate, machine: Machine) -> dic
     pin_this_process(others)  # before any child or thread: they inherit it
     with on_core(core):
         results["calibration_before"] = calibrate(workdir)
-    broker = Broker(workdir / "mosquitto", max_inflight=2000)
-    broker.start()
-    receiver = Receiver(workdir)
-    receiver.start()
-    publisher = Publisher(broker.port, "bench-devices")
     params = Params(devices=pi.devices, throughput_events=pi.events, rates=pi.rates, latency_s=pi.latency_s,
                     scale_devices=pi.devices, backlog_events=0, webhook_calls=0, flood_rate=0.0, flood_s=0.0,
                     flood_event_rate=0.0, synchronous=pi.synchronous)
-    rig = Rig(workdir, broker, receiver, publisher, params)
+    rig = Rig.start(workdir, params)
     try:
-        results["affinity"] = {"bench": affinity(os.getpid()), "mosquitto": affinity(broker.child.pid),
-                               "receiver": affinity(receiver.child.pid)}
+        results["affinity"] = {"bench": affinity(os.getpid()), "mosquitto": affinity(rig.broker.child.pid),
+                               "receiver": affinity(rig.receiver.child.pid)}
         for name, (db_dir, kind) in places.items():
             print(f"[bench] pi: the database on {name} ({kind}, {db_dir})", flush=True)
             place = _measure(results["places"], name,
@@ -494,9 +479,7 @@ def run(args: argparse.Namespace, calibrate: Calibrate, machine: Machine) -> dic
                                  rig, pi, name, db_dir, core, plan, calibrate))
             place["fs_type"] = kind
     finally:
-        publisher.close()
-        receiver.stop()
-        broker.stop()
+        rig.stop()
         with on_core(core):
             results["calibration_after"] = calibrate(workdir)
         pin_this_process(sorted(original))
@@ -663,15 +646,8 @@ def _busy(places: dict[str, Any], place: str, cores: list[int], key: str) -> flo
 def main(args: argparse.Namespace, calibrate: Calibrate, machine: Machine) -> int:
     started = time.monotonic()
     results = run(args, calibrate, machine)
-    results["duration_s"] = time.monotonic() - started
-    stamp = time.strftime("%Y%m%d-%H%M%S") + "-pi" + ("-quick" if args.quick else "")
-    out = args.json or REPO / "bench" / "results" / f"{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2, default=str) + "\n")
-    print()
-    print(markdown(results))
-    print(f"\nresults: {out} ({results['duration_s']:.0f} s)")
-    return 0
+    return save_and_print(results, started=started, out=args.json, suffix="-pi" + ("-quick" if args.quick else ""),
+                          render=markdown)
 
 
 if __name__ == "__main__":

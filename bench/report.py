@@ -1,8 +1,14 @@
-"""Turn a results dict (as written to bench/results/*.json) into markdown tables."""
+"""A run's results: each measurement recorded (`step`), written to bench/results/*.json and turned into markdown
+tables."""
 
 from __future__ import annotations
 
+import json
 import math
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 NAMES = {"hubd": "hubd", "forwarder": "bare forwarder", "node-red": "Node-RED"}
@@ -230,3 +236,33 @@ def _stages(results: dict[str, Any], rates: list[float]) -> list[str]:
         lines += ["", "Stages from hubd's own `hubd_event_stage_seconds` histogram (/metrics): means are exact; "
                   "percentiles are the upper bound of the bucket they fall in.", ""]
     return lines
+
+
+def save_and_print(results: dict[str, Any], *, started: float, out: Path | None, suffix: str,
+                   render: Callable[[dict[str, Any]], str]) -> int:
+    """Record the run's duration, write the results (to `out`, or bench/results/<time><suffix>.json) and print
+    them as markdown; the exit code."""
+    results["duration_s"] = time.monotonic() - started
+    path = out or Path(__file__).resolve().parent / "results" / f"{time.strftime('%Y%m%d-%H%M%S')}{suffix}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    print()
+    print(render(results))
+    print(f"\nresults: {path} ({results['duration_s']:.0f} s)")
+    return 0
+
+
+def step(results: dict[str, Any], key: str, run: Callable[[], Any], *, label: str = "") -> Any:
+    """Run one measurement and record it under `key`; a failure is recorded (and printed) instead of ending the
+    whole run (e.g. hubd killed by a memory limit)."""
+    name = f"{label}{key}"
+    print(f"[bench] {name} ...", flush=True)
+    started = time.monotonic()
+    try:
+        value = run()
+    except Exception as err:
+        traceback.print_exc()
+        value = {"error": f"{type(err).__name__}: {err}"}
+    print(f"[bench] {name}: {json.dumps(value, default=str)[:400]} ({time.monotonic() - started:.1f} s)", flush=True)
+    results[key] = value
+    return value

@@ -55,6 +55,21 @@ class Rig:
     publisher: Publisher
     params: Params
 
+    @classmethod
+    def start(cls, workdir: Path, params: Params) -> Rig:
+        """Start mosquitto (no persistence, a wide in-flight window), the platform simulator and the publisher."""
+        broker = Broker(workdir / "mosquitto", max_inflight=2000)
+        broker.start()
+        receiver = Receiver(workdir)
+        receiver.start()
+        return cls(workdir, broker, receiver, Publisher(broker.port, "bench-devices"), params)
+
+    def stop(self) -> None:
+        """Stop the publisher, the simulator and mosquitto."""
+        self.publisher.close()
+        self.receiver.stop()
+        self.broker.stop()
+
 
 class Running(Protocol):
     """A started contender process."""
