@@ -37,7 +37,7 @@ from typing import Any
 
 from bench import scenarios
 from bench.procs import REPO
-from bench.report import save_and_print, step
+from bench.report import STAGE_NAMES, save_and_print, step
 from bench.rig import Hubd, wait_until
 from bench.scenarios import Contender, Params, Rig
 
@@ -580,8 +580,7 @@ def markdown(results: dict[str, Any]) -> str:
             value_row(f"latency at {float(rate):g}/s, {q} ms", (f"latency.{float(rate):g}", f"{q}_ms"), 1, goal)
         cpu_row(f"during latency at {float(rate):g}/s: hubd's CPU / core {core} busy / core {others} busy, %",
                 f"latency.{float(rate):g}")
-        for stage, what in (("mqtt_to_commit", "MQTT in → committed"), ("commit_to_post", "committed → POST"),
-                            ("post", "POST → answer")):
+        for stage, what in STAGE_NAMES:
             row(f"at {float(rate):g}/s, {what}: mean ms (p99 ≤ bucket)",
                 [f"{_num(_get(places, p, f'latency.{float(rate):g}', 'stages', stage, 'mean_ms'), 2)} "
                  f"({_num(_get(places, p, f'latency.{float(rate):g}', 'stages', stage, 'p99_le_ms'), 1)})"

@@ -10,6 +10,7 @@ Imports nothing from hubd.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Sequence
@@ -185,7 +186,11 @@ def load_config(canonical: str) -> DeviceConfig:
     return DeviceConfig.from_dict(json.loads(canonical))
 
 
+@functools.lru_cache(maxsize=1)
 def format_time(epoch_s: float) -> str:
-    """ISO 8601 UTC with milliseconds and Z, as the platform wants it."""
+    """ISO 8601 UTC with milliseconds and Z, as the platform wants it.
+
+    The last answer is remembered: the MQTT bridge gives every message of a batch the same receive time, so a
+    burst of states is formatted once, not once a message."""
     # isoformat, not strftime: glibc's %Y writes the year 999 as "999", which is not ISO 8601.
     return datetime.fromtimestamp(epoch_s, tz=UTC).isoformat(timespec="milliseconds").removesuffix("+00:00") + "Z"

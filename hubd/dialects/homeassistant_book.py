@@ -7,7 +7,7 @@ availability topics each exported entity reads, and reads a state, availability 
 index into typed inputs. `apply` takes added, changed and removed records and says which devices are
 announced again or gone; the topics it learns wait in `take_pending()` for the bridge to subscribe to.
 The dialect (`homeassistant.py`) reads configs into records and answers the seam. Imports the seam, the device
-model, the payload helpers and its own homeassistant_* modules.
+model and its own homeassistant_* modules.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from hubd.devices.model import StateSample
+from hubd.devices.model import StateSample, format_time
 from hubd.dialects.base import (
     AvailabilityReceived,
     ConfigReceived,
@@ -29,7 +29,6 @@ from hubd.dialects.base import (
 from hubd.dialects.homeassistant_devices import DeviceEndpoint, Globs, Record, assign_doorbells, device_endpoints
 from hubd.dialects.homeassistant_entities import StateProblem, TemplateFailed
 from hubd.dialects.homeassistant_templates import Payload, TemplateError, Templates
-from hubd.dialects.payload import SampleTimes
 
 log = logging.getLogger("hubd.dialects.homeassistant")  # the dialect's: its log lines name it as before
 
@@ -53,7 +52,6 @@ class EntityBook:
         self._subscribed: set[str] = set()
         self._freed: set[str] = set()
         self._pending: list[str] = []
-        self._times = SampleTimes()
 
     def reads(self, topic: str) -> bool:
         """Whether an entity reads this topic."""
@@ -127,7 +125,7 @@ class EntityBook:
         presses: list[DeviceInput] = []
         out: list[DeviceInput] = []
         touched: set[str] = set()
-        when = self._times(received_at)
+        when = format_time(received_at)
         for key, role in list(self._topics.get(topic, ())):
             record = self.records.get(key)
             if record is None or record.endpoint is None:

@@ -103,13 +103,15 @@ class Templates:
         if len(source) > MAX_SOURCE_CHARS:
             raise TemplateError(f"the template has {len(source)} characters; at most {MAX_SOURCE_CHARS}")
         try:
-            template = self._env.from_string(source)
+            tree = self._env.parse(source)  # parsed once: the direct reading is read off it before it compiles
+            direct = self._env.direct(tree)
+            template = self._env.from_string(tree)
         except jinja2.TemplateSyntaxError as err:
             raise TemplateError(f"not a valid template (line {err.lineno}: {err.message})") from err
         except (RecursionError, MemoryError) as err:
             raise TemplateError("the template is nested too deeply") from err
         _flatten_globals(template)
-        compiled = Compiled(source, template, self._env.direct(source))
+        compiled = Compiled(source, template, direct)
         self.compiles += 1
         self._cache[source] = compiled
         if len(self._cache) > MAX_CACHED:
@@ -196,12 +198,14 @@ class _Sandbox(ImmutableSandboxedEnvironment):
             self._deadline = math.inf
         return "".join(out)
 
-    def direct(self, source: str) -> Callable[[Payload], str | None] | None:
-        """The direct reading of a value template that is one expression `_reader` knows, else None."""
+    def direct(self, tree: nodes.Template) -> Callable[[Payload], str | None] | None:
+        """The direct reading of a value template (its parse) that is one expression `_reader` knows, else None.
+
+        Reads the tree only (the readers keep constants, never nodes), so the tree can be compiled afterwards."""
         if getattr(self, "finalize", None) is not None or getattr(self, "autoescape", True) is not False:
             return None  # then `{{ x }}` is not str(x)
         try:
-            body = self.parse(source).body
+            body = tree.body
             if len(body) != 1 or type(body[0]) is not nodes.Output:
                 return None
             parts = body[0].nodes

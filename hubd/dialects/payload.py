@@ -2,13 +2,11 @@
 
 Each dialect reads JSON of its own shape; they refuse a device payload over MAX_PAYLOAD_BYTES and ask
 `check_nesting` before `json.loads` recurses into one. A failure is a DeviceMessageInvalid that names the
-limit. `SampleTimes` gives the platform's time text of a receive time, formatted once per batch. Imports only
-hubd.errors, hubd.jsondepth and the device model's time format.
+limit. Imports only hubd.errors and hubd.jsondepth.
 """
 
 from __future__ import annotations
 
-from hubd.devices.model import format_time
 from hubd.errors import DeviceMessageInvalid
 from hubd.jsondepth import too_deep
 
@@ -29,20 +27,3 @@ def check_nesting(payload: bytes | str, max_depth: int = MAX_NESTING) -> None:
         raise DeviceMessageInvalid(f"JSON nested more than {max_depth} levels deep; a device payload is a flat "
                                    "object of a few levels")
 
-
-
-class SampleTimes:
-    """`format_time(received_at)`, remembered for the last receive time: the bridge gives every message of a batch
-    the same one, so a burst of states is formatted once, not once a message (a few µs each)."""
-
-    __slots__ = ("_at", "_text")
-
-    def __init__(self) -> None:
-        self._at: float | None = None
-        self._text = ""
-
-    def __call__(self, received_at: float) -> str:
-        if received_at != self._at:
-            self._text = format_time(received_at)
-            self._at = received_at
-        return self._text

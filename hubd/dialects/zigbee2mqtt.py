@@ -8,7 +8,7 @@ reads on `/get`. The dialect keeps the device list (zigbee2mqtt_devices builds e
 ieee_address is the endpointId, so renames keep it), announces what changed, reports only the exported values
 that changed (zigbee2mqtt republishes everything, linkquality and battery included, on every report), presses a
 declared doorbell on each publish of its action, and marks every device unreachable while the bridge is offline.
-Imports the seam, the device model, the payload limits and times and its own zigbee2mqtt_* modules.
+Imports the seam, the device model, the payload limits and its own zigbee2mqtt_* modules.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from hubd.config import DoorbellConfig, Zigbee2MqttConfig
-from hubd.devices.model import Origin, Route, StateSample, StateValue
+from hubd.devices.model import Origin, Route, StateSample, StateValue, format_time
 from hubd.dialects.base import (
     AvailabilityReceived,
     CommandRefused,
@@ -32,7 +32,7 @@ from hubd.dialects.base import (
     PressReceived,
     StateReceived,
 )
-from hubd.dialects.payload import MAX_PAYLOAD_BYTES, SampleTimes, check_nesting
+from hubd.dialects.payload import MAX_PAYLOAD_BYTES, check_nesting
 from hubd.dialects.zigbee2mqtt_devices import (
     DIALECT,
     Address,
@@ -82,7 +82,6 @@ class Zigbee2MqttDialect:
         self._listed = False  # a bridge/devices list was read
         self._entries: dict[str, tuple[bytes, Entry]] = {}  # ieee → its last entry's digest and reading
         self._early: dict[str, tuple[bytes, float]] = {}  # topic after the base → (payload, received at)
-        self._times = SampleTimes()
 
     def subscriptions(self) -> list[tuple[str, int]]:
         """Everything under the base topic, at QoS 1."""
@@ -280,7 +279,7 @@ class Zigbee2MqttDialect:
         for prop in device.reads:  # a few properties, of the ten or more zigbee2mqtt publishes each time
             if prop in data:
                 raw[prop] = data[prop]
-        when = self._times(received_at)
+        when = format_time(received_at)
         out: list[DeviceInput] = []
         problems: dict[str, str] = {}
         for slot in device.slots:

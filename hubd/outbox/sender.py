@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 from collections.abc import Sequence
 
@@ -69,6 +70,9 @@ class OutboxSender:
                  feed: OutboxFeed | None = None) -> None:
         self._store = OutboxRepo(db)
         self._feed = feed  # None: new rows are always read from the outbox
+        # Delivered rows waiting to be deleted: on the feed, where the writer's next commit takes them; without one,
+        # the sender's own ledger of the same kind.
+        self._delivered = feed if feed is not None else OutboxFeed()
         self._bodies: dict[int, Loaded] = {}  # fed rows' bodies, until they go
         self._must_read = False  # rows were taken from the feed but not indexed: read the outbox next time
         self._stages = event_stages(metrics)
@@ -84,7 +88,6 @@ class OutboxSender:
         self._load_lock = asyncio.Lock()
         self._in_flight = 0
         self._rotation = 0
-        self._done: list[int] = []
         self._done_ready = asyncio.Event()
         self._done_full = asyncio.Event()
         self._delivery = Delivery(self._store, api, tokens, clock=clock, metrics=metrics, observer=observer,
@@ -142,7 +145,7 @@ class OutboxSender:
 
     async def stop(self) -> None:
         """Deliveries in flight are cancelled with the task group; their rows stay and are resent later."""
-        ids = self._take_done()
+        ids = self._delivered.take_delivered()
         if ids:
             try:
                 await self._store.delete(ids)
@@ -229,13 +232,10 @@ class OutboxSender:
         if outcome in ("done", "dead"):
             queue.remove(row, now)
             if outcome == "done":
-                if self._feed is not None:
-                    self._feed.delivered(row.id, time.monotonic())  # deleted with the writer's next commit, or
-                    # by _flush_done once it waited DELETE_EVERY_S for one
-                else:
-                    self._done.append(row.id)
+                # Deleted with the writer's next commit, or by _flush_done once it waited DELETE_EVERY_S for one.
+                self._delivered.delivered(row.id, time.monotonic())
                 self._done_ready.set()
-                if self._done_waiting() >= DELETE_BATCH:
+                if self._delivered.delivered_count >= DELETE_BATCH:
                     self._done_full.set()
         elif outcome == "split":
             queue.remove(row, now)  # its pieces were loaded as barriers: they go first
@@ -273,7 +273,7 @@ class OutboxSender:
     async def _flush_done(self) -> None:
         while True:
             await self._done_ready.wait()
-            if self._done_waiting() < DELETE_BATCH:
+            if self._delivered.delivered_count < DELETE_BATCH:
                 try:
                     async with asyncio.timeout(DELETE_EVERY_S):
                         await self._done_full.wait()
@@ -284,8 +284,8 @@ class OutboxSender:
             self._done_full.clear()
             # What the writer's commits have not taken: all of it when DELETE_BATCH wait, else what waited long
             # enough for a commit (the rest waits for the next round, unless a commit takes it first).
-            ids = self._take_done(until=None if full else time.monotonic() - DELETE_EVERY_S)
-            if self._feed is not None and self._feed.delivered_count:
+            ids = self._delivered.take_delivered(math.inf if full else time.monotonic() - DELETE_EVERY_S)
+            if self._delivered.delivered_count:
                 self._done_ready.set()
             if not ids:
                 continue
@@ -294,21 +294,9 @@ class OutboxSender:
             except StorageUnavailable:
                 # Kept, delivered, out of the index: deleted once the database takes writes (a restart first
                 # sends them again, with their messageId).
-                self._done[:0] = ids
+                self._delivered.delivered_again(ids)
                 self._done_ready.set()
                 await self._store.writable()
-
-    def _done_waiting(self) -> int:
-        """Delivered rows not deleted yet."""
-        return len(self._done) + (self._feed.delivered_count if self._feed is not None else 0)
-
-    def _take_done(self, until: float | None = None) -> list[int]:
-        """Delivered rows to delete now (those the feed has, delivered by monotonic time `until`); the caller puts
-        them back in `_done` if the delete fails."""
-        ids, self._done = self._done, []
-        if self._feed is not None:
-            ids += self._feed.take_delivered() if until is None else self._feed.take_delivered(until)
-        return ids
 
     def _put_back(self, due: list[tuple[PendingRow, str]]) -> None:
         """Rows marked in flight whose bodies could not be read: they go in a later round."""

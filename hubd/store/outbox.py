@@ -140,7 +140,9 @@ def delete_blocking(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
 
 def delete_rows_blocking(conn: sqlite3.Connection, ids: Iterable[int]) -> None:
     """Delete rows inside the caller's transaction (a delivered row deleted with the writer's next commit)."""
-    conn.executemany("DELETE FROM outbox WHERE id = ?", [(i,) for i in ids])
+    rows = [(i,) for i in ids]
+    if rows:  # most commits have none to delete: no statement for them
+        conn.executemany("DELETE FROM outbox WHERE id = ?", rows)
 
 
 def note_retry_blocking(conn: sqlite3.Connection, row_id: int, attempts: int, next_at: float, error: str) -> None:
