@@ -344,22 +344,18 @@ class _DecodeTimer:
 
     def __init__(self, name: str, devices: int, only: Callable[[int], bool] | None = None) -> None:
         # Imported here: the rest of the bench's driver needs nothing of hubd.
-        from hubd.config import HomeAssistantConfig, Zigbee2MqttConfig
-        from hubd.dialects.homeassistant import HomeAssistantDialect
-        from hubd.dialects.native import NativeDialect
-        from hubd.dialects.zigbee2mqtt import Zigbee2MqttDialect
+        from hubd.config import HubdConfig
+        from hubd.dialects.enabled import build_dialects
 
         self.name = name
         self.dialect: Any
         self.shape: StateShape
         if name == "native":
-            self.dialect, self.shape = NativeDialect(NATIVE_BASE), _native_state
+            self.dialect = build_dialects(HubdConfig.model_validate({"mqtt": {"base_topic": NATIVE_BASE}}))[0]
+            self.shape = _native_state
         else:
             fleet = FLEETS[name](devices)
-            if name == "discovery":
-                self.dialect = HomeAssistantDialect(HomeAssistantConfig(**fleet.config["homeassistant"]), [])
-            else:
-                self.dialect = Zigbee2MqttDialect(Zigbee2MqttConfig(**fleet.config["zigbee2mqtt"]), [])
+            self.dialect = build_dialects(HubdConfig.model_validate(fleet.config))[-1]  # the import's, after native
             for topic, payload in fleet.retained:  # as retained at start (one not claimed yet is not read: as hubd)
                 if self.dialect.claims(topic):
                     self.dialect.decode(topic, payload, time.time(), True)

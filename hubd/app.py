@@ -16,9 +16,8 @@ from collections.abc import Mapping
 from hubd.cloud.client import PlatformClient
 from hubd.cloud.tokens import TokenManager
 from hubd.config import HubdConfig
-from hubd.dialects.base import Dialect
 from hubd.dialects.commands import DeviceCommands
-from hubd.dialects.native import NativeDialect
+from hubd.dialects.enabled import build_dialects
 from hubd.directives.control import Controls
 from hubd.directives.discovery import Discovery
 from hubd.directives.endpoint import DirectiveEndpoint
@@ -34,7 +33,7 @@ from hubd.outbox.feed import OutboxFeed
 from hubd.outbox.sender import OutboxSender
 from hubd.outbox.writer import OutboxWriter
 from hubd.registry import DeviceRegistry
-from hubd.status.routes import DeviceImport, StatusRoutes
+from hubd.status.routes import StatusRoutes
 from hubd.store.db import Database
 from hubd.store.grants import GrantRepo
 from hubd.store.receipts import ReceiptBook
@@ -105,19 +104,9 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
         will=Will(status_topic(config.mqtt.base_topic), b"offline", qos=1, retain=True),
         keepalive_s=config.mqtt.keepalive_s,
     )
-    # The device dialects, hubd's own topics first, then zigbee2mqtt (all under its base topic) before discovery:
-    # each claims its topics and turns messages into typed inputs; the first that claims a topic decodes it.
-    dialects: list[Dialect] = [NativeDialect(config.mqtt.base_topic, namespace=config.platform.namespace)]
-    if config.zigbee2mqtt.enabled:
-        from hubd.dialects.zigbee2mqtt import Zigbee2MqttDialect
-
-        dialects.append(Zigbee2MqttDialect(config.zigbee2mqtt, config.doorbells))
-    if config.homeassistant.enabled:
-        from hubd.dialects.homeassistant import HomeAssistantDialect
-
-        dialects.append(HomeAssistantDialect(config.homeassistant, config.doorbells,
-                                             defer_zigbee2mqtt=config.zigbee2mqtt.enabled,
-                                             zigbee2mqtt_base=config.zigbee2mqtt.base_topic))
+    # The device dialects in claim order (hubd's own topics first, the native imports before discovery): each claims
+    # its topics and turns messages into typed inputs; the first that claims a topic decodes it.
+    dialects = build_dialects(config)
     bridge = MqttBridge(client, base_topic=config.mqtt.base_topic, dialects=dialects, sink=registry, routes=registry,
                         receipts=ReceiptBook(db), health=health, metrics=metrics)
     components.append(bridge)
@@ -142,7 +131,7 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     # status page and API, and the webhook, for the LAN only (a listener of their own with http.local_port).
     public: list[RouteSource] = [driver, directives]
     status = StatusRoutes(registry, health, tokens, outbox,
-                          imports=[d for d in dialects if isinstance(d, DeviceImport)],  # what each leaves out
+                          imports=dialects,  # what each leaves out
                           journal=journal, webhooks=webhook)
     local: list[RouteSource] = [status, webhook]
     components.append(HttpServer(host=config.http.host, port=config.http.port,

@@ -9,10 +9,11 @@ from typing import Any
 from dialect_helpers import presses as presses
 from dialect_helpers import states as states
 
-from hubd.config import DoorbellConfig, HomeAssistantConfig
+from hubd.config import DoorbellConfig, HomeAssistantConfig, Zigbee2MqttConfig
 from hubd.devices.model import Route, StateValue
 from hubd.dialects.base import ConfigReceived, ControlRequest, DeviceGone, DeviceInput
-from hubd.dialects.homeassistant import HomeAssistantDialect
+from hubd.dialects.homeassistant.dialect import HomeAssistantDialect
+from hubd.dialects.zigbee2mqtt.dialect import Zigbee2MqttDialect
 
 FIXTURES = Path(__file__).parent / "fixtures" / "homeassistant"
 NOW = 1_700_000_000.0
@@ -34,8 +35,9 @@ def make(*, include: list[str] | None = None, exclude: list[str] | None = None,
          max_entities: int = 20_000) -> HomeAssistantDialect:
     """A dialect with the default prefix."""
     config = HomeAssistantConfig(enabled=True, include=include or ["*"], exclude=exclude or [])
-    return HomeAssistantDialect(config, [DoorbellConfig(**d) for d in doorbells or []],
-                                defer_zigbee2mqtt=defer_zigbee2mqtt, max_entities=max_entities)
+    natives = [Zigbee2MqttDialect(Zigbee2MqttConfig(enabled=True), [])] if defer_zigbee2mqtt else []
+    return HomeAssistantDialect(config, [DoorbellConfig(**d) for d in doorbells or []], natives=natives,
+                                max_entities=max_entities)
 
 
 def announce(dialect: HomeAssistantDialect, *names: str) -> list[DeviceInput]:

@@ -219,4 +219,4 @@ def test_the_checks_catch_a_miss() -> None:
     assert sorted(p for p in named_paths(text) if not (REPO / p).exists()) == ["hubd/no_such.py"]
     assert sorted(n for n in named_modules(text) if unresolved(n)) == ["hubd.nowhere", "hubd.outbox.writer.Nope"]
     assert unresolved("hubd.lifecycle.Supervisor.run") is None
-    assert room("hubd.dialects.native") == "hubd/dialects/" and room("hubd.registry") == "hubd/registry.py"
+    assert room("hubd.dialects.native.dialect") == "hubd/dialects/" and room("hubd.registry") == "hubd/registry.py"

@@ -14,7 +14,7 @@ from mosquitto import MisbehavingBroker, Mosquitto
 from unit_helpers import FakeClock
 
 from hubd.dialects.base import Decoded
-from hubd.dialects.native import NativeDialect
+from hubd.dialects.native.dialect import NativeDialect
 from hubd.lifecycle import Backoff, Health
 from hubd.metrics import Metrics
 from hubd.mqtt import bridge as bridge_module

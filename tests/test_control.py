@@ -11,7 +11,7 @@ import pytest
 from hubd.devices.interfaces import INTERFACES, Target, limits, parse_name, resolve, same_value
 from hubd.devices.model import Route, StateValue
 from hubd.dialects.base import ControlRequest
-from hubd.dialects.native import NativeDialect
+from hubd.dialects.native.dialect import NativeDialect
 from hubd.errors import DirectiveError
 
 

@@ -45,9 +45,9 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
                 break
             lines.append(line)
             text = "".join(lines)
-            if "speakers ▶" in text and "Living Room Bulb obeyed" in text and "Hallway Bulb obeyed" in text \
-                    and BUTTON_PRESSED.search(text) and DISCOVERY_BUTTON_PRESSED.search(text) \
-                    and DOOR_OPENED.search(text):
+            if "speakers ▶ sim-speaker-1 done" in text and "Living Room Bulb obeyed" in text \
+                    and "Hallway Bulb obeyed" in text and BUTTON_PRESSED.search(text) \
+                    and DISCOVERY_BUTTON_PRESSED.search(text) and DOOR_OPENED.search(text):
                 break
         text = "".join(lines)
         used = re.search(r"hub http://127\.0\.0\.1:(\d+), MQTT broker 127\.0\.0\.1:(\d+) \(embedded\), "

@@ -13,7 +13,7 @@ from unit_helpers import device_message
 from hubd.cloud import messages
 from hubd.devices import conformance
 from hubd.devices.model import StateValue
-from hubd.dialects import native_codec
+from hubd.dialects.native import codec as native_codec
 from hubd.errors import DeviceMessageInvalid
 from hubd.metrics import Metrics
 from hubd.outbox.writer import OutboxWriter

@@ -9,7 +9,7 @@ import pytest
 
 from hubd.config import parse_config
 from hubd.dialects import mapping
-from hubd.dialects.homeassistant_templates import Payload, TemplateError, Templates
+from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
 from hubd.errors import ConfigError
 
 

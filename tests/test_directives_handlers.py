@@ -26,7 +26,7 @@ from hubd.cloud.tokens import TokenManager
 from hubd.config import HubdConfig
 from hubd.dialects.base import Outgoing
 from hubd.dialects.commands import DeviceCommands
-from hubd.dialects.native import NativeDialect
+from hubd.dialects.native.dialect import NativeDialect
 from hubd.directives.control import Controls
 from hubd.directives.discovery import Discovery
 from hubd.directives.endpoint import DirectiveEndpoint

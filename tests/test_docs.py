@@ -221,7 +221,7 @@ PACKAGE_FILES = [str(p.relative_to(REPO)) for p in (REPO / "hubd").rglob("*") if
 def missing_in_code(text: str) -> list[str]:
     """The files a string in hubd/ names that the repository lacks. A path may be repo-relative
     (`docs/configuration.md`) or package-relative (`status/routes.py`, `app.py`, a packaged
-    `templates/status.html`); a path into another project (`homeassistant/components/...`) is not ours."""
+    `templates/status.html`); a path into another project (`esphome/components/...`) is not ours."""
     out = []
     for word in text.split():
         path = repo_path(word, roots=TOP_LEVEL | PACKAGE_DIRS)
@@ -237,7 +237,7 @@ def test_no_string_in_hubd_names_a_missing_file() -> None:
 
 def test_the_string_check_catches_a_miss() -> None:
     text = ("see CONTRACT.md section 4, or docs/no-such-page.md, web/no_such.py, README.md; config.example.yaml "
-            "has every key; app.py and templates/status.html are the package's; homeassistant/components/x.py not")
+            "has every key; app.py and templates/status.html are the package's; esphome/components/x.py not")
     assert missing_in_code(text) == ["CONTRACT.md", "docs/no-such-page.md", "web/no_such.py"]
 
 

@@ -10,7 +10,7 @@ from homeassistant_helpers import NOW, announce, configs, fixture, make, publish
 
 from hubd.devices.model import Route
 from hubd.dialects.base import CommandRefused, ConfigReceived, Outgoing
-from hubd.dialects.homeassistant import HomeAssistantDialect
+from hubd.dialects.homeassistant.dialect import HomeAssistantDialect
 
 LIGHT = "zigbee2mqtt_0x000b57fffec6a5b2"
 

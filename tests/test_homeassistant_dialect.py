@@ -675,12 +675,13 @@ def test_a_zigbee2mqtt_lights_route_address_stays_small() -> None:
 
 def test_with_the_native_import_on_only_its_own_installation_is_left_to_it() -> None:
     """A zigbee2mqtt on another base topic than the one hubd imports natively still comes in through discovery."""
-    from hubd.config import HomeAssistantConfig
-    from hubd.dialects.homeassistant import HomeAssistantDialect
+    from hubd.config import HomeAssistantConfig, Zigbee2MqttConfig
+    from hubd.dialects.homeassistant.dialect import HomeAssistantDialect
+    from hubd.dialects.zigbee2mqtt.dialect import Zigbee2MqttDialect
 
     def imported(base: str) -> list[str]:
-        dialect = HomeAssistantDialect(HomeAssistantConfig(enabled=True), [], defer_zigbee2mqtt=True,
-                                       zigbee2mqtt_base=base)
+        native = Zigbee2MqttDialect(Zigbee2MqttConfig(enabled=True, base_topic=base), [])
+        dialect = HomeAssistantDialect(HomeAssistantConfig(enabled=True), [], natives=[native])
         return [i.device_id for i in announce(dialect, "z2m_light_LED1545G12") if isinstance(i, ConfigReceived)]
 
     assert imported("zigbee2mqtt") == []  # the fixture's state topic is zigbee2mqtt/bulb: the native import's

@@ -15,8 +15,8 @@ from dialect_helpers import calls_made
 from homeassistant_helpers import NOW, make, raw, routes, states
 
 from hubd.dialects.base import ConfigReceived, DeviceInput, InputRejected
-from hubd.dialects.homeassistant import HomeAssistantDialect
-from hubd.dialects.homeassistant_templates import Payload, TemplateError, Templates
+from hubd.dialects.homeassistant.dialect import HomeAssistantDialect
+from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
 
 ROUND = "{{ value | float | round(1) }}"  # ESPHome's
 KEY = '{{ value_json["temperature"] }}'  # zigbee2mqtt's discovery

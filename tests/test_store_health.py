@@ -81,6 +81,11 @@ class Store:
     def check(self) -> dict[str, object]:
         return self.health.snapshot()["storage"]
 
+    @property
+    def writable(self) -> bool:
+        """What the metric says: hubd_storage_writable 1 from a passing probe until a write is refused."""
+        return "hubd_storage_writable 1" in self.metrics.render().splitlines()
+
     async def pragma(self, sql: str) -> None:
         await self.db.call(lambda c: c.execute(sql).fetchall())
 
@@ -137,7 +142,7 @@ async def test_a_full_database_is_storage_unavailable_with_the_reason_in_the_sto
         await store.db.call(_add_blob, 100_000)
     check = store.check()
     assert check["ok"] is False and "the disk is full" in str(check["detail"]) and "hubd.db" in str(check["detail"])
-    assert not store.health.ready and not store.db.is_writable
+    assert not store.health.ready and not store.writable
     assert "hubd_storage_writable 0" in store.metrics.render()
     assert "hubd_storage_failures_total 1" in store.metrics.render()
     assert await store.db.call(lambda c: c.execute("SELECT COUNT(*) FROM blobs").fetchone()[0]) == 0
@@ -149,7 +154,7 @@ async def test_other_database_errors_stay_store_errors_and_leave_the_storage_che
     with pytest.raises(StoreError) as raised:
         await store.db.call(lambda c: c.execute("SELECT * FROM no_such_table"))
     assert not isinstance(raised.value, StorageUnavailable)
-    assert store.check()["ok"] is True and store.db.is_writable
+    assert store.check()["ok"] is True and store.writable
 
 
 async def test_a_read_only_database_is_unavailable_until_a_probe_write_goes_through(
@@ -160,7 +165,7 @@ async def test_a_read_only_database_is_unavailable_until_a_probe_write_goes_thro
         await store.db.call(_blob_table)
     # Probes keep failing (their commit is refused too), backing off, until writes are allowed again.
     await eventually(lambda: len(store.backoff.delays) >= 5, "five probes")
-    assert not store.db.is_writable and "read-only" in str(store.check()["detail"])
+    assert not store.writable and "read-only" in str(store.check()["detail"])
     await store.pragma("PRAGMA query_only = OFF")
     async with asyncio.timeout(10):
         await store.db.writable()
@@ -212,7 +217,7 @@ async def test_on_a_full_disk_only_a_probe_write_says_the_space_is_back(
         await store.db.call(_add_blob, 200_000)
     # The failed commit left room at the end of the WAL file: a one-page write would fit, the probe does not.
     await eventually(lambda: len(store.backoff.delays) >= 5, "five probes")
-    assert not store.db.is_writable
+    assert not store.writable
     small_disk.free()
     async with asyncio.timeout(10):
         await store.db.writable()
@@ -249,7 +254,7 @@ async def test_a_refused_commit_is_repeated_with_the_batch_s_changes_so_no_repor
         _message(f"lamp-{n + 2}", "config", {**LAMP, "displayName": "Hall Lamp"}) for n in range(60)]
     await _page_limit_at_current(store)
     handling = asyncio.create_task(registry.handle(batch))
-    await eventually(lambda: not store.db.is_writable, "the commit refused")
+    await eventually(lambda: not store.writable, "the commit refused")
     await eventually(lambda: len(store.backoff.delays) >= 3, "the commit retried after probes")
     assert not handling.done()  # held: the bridge acks nothing meanwhile
     await store.pragma("PRAGMA max_page_count = 1000000")
@@ -308,7 +313,7 @@ async def test_delivered_rows_are_deleted_once_the_full_disk_has_room_again(
     try:
         async with asyncio.timeout(10):
             await all_posted.wait()  # sending only reads: it goes on with the disk full
-        await eventually(lambda: not store.db.is_writable, "the deletes refused")
+        await eventually(lambda: not store.writable, "the deletes refused")
         assert not running.done() and sender.depth() == 0
         assert len(set(posted)) == 20
         assert await store.db.call(lambda c: c.execute("SELECT COUNT(*) FROM outbox").fetchone()[0]) == 20
@@ -421,7 +426,7 @@ async def test_a_control_is_refused_busy_unsent_and_a_queued_reply_waits_its_tur
         await store.db.writable()
         await resends.once(directive("m-2"), control)  # claimed and sent; its finish is queued
         await store.pragma("PRAGMA query_only = ON")
-        await eventually(lambda: not store.db.is_writable, "the finish refused")
+        await eventually(lambda: not store.writable, "the finish refused")
         assert not writer.done()
         await store.pragma("PRAGMA query_only = OFF")
 

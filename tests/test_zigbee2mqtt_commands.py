@@ -134,16 +134,6 @@ def test_an_adjust_of_an_unknown_value_and_a_speaker_command_are_refused() -> No
         dialect.encode_speaker(BULB, bulb.route, {"id": "1", "type": "tts", "text": "hi"})
 
 
-def test_a_refresh_asks_get_for_the_properties_the_device_lets_be_read() -> None:
-    dialect = make()
-    bulb = configs(announce(dialect, entries("ikea_LED1545G12_bulb")))[BULB]
-    contact = configs(announce(dialect, entries("aqara_MCCGQ11LM_contact")))[CONTACT]
-
-    sent = dialect.encode_refresh(BULB, bulb.route, ["Switch", "Brightness"])
-    assert [(o.topic, o.payload) for o in sent] == [("zigbee2mqtt/bulb/get", b'{"state":"","brightness":""}')]
-    assert dialect.encode_refresh(CONTACT, contact.route, ["Switch"]) == []  # a sleeping sensor: access 1
-
-
 def test_the_zigbee2mqtt_section_has_the_contract_defaults_and_checks_its_base_topic() -> None:
     section = Zigbee2MqttConfig()
     assert (section.enabled, section.base_topic, section.include, section.exclude) == \

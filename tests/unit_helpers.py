@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from hubd.dialects.base import Decoded
-from hubd.dialects.native import NativeDialect
+from hubd.dialects.native.dialect import NativeDialect
 
 NOW = 1_700_000_000.0
 

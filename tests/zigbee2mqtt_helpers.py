@@ -20,7 +20,7 @@ from hubd.dialects.base import (
     DeviceInput,
     InputRejected,
 )
-from hubd.dialects.zigbee2mqtt import Zigbee2MqttDialect
+from hubd.dialects.zigbee2mqtt.dialect import Zigbee2MqttDialect
 
 FIXTURES = Path(__file__).parent / "fixtures" / "zigbee2mqtt"
 BASE = "zigbee2mqtt"

@@ -1,20 +1,22 @@
-"""The seam between MQTT device dialects and the rest of hubd: typed device inputs, routes, the Dialect protocol.
+"""The seam between MQTT device dialects and the rest of hubd: typed device inputs, routes, the Dialect base class.
 
-A dialect (hubd's own topics, Home Assistant MQTT discovery, zigbee2mqtt) turns the MQTT messages it claims
-into typed `DeviceInput`s, and a control or speaker command for one of its devices into `Outgoing` MQTT
-publishes. Everything after the seam (registry, outbox, directives, webhook) sees only these types and
-never knows which dialect a device came from. A device's `Route` (its dialect and the address that dialect
-gave it, `hubd.devices.model`) is kept with the device in SQLite, so a command goes where the device listens,
-also after a restart.
+A dialect (hubd's own topics, zigbee2mqtt, Home Assistant MQTT discovery) turns the MQTT messages it claims into
+typed `DeviceInput`s, and a control or speaker command for one of its devices into `Outgoing` MQTT publishes.
+Each lives in a folder of its own under `hubd/dialects/` on the `Dialect` base class here; `hubd.dialects.enabled`
+builds the enabled ones from the config, in claim order. Everything after the seam (registry, outbox, directives,
+webhook) sees only these types and never knows which dialect a device came from. A device's `Route` (its
+dialect and the address that dialect gave it, `hubd.devices.model`) is kept with the device in SQLite, so a
+command goes where the device listens, also after a restart.
 
 Imports only the device model: nothing of MQTT, storage or the platform.
 """
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar
 
 from hubd.devices.model import CommandResult, DeviceConfig, Origin, Route, StateSample, StateValue
 
@@ -133,36 +135,70 @@ class CommandRefused(Exception):
     """A dialect cannot express this command for this device (the text says why, for the platform's error)."""
 
 
-class Dialect(Protocol):
-    """One way devices speak MQTT. Stateful where the format needs it (discovery configs, a bridge's device list)."""
+@dataclass(frozen=True, slots=True)
+class Announced:
+    """Who made a device announced through Home Assistant discovery, as its config says: for the dialects that
+    import that maker natively (`Dialect.imports_natively`), so the device is imported once, natively."""
 
-    name: str
+    origin: str  # the config's `origin.name` ("" without one)
+    identifiers: tuple[str, ...]
+    connections: tuple[tuple[str, str], ...]
+    manufacturer: str | None
+    topics: tuple[str, ...]  # every *_topic of the entity
 
+
+class Dialect(ABC):
+    """One way devices speak MQTT. Stateful where the format needs it (discovery configs, a bridge's device list).
+
+    The four abstract methods are what every dialect must say; the rest have the defaults most dialects want
+    (no state to restore, fixed subscriptions, nothing to announce, no speakers, nothing left out).
+    """
+
+    name: ClassVar[str]  # the Route's dialect and the status page's source: "native", "zigbee2mqtt", ...
+
+    @abstractmethod
     def subscriptions(self) -> list[tuple[str, int]]:
         """The topic filters to subscribe to, with their QoS."""
+
+    @abstractmethod
+    def claims(self, topic: str) -> bool:
+        """Whether a message on this topic is this dialect's to decode."""
+
+    @abstractmethod
+    def decode(self, topic: str, payload: bytes, received_at: float, retained: bool) -> list[DeviceInput]:
+        """The inputs a message means; a bad message is an InputRejected, never an exception."""
+
+    @abstractmethod
+    def encode_control(self, device_id: str, route: Route, request: ControlRequest) -> list[Outgoing]:
+        """The publishes that ask the device for the request's state; CommandRefused if it cannot be said."""
 
     def restore(self, routes: Sequence[tuple[str, Route]]) -> None:
         """Prime the dialect from the routes kept with its devices (device_id, route), before the first message.
 
         Messages queued for hubd's persistent session arrive before the retained configs that describe
-        them: a dialect must be able to read a device's states from what its route kept.
+        them: a dialect must be able to read a device's states from what its route kept. Default: nothing to
+        prime (every topic names its device).
         """
+        return
 
     def pending_subscriptions(self) -> list[tuple[str, int]]:
         """Topic filters needed since the last call (learned from configs), to subscribe to as they appear."""
+        return []
 
     def announcements(self) -> list[Outgoing]:
         """What to publish once subscribed (on every connection and after new subscriptions): e.g. Home
         Assistant's birth message, on which discovery devices announce themselves and send their states again."""
-
-    def claims(self, topic: str) -> bool:
-        """Whether a message on this topic is this dialect's to decode."""
-
-    def decode(self, topic: str, payload: bytes, received_at: float, retained: bool) -> list[DeviceInput]:
-        """The inputs a message means; a bad message is an InputRejected, never an exception."""
-
-    def encode_control(self, device_id: str, route: Route, request: ControlRequest) -> list[Outgoing]:
-        """The publishes that ask the device for the request's state; CommandRefused if it cannot be said."""
+        return []
 
     def encode_speaker(self, device_id: str, route: Route, command: dict[str, Any]) -> list[Outgoing]:
         """The publishes of a speaker command (`{"id", "type", "text"?, "url"?}`); CommandRefused if not a speaker."""
+        raise CommandRefused(f"{device_id} is not a speaker: it came from {self.name}, which has none hubd can command")
+
+    def unexported_devices(self) -> dict[str, list[str]]:
+        """Devices this dialect leaves out entirely, by name, with a reason per entity (for the status page)."""
+        return {}
+
+    def imports_natively(self, announced: Announced) -> bool:
+        """Whether this dialect imports the device a Home Assistant discovery config describes itself (so that
+        discovery leaves it alone: one device, one import)."""
+        return False

@@ -2,7 +2,7 @@
 
 Each device shows where it came from (`source`: native, homeassistant or zigbee2mqtt) and its entities, each
 exported or not and why; devices of an import none of whose entities is exported never reach the registry,
-so the imports themselves (`DeviceImport`) list them under `unexported`.
+so the dialects themselves (`Dialect.unexported_devices`) list them under `unexported`.
 
 The page (`hubd.status.page`) comes with the current status in a JSON data block, so it shows everything at
 once, and then polls `GET /api/status` every 2 s and redraws what changed, without a reload. Polling rather
@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from hubd.devices.device import Device
+from hubd.dialects.base import Dialect
 from hubd.lifecycle import Health
 from hubd.status import page
 from hubd.store.grants import Grant
@@ -52,16 +53,6 @@ class Backlog(Protocol):
 
     def depth(self, user_id: str | None = None) -> int:
         """Undelivered events (of one user, or all)."""
-
-
-@runtime_checkable
-class DeviceImport(Protocol):
-    """A device source that may leave devices out entirely (Home Assistant discovery, zigbee2mqtt)."""
-
-    name: str  # the source: "homeassistant", "zigbee2mqtt"
-
-    def unexported_devices(self) -> dict[str, list[str]]:
-        """Devices none of whose entities is exported, by name, with a reason per entity."""
 
 
 class Journal(Protocol):
@@ -91,7 +82,7 @@ class StatusRoutes:
     """Shows what hubd knows: devices, where they came from, their states, readiness, events and problems."""
 
     def __init__(self, registry: Devices, health: Health, tokens: Grants, outbox: Backlog,
-                 imports: Sequence[DeviceImport] = (), journal: Journal | None = None,
+                 imports: Sequence[Dialect] = (), journal: Journal | None = None,
                  webhooks: WebhookUsage | None = None) -> None:
         self._registry = registry
         self._health = health

@@ -149,11 +149,6 @@ class Database:
         say the disk refused become StorageUnavailable (and fail the `storage` check until a probe passes)."""
         return await self._in_thread(self._call, fn, args)
 
-    @property
-    def is_writable(self) -> bool:
-        """False from a write the disk refused until a probe write goes through."""
-        return self._writable.is_set()
-
     async def writable(self) -> None:
         """Return once writes may go through: at once, or when a probe write after a refused one has."""
         await self._writable.wait()

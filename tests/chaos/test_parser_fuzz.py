@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every parser of outside input: device payloads (hubd.dialects.native_codec),
+"""Property-based fuzzing of every parser of outside input: device payloads (hubd.dialects.native.codec),
 webhook bodies (hubd.webhook.trigger), platform directives (DirectiveEndpoint.handle) and driver commands
 (DriverService.handle_command). Each accepts an input or refuses it with its documented error or reply, never
 with another exception, and what it accepts can be serialised again.
@@ -37,10 +37,10 @@ from unit_helpers import device_message
 from hubd.cloud.client import TokenSet
 from hubd.cloud.tokens import TokenManager
 from hubd.devices.model import CommandResult, DeviceConfig, load_config
-from hubd.dialects import native_codec
 from hubd.dialects.base import Outgoing
 from hubd.dialects.commands import DeviceCommands
-from hubd.dialects.native import NativeDialect
+from hubd.dialects.native import codec as native_codec
+from hubd.dialects.native.dialect import NativeDialect
 from hubd.dialects.payload import MAX_NESTING, MAX_PAYLOAD_BYTES
 from hubd.directives.control import Controls
 from hubd.directives.discovery import Discovery

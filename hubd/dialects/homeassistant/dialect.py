@@ -2,14 +2,14 @@
 
 ESPHome, zigbee2mqtt (`homeassistant: true`), Tasmota, OpenMQTTGateway and others publish retained configs
 on `<prefix>/<component>/[<node_id>/]<object_id>/config` (or one device-based config with `cmps`). The
-dialect reads them into records (homeassistant_discovery reads them, homeassistant_entities and friends make
-entities); its book (homeassistant_book) groups entities that share identifiers or connections into devices
-(homeassistant_devices), announces each device's whole config when it changes, and reads the entities'
+dialect reads them into records (discovery.py reads them, entities.py and friends make
+entities); its book (book.py) groups entities that share identifiers or connections into devices
+(devices.py), announces each device's whole config when it changes, and reads the entities'
 state, availability and event messages. It learns its entities' state and availability topics from
 their configs: the bridge subscribes to `<prefix>/#` once and then to whatever `pending_subscriptions()`
 returns after each decode. After a restart, `restore` rebuilds the entities from the configs their devices'
 Route addresses keep, so that the states queued for hubd's session (delivered before the retained configs)
-are read. Imports the seam (base), the mapping and its own homeassistant_* modules.
+are read. Imports the seam (base), the mapping and the other modules of its folder.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from typing import Any
 
 from hubd.config import DoorbellConfig, HomeAssistantConfig
 from hubd.devices.model import Route
-from hubd.dialects.base import CommandRefused, ControlRequest, DeviceInput, InputRejected, Outgoing
-from hubd.dialects.homeassistant_actuators import Climate, Cover, Fan, Scene, Switch
-from hubd.dialects.homeassistant_book import EntityBook
-from hubd.dialects.homeassistant_devices import DIALECT, Globs, Record, names_of, read_address
-from hubd.dialects.homeassistant_discovery import (
+from hubd.dialects.base import Announced, CommandRefused, ControlRequest, DeviceInput, Dialect, InputRejected, Outgoing
+from hubd.dialects.homeassistant.actuators import Climate, Cover, Fan, Scene, Switch
+from hubd.dialects.homeassistant.book import EntityBook
+from hubd.dialects.homeassistant.devices import DIALECT, Globs, Record, names_of, read_address
+from hubd.dialects.homeassistant.discovery import (
     COMPONENTS,
     DEVICE_COMPONENT,
     Availability,
@@ -37,10 +37,10 @@ from hubd.dialects.homeassistant_discovery import (
     parse_topic,
     read_configs,
 )
-from hubd.dialects.homeassistant_entities import Entity
-from hubd.dialects.homeassistant_lights import Light
-from hubd.dialects.homeassistant_sensors import BinarySensor, Event, Lock, Sensor, Trigger
-from hubd.dialects.homeassistant_templates import Payload, TemplateError, Templates
+from hubd.dialects.homeassistant.entities import Entity
+from hubd.dialects.homeassistant.lights import Light
+from hubd.dialects.homeassistant.sensors import BinarySensor, Event, Lock, Sensor, Trigger
+from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
 from hubd.dialects.payload import MAX_PAYLOAD_BYTES
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ _CLASSES: dict[str, type[Entity]] = {
 }
 
 
-class HomeAssistantDialect:
+class HomeAssistantDialect(Dialect):
     """Devices announced with Home Assistant MQTT discovery.
 
     Subscribe to `subscriptions()` on every connection, and after each `decode` to `pending_subscriptions()`
@@ -78,14 +78,12 @@ class HomeAssistantDialect:
     name = DIALECT
 
     def __init__(self, config: HomeAssistantConfig, doorbells: Sequence[DoorbellConfig], *,
-                 defer_zigbee2mqtt: bool = False, zigbee2mqtt_base: str = "zigbee2mqtt",
-                 max_entities: int = MAX_ENTITIES) -> None:
+                 natives: Sequence[Dialect] = (), max_entities: int = MAX_ENTITIES) -> None:
         self.templates = Templates()
         self._prefix = config.discovery_prefix
         self._include = Globs(config.include)
         self._exclude = Globs(config.exclude)
-        self._defer_z2m = defer_zigbee2mqtt
-        self._z2m_prefix = f"{zigbee2mqtt_base}/"  # only what that installation announced is left to it
+        self._natives = tuple(natives)  # the other enabled dialects: a device one of them imports is left to it
         self._max_entities = max_entities
         self._device_configs: dict[str, set[tuple[str, str]]] = {}  # device-based config topic → its entities
         self._book = EntityBook(self._prefix, self.templates, [(Globs([d.device]), d.event) for d in doorbells])
@@ -193,10 +191,6 @@ class HomeAssistantDialect:
             if stored != endpoint.route:  # not as the registry has it: announced again when its configs come
                 self._book.endpoints[endpoint_id] = replace(endpoint, route=stored or Route(DIALECT, ""))
 
-    def encode_speaker(self, device_id: str, route: Route, command: dict[str, Any]) -> list[Outgoing]:
-        """Never: Home Assistant discovery announces no speakers hubd can command."""
-        raise CommandRefused(f"{device_id} came from Home Assistant discovery, which has no speaker hubd can command")
-
     def unexported_devices(self) -> dict[str, list[str]]:
         """Devices none of whose entities is exported, by name, with each entity's reason (for the status page)."""
         groups: dict[str, list[Record]] = {}
@@ -257,12 +251,6 @@ class HomeAssistantDialect:
             del self._device_configs[topic]
         return out + self._book.apply(changes)
 
-    def _under_native_z2m(self, data: dict[str, Any]) -> bool:
-        """Whether an entity's topics are those of the zigbee2mqtt installation hubd imports natively (a second
-        installation, on another base topic, is still imported through discovery)."""
-        return any(isinstance(value, str) and value.startswith(self._z2m_prefix)
-                   for key, value in data.items() if key.endswith("topic"))
-
     def _record(self, entity_config: EntityConfig, via: str | None = None) -> Record | None:
         """The record of one entity config; None for one left to the native zigbee2mqtt import.
 
@@ -274,8 +262,7 @@ class HomeAssistantDialect:
         origin = data.get("origin")
         origin_name = origin.get("name") if isinstance(origin, dict) else None
         origin_name = origin_name if isinstance(origin_name, str) else ""
-        if self._defer_z2m and (origin_name.casefold() == "zigbee2mqtt" or (device is not None and any(
-                i.startswith("zigbee2mqtt_") for i in device.identifiers))) and self._under_native_z2m(data):
+        if self._natives and self._left_to_native(data, origin_name, device):
             return None
         entity = self._entity(where.component, where.object_id, conf)
         entity.topics()  # checks them now: a topic hubd cannot subscribe to is the config's problem
@@ -293,6 +280,13 @@ class HomeAssistantDialect:
         names = names_of(record)
         record.included = self._include.any(names) and not self._exclude.any(names)
         return record
+
+    def _left_to_native(self, data: dict[str, Any], origin: str, device: DeviceInfo | None) -> bool:
+        """Whether another enabled dialect imports this entity's device natively (one device, one import)."""
+        announced = Announced(origin, device.identifiers if device else (), device.connections if device else (),
+                              device.manufacturer if device else None,
+                              tuple(v for k, v in data.items() if k.endswith("topic") and isinstance(v, str)))
+        return any(native.imports_natively(announced) for native in self._natives)
 
     def _entity(self, component: str, object_id: str, conf: Conf) -> Entity:
         """The entity of a config (ConfigProblem for one it cannot be)."""

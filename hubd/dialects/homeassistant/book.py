@@ -2,12 +2,12 @@
 entity reads which topic (pure state, no I/O).
 
 It keeps the records (one per discovered entity, by discovery key), groups them into devices through shared
-identifiers and connections (`homeassistant_devices` makes each group's endpoints), indexes the state and
+identifiers and connections (`devices.py` makes each group's endpoints), indexes the state and
 availability topics each exported entity reads, and reads a state, availability or event message off that
 index into typed inputs. `apply` takes added, changed and removed records and says which devices are
 announced again or gone; the topics it learns wait in `take_pending()` for the bridge to subscribe to.
-The dialect (`homeassistant.py`) reads configs into records and answers the seam. Imports the seam, the device
-model and its own homeassistant_* modules.
+The dialect (`dialect.py`) reads configs into records and answers the seam. Imports the seam, the device
+model and the other modules of its folder.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from hubd.dialects.base import (
     PressReceived,
     StateReceived,
 )
-from hubd.dialects.homeassistant_devices import DeviceEndpoint, Globs, Record, assign_doorbells, device_endpoints
-from hubd.dialects.homeassistant_entities import StateProblem, TemplateFailed
-from hubd.dialects.homeassistant_templates import Payload, TemplateError, Templates
+from hubd.dialects.homeassistant.devices import DeviceEndpoint, Globs, Record, assign_doorbells, device_endpoints
+from hubd.dialects.homeassistant.entities import StateProblem, TemplateFailed
+from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
 
-log = logging.getLogger("hubd.dialects.homeassistant")  # the dialect's: its log lines name it as before
+log = logging.getLogger(__name__)
 
 ROLE_AVAILABILITY = "availability"
 

@@ -21,8 +21,8 @@ from typing import Any
 from hubd.devices.model import ADDITIONAL_INFO_MAX_CHARS, DeviceConfig, EntityNote, Origin, Route
 from hubd.dialects import mapping
 from hubd.dialects.base import ConfigReceived
-from hubd.dialects.zigbee2mqtt_exposes import ACTION, PUBLISHED, RANK_SENSOR, Exposes, Feature, read_exposes
-from hubd.dialects.zigbee2mqtt_features import part
+from hubd.dialects.zigbee2mqtt.exposes import ACTION, PUBLISHED, RANK_SENSOR, Exposes, Feature, read_exposes
+from hubd.dialects.zigbee2mqtt.features import part
 from hubd.spoken import spoken
 
 DIALECT = "zigbee2mqtt"

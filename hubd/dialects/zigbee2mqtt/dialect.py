@@ -4,11 +4,11 @@ zigbee2mqtt publishes, under its base topic, the retained device list (`bridge/d
 (`bridge/state`: `online`/`offline` or `{"state": ...}`), each device's whole state as one JSON object on
 `<base>/<friendly_name>` (a name may hold `/`: topics are matched to the longest known name) and its
 availability on `<base>/<friendly_name>/availability`; it takes commands on `<base>/<friendly_name>/set` and
-reads on `/get`. The dialect keeps the device list (zigbee2mqtt_devices builds each device's endpoints, the
+reads on `/get`. The dialect keeps the device list (devices.py builds each device's endpoints, the
 ieee_address is the endpointId, so renames keep it), announces what changed, reports only the exported values
 that changed (zigbee2mqtt republishes everything, linkquality and battery included, on every report), presses a
 declared doorbell on each publish of its action, and marks every device unreachable while the bridge is offline.
-Imports the seam, the device model, the payload limits and its own zigbee2mqtt_* modules.
+Imports the seam, the device model, the payload limits and the other modules of its folder.
 """
 
 from __future__ import annotations
@@ -22,18 +22,20 @@ from typing import Any
 from hubd.config import DoorbellConfig, Zigbee2MqttConfig
 from hubd.devices.model import Origin, Route, StateSample, StateValue, format_time
 from hubd.dialects.base import (
+    Announced,
     AvailabilityReceived,
     CommandRefused,
     ControlRequest,
     DeviceGone,
     DeviceInput,
+    Dialect,
     InputRejected,
     Outgoing,
     PressReceived,
     StateReceived,
 )
 from hubd.dialects.payload import MAX_PAYLOAD_BYTES, check_nesting
-from hubd.dialects.zigbee2mqtt_devices import (
+from hubd.dialects.zigbee2mqtt.devices import (
     DIALECT,
     Address,
     Entry,
@@ -43,8 +45,8 @@ from hubd.dialects.zigbee2mqtt_devices import (
     parse_address,
     read_entry,
 )
-from hubd.dialects.zigbee2mqtt_exposes import Feature
-from hubd.dialects.zigbee2mqtt_features import command, get, part, read
+from hubd.dialects.zigbee2mqtt.exposes import Feature
+from hubd.dialects.zigbee2mqtt.features import command, part, read
 from hubd.errors import DeviceMessageInvalid
 
 log = logging.getLogger(__name__)
@@ -57,7 +59,7 @@ MAX_EARLY_BYTES = 4_096
 _AVAILABILITY = "availability"
 
 
-class Zigbee2MqttDialect:
+class Zigbee2MqttDialect(Dialect):
     """Devices of one zigbee2mqtt installation, from its bridge/devices list and their state topics."""
 
     name = DIALECT
@@ -105,14 +107,6 @@ class Zigbee2MqttDialect:
                 self._by_name[device.name] = ieee
                 self._announced.update({s.endpoint_id: None for s in device.slots})
 
-    def pending_subscriptions(self) -> list[tuple[str, int]]:
-        """None: `<base>/#` covers every topic of the installation."""
-        return []
-
-    def announcements(self) -> list[Outgoing]:
-        """None: zigbee2mqtt keeps bridge/devices retained."""
-        return []
-
     def claims(self, topic: str) -> bool:
         """Topics under the base topic."""
         return topic.startswith(self._prefix)
@@ -153,17 +147,13 @@ class Zigbee2MqttDialect:
         body = command(feature, request)
         return [Outgoing(f"{self._prefix}{self._name_of(where)}/set", _json(body))]
 
-    def encode_refresh(self, device_id: str, route: Route, interfaces: Iterable[str]) -> list[Outgoing]:
-        """A `/get` asking the device for these interfaces' values (for a ReportState); [] when none is gettable."""
-        where = self._address(device_id, route)
-        body: dict[str, str] = {}
-        for feature in where.features:
-            body.update(get(feature, interfaces))
-        return [Outgoing(f"{self._prefix}{self._name_of(where)}/get", _json(body))] if body else []
-
-    def encode_speaker(self, device_id: str, route: Route, command: dict[str, Any]) -> list[Outgoing]:
-        """Never: zigbee2mqtt has no speaker hubd can command."""
-        raise CommandRefused(f"{device_id} is a zigbee2mqtt device, not a speaker")
+    def imports_natively(self, announced: Announced) -> bool:
+        """A device this installation announced through its own Home Assistant discovery (its origin or an
+        identifier names zigbee2mqtt) and whose topics are under its base topic: imported here, not there (a
+        second installation, on another base topic, is still imported through discovery)."""
+        made_here = announced.origin.casefold() == "zigbee2mqtt" or \
+            any(i.startswith("zigbee2mqtt_") for i in announced.identifiers)
+        return made_here and any(topic.startswith(self._prefix) for topic in announced.topics)
 
     def unexported_devices(self) -> dict[str, list[str]]:
         """Devices of the list that are not imported, by friendly name, with why (for the status page)."""

@@ -1,7 +1,7 @@
 """hubd's own device topics (`B/device/ID/config|state|event|availability|command/result`) as a dialect.
 
 A device that speaks this dialect publishes the platform's Endpoint itself (its config is the Endpoint
-without states), so decoding is the payload checks of `hubd.dialects.native_codec`; a control goes back as one
+without states), so decoding is the payload checks of `hubd.dialects.native.codec`; a control goes back as one
 `B/device/ID/set` message and a speaker command as `B/device/ID/command`. The route's address is the
 device's id in the topic. Owns the topic names; imports the seam and the native codec only.
 """
@@ -9,23 +9,23 @@ device's id in the topic. Owns the topic names; imports the seam and the native 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any, Literal
 
 from hubd.devices.model import Origin, Route
-from hubd.dialects import native_codec
 from hubd.dialects.base import (
     AvailabilityReceived,
     ConfigReceived,
     ControlRequest,
     DeviceGone,
     DeviceInput,
+    Dialect,
     InputRejected,
     Outgoing,
     PressReceived,
     ResultReceived,
     StateReceived,
 )
+from hubd.dialects.native import codec as native_codec
 from hubd.errors import DeviceMessageInvalid
 
 DIALECT = "native"
@@ -44,7 +44,7 @@ _INBOUND: dict[str, MessageKind] = {
 SUBSCRIBE_QOS = 1
 
 
-class NativeDialect:
+class NativeDialect(Dialect):
     """Devices on `B/device/ID/...`: the format docs/mqtt.md describes."""
 
     name = DIALECT
@@ -57,17 +57,6 @@ class NativeDialect:
     def subscriptions(self) -> list[tuple[str, int]]:
         """`B/device/+/<suffix>` for each inbound suffix, QoS 1."""
         return [(f"{self._base}/device/+/{suffix}", SUBSCRIBE_QOS) for suffix in _INBOUND]
-
-    def restore(self, routes: Sequence[tuple[str, Route]]) -> None:
-        """Nothing to prime: every topic names its device."""
-
-    def pending_subscriptions(self) -> list[tuple[str, int]]:
-        """None: the subscriptions are fixed."""
-        return []
-
-    def announcements(self) -> list[Outgoing]:
-        """None: hubd's `B/status` is the bridge's own."""
-        return []
 
     def claims(self, topic: str) -> bool:
         """Topics under `B/device/`."""

@@ -4,7 +4,7 @@ Switch, Brightness (the device's brightness_scale, 255 unless it says), ColorTem
 min_mireds and max_mireds, or kelvin with color_temp_kelvin; 0 % = warmest) and Color (rgb, hs or xy as the
 platform's RGB integer). Basic lights read and command one topic per attribute, with their value and command
 templates and on_command_type; json lights read and send one JSON object; template lights render
-command_on/off_template and read state/brightness/colour templates. See homeassistant_entities for the Entity
+command_on/off_template and read state/brightness/colour templates. See entities.py for the Entity
 contract. Imports the entity base and the mapping.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 from hubd.devices.model import StateValue
 from hubd.dialects import mapping
 from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
-from hubd.dialects.homeassistant_discovery import Conf, ConfigProblem
-from hubd.dialects.homeassistant_entities import (
+from hubd.dialects.homeassistant.discovery import Conf, ConfigProblem
+from hubd.dialects.homeassistant.entities import (
     ECHO,
     UNKNOWN,
     Entity,
@@ -27,7 +27,7 @@ from hubd.dialects.homeassistant_entities import (
     target_number,
     target_value,
 )
-from hubd.dialects.homeassistant_templates import Payload, Templates
+from hubd.dialects.homeassistant.templates import Payload, Templates
 
 COLOR_MODES = frozenset({"hs", "xy", "rgb", "rgbw", "rgbww"})
 DIMMABLE_MODES = COLOR_MODES | {"brightness", "color_temp", "white"}

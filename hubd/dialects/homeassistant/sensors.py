@@ -3,7 +3,7 @@
 Temperature (°F and K converted) and humidity sensors; contact, motion and alarm binary sensors (open,
 detected, alarm = On); a lock read-only (locked = On; never commanded); an `event` entity (a doorbell when its
 device_class is doorbell) and a device_automation trigger, which press a declared doorbell. See
-homeassistant_entities for the Entity contract. Imports the entity base and the mapping.
+entities.py for the Entity contract. Imports the entity base and the mapping.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import json
 from typing import Any
 
 from hubd.dialects import mapping
-from hubd.dialects.homeassistant_discovery import Conf, ConfigProblem
-from hubd.dialects.homeassistant_entities import UNKNOWN, Entity, Reading, StateProblem, number
-from hubd.dialects.homeassistant_templates import Payload, Templates
+from hubd.dialects.homeassistant.discovery import Conf, ConfigProblem
+from hubd.dialects.homeassistant.entities import UNKNOWN, Entity, Reading, StateProblem, number
+from hubd.dialects.homeassistant.templates import Payload, Templates
 
 # A sensor whose value is a button's action (zigbee2mqtt's legacy `action` and `click` sensors).
 ACTION_SENSOR_SUFFIXES = ("action", "click")

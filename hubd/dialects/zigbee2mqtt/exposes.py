@@ -118,12 +118,6 @@ def access_of(item: Mapping[str, Any], depth: int = 0) -> int:
                         "0 to 7 (1 published, 2 /set, 4 /get)")
 
 
-def endpoint_suffix(feature: Feature) -> str:
-    """The `_<endpoint>` its properties carry ("" without an endpoint)."""
-    state = feature.props.get("state", "")
-    return state[len("state"):] if state.startswith("state_") else ""
-
-
 # One expose; specific ones first.
 
 

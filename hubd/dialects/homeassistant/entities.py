@@ -21,8 +21,8 @@ from typing import Any, ClassVar
 from hubd.devices.model import StateValue
 from hubd.dialects import mapping
 from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
-from hubd.dialects.homeassistant_discovery import Conf, ConfigProblem
-from hubd.dialects.homeassistant_templates import Compiled, Payload, TemplateError, Templates
+from hubd.dialects.homeassistant.discovery import Conf, ConfigProblem
+from hubd.dialects.homeassistant.templates import Compiled, Payload, TemplateError, Templates
 
 ECHO = "echo:"
 # Payloads that mean "unknown" rather than a value (Home Assistant's PAYLOAD_NONE, and what templates give).

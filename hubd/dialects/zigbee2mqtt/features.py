@@ -11,13 +11,13 @@ interface values; `command` turns a control request into the `/set` object zigbe
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from hubd.devices.model import Capability, StateValue
 from hubd.dialects import mapping
 from hubd.dialects.base import CommandRefused, ControlRequest
-from hubd.dialects.zigbee2mqtt_exposes import GETTABLE, PUBLISHED, SETTABLE, Feature
+from hubd.dialects.zigbee2mqtt.exposes import GETTABLE, PUBLISHED, SETTABLE, Feature
 
 # Which role's access decides each interface's capability, by kind.
 _ROLES: Mapping[str, Mapping[str, str]] = {
@@ -157,19 +157,6 @@ def command(feature: Feature, request: ControlRequest) -> dict[str, Any]:
         return {props["speed"]: round(mapping.value_of(speed, low, high))}
     speeds = _strings(opts.get("speeds"))
     return {props["mode"]: speeds[mapping.ranged_value(speed, 1, len(speeds)) - 1]}
-
-
-def get(feature: Feature, interfaces: Iterable[str]) -> dict[str, str]:
-    """The `/get` object that asks the device for these interfaces' properties (those it lets be read)."""
-    roles = _ROLES.get(feature.kind, {})
-    out: dict[str, str] = {}
-    for interface in interfaces:
-        role = roles.get(interface)
-        if feature.kind == "fan" and interface == "FanSpeed" and "speed" not in feature.props:
-            role = "mode"
-        if role in feature.props and _bits(feature, role) & GETTABLE:
-            out[feature.props[role]] = ""
-    return out
 
 
 # Kinds with more than one value.

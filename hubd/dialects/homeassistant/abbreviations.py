@@ -1,8 +1,8 @@
 """Home Assistant MQTT discovery's key abbreviations (data only): entity keys, device keys, origin keys.
 
-The table Home Assistant reads (homeassistant/components/mqtt/abbreviations.py, the version in
-../shared/fixtures/real_devices/abbreviations.json) with the keys newer producers send on top of it
-(`o`, `p`, `cmps`, `sug_dsp_prc`, `def_ent_id`, ...; ESPHome 2026 and zigbee2mqtt 2.x). A key not listed is
+The table Home Assistant reads (the `abbreviations` module of its MQTT integration, home-assistant/core) with
+the keys newer producers send on top of it (`o`, `p`, `cmps`, `sug_dsp_prc`, `def_ent_id`, ...; ESPHome 2026 and
+zigbee2mqtt 2.x). A key not listed is
 kept as it is, so a producer newer than this table still works. Imports nothing.
 """
 

@@ -34,16 +34,16 @@ from typing import Any
 
 from hubd.devices.model import ADDITIONAL_INFO_MAX_CHARS, DeviceConfig, EntityNote, Origin, Route
 from hubd.dialects import mapping
-from hubd.dialects.homeassistant_actuators import Climate
-from hubd.dialects.homeassistant_discovery import (
+from hubd.dialects.homeassistant.actuators import Climate
+from hubd.dialects.homeassistant.discovery import (
     DEFAULT_AVAILABILITY_MODE,
     DEFAULT_AVAILABLE,
     DEFAULT_NOT_AVAILABLE,
     Availability,
     DeviceInfo,
 )
-from hubd.dialects.homeassistant_entities import Entity
-from hubd.dialects.homeassistant_templates import Compiled
+from hubd.dialects.homeassistant.entities import Entity
+from hubd.dialects.homeassistant.templates import Compiled
 
 DIALECT = "homeassistant"
 ADDRESS_VERSION = 2

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hubd.dialects.homeassistant_abbreviations import ABBREVIATIONS, DEVICE_ABBREVIATIONS, ORIGIN_ABBREVIATIONS
+from hubd.dialects.homeassistant.abbreviations import ABBREVIATIONS, DEVICE_ABBREVIATIONS, ORIGIN_ABBREVIATIONS
 from hubd.dialects.payload import MAX_PAYLOAD_BYTES, check_nesting
 from hubd.errors import DeviceMessageInvalid
 
@@ -27,7 +27,7 @@ _TOPIC_RE = re.compile(rf"^(?P<component>\w+)/(?:(?P<node_id>{_ID})/)?(?P<object
 # Options of a device-based config that its components inherit unless they set them (Home Assistant's list).
 SHARED_OPTIONS = ("availability", "availability_mode", "availability_template", "availability_topic",
                   "command_topic", "encoding", "payload_available", "payload_not_available", "qos", "state_topic")
-# Every component Home Assistant's MQTT discovery knows; hubd exports some of them (homeassistant_entities).
+# Every component Home Assistant's MQTT discovery knows; hubd exports some of them (entities.py).
 COMPONENTS = frozenset({
     "alarm_control_panel", "binary_sensor", "button", "camera", "climate", "cover", "date", "datetime",
     "device_automation", "device_tracker", "event", "fan", "humidifier", "image", "lawn_mower", "light", "lock",

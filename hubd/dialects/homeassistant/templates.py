@@ -37,7 +37,7 @@ from jinja2 import nodes
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from hubd.dialects.homeassistant_filters import FILTERS, GLOBALS, TESTS
+from hubd.dialects.homeassistant.filters import FILTERS, GLOBALS, TESTS
 
 MAX_SOURCE_CHARS = 16_384
 MAX_OUTPUT_CHARS = 65_536

@@ -3,7 +3,7 @@
 Each reads its state topics with its templates and payloads (Home Assistant's defaults) and publishes a
 control to its command topics with its conventions: payload_on/off, command templates, a cover's
 open/close/stop and set_position_template, a climate's temperature in its unit and its modes, a fan's speed
-range. See homeassistant_entities for the Entity contract. Imports the entity base and the mapping.
+range. See entities.py for the Entity contract. Imports the entity base and the mapping.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from hubd.devices.model import StateValue
 from hubd.dialects import mapping
 from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
-from hubd.dialects.homeassistant_discovery import Conf, ConfigProblem
-from hubd.dialects.homeassistant_entities import (
+from hubd.dialects.homeassistant.discovery import Conf, ConfigProblem
+from hubd.dialects.homeassistant.entities import (
     ECHO,
     UNKNOWN,
     Entity,
@@ -23,7 +23,7 @@ from hubd.dialects.homeassistant_entities import (
     target_number,
     target_value,
 )
-from hubd.dialects.homeassistant_templates import Payload, Templates
+from hubd.dialects.homeassistant.templates import Payload, Templates
 
 DEFAULT_CLIMATE_MODES = ("auto", "off", "cool", "heat", "dry", "fan_only")
 # Preferred mode for "turn on" when neither a power topic nor the last mode says which.

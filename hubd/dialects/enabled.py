@@ -1,0 +1,61 @@
+"""The table of device dialects: which ones the config enables, built in claim order (`build_dialects`).
+
+A topic is decoded by the first dialect that claims it, so the order is the table's: hubd's own topics, then the
+dialects that import a maker natively (zigbee2mqtt, Tasmota), then Home Assistant discovery, which gets the
+dialects before it and leaves to them the devices they import natively (`Dialect.imports_natively`): "left to
+the native import" is each native dialect's own data, not a flag between dialects. `hubd.app` makes the one
+call; a new dialect is one row here. Each row imports its dialect only when enabled (Jinja2, say, is loaded
+only with Home Assistant discovery on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from hubd.config import HubdConfig
+from hubd.dialects.base import Dialect
+
+
+@dataclass(frozen=True, slots=True)
+class DialectKind:
+    """One row: the dialect's name, whether the config enables it, and how to build it (given the dialects
+    built before it, in claim order)."""
+
+    name: str
+    enabled: Callable[[HubdConfig], bool]
+    build: Callable[[HubdConfig, Sequence[Dialect]], Dialect]
+
+
+def _native(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
+    from hubd.dialects.native.dialect import NativeDialect
+
+    return NativeDialect(config.mqtt.base_topic, namespace=config.platform.namespace)
+
+
+def _zigbee2mqtt(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
+    from hubd.dialects.zigbee2mqtt.dialect import Zigbee2MqttDialect
+
+    return Zigbee2MqttDialect(config.zigbee2mqtt, config.doorbells)
+
+
+def _homeassistant(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
+    from hubd.dialects.homeassistant.dialect import HomeAssistantDialect
+
+    return HomeAssistantDialect(config.homeassistant, config.doorbells, natives=before)
+
+
+KINDS: tuple[DialectKind, ...] = (
+    DialectKind("native", lambda config: True, _native),
+    DialectKind("zigbee2mqtt", lambda config: config.zigbee2mqtt.enabled, _zigbee2mqtt),
+    DialectKind("homeassistant", lambda config: config.homeassistant.enabled, _homeassistant),
+)
+
+
+def build_dialects(config: HubdConfig) -> list[Dialect]:
+    """The enabled dialects, in claim order (the first that claims a topic decodes it)."""
+    built: list[Dialect] = []
+    for kind in KINDS:
+        if kind.enabled(config):
+            built.append(kind.build(config, tuple(built)))
+    return built
