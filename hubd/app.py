@@ -29,6 +29,7 @@ from hubd.lifecycle import Component, Health, Supervisor, SystemClock
 from hubd.metrics import Metrics
 from hubd.mqtt.bridge import MqttBridge, status_topic
 from hubd.mqtt.client import MqttClient, Will
+from hubd.mqtt.inflight import InflightRecord
 from hubd.outbox.feed import OutboxFeed
 from hubd.outbox.sender import OutboxSender
 from hubd.outbox.writer import OutboxWriter
@@ -108,7 +109,8 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     # its topics and turns messages into typed inputs; the first that claims a topic decodes it.
     dialects = build_dialects(config)
     bridge = MqttBridge(client, base_topic=config.mqtt.base_topic, dialects=dialects, sink=registry, routes=registry,
-                        receipts=ReceiptBook(db), health=health, metrics=metrics)
+                        receipts=ReceiptBook(db), health=health, metrics=metrics,
+                        inflight=InflightRecord(config.storage.path.with_name(config.storage.path.name + ".inflight")))
     components.append(bridge)
     commands = DeviceCommands(dialects, bridge)
 

@@ -48,9 +48,11 @@ class HubdProcess:
         overrides: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
         args: tuple[str, ...] = (),
+        prefix: tuple[str, ...] = (),
     ) -> None:
         self.workdir = workdir
         self.args = args  # more arguments of `hubd run`, e.g. ("--log-level", "debug")
+        self.prefix = prefix  # a command hubd runs under (joining a memory cgroup, say), exec'ing the rest
         workdir.mkdir(parents=True, exist_ok=True)
         self.http_port = free_port()
         self.config: dict[str, Any] = deep_merge(
@@ -90,7 +92,7 @@ class HubdProcess:
         if "NOTIFY_SOCKET" not in self.env:
             env.pop("NOTIFY_SOCKET", None)  # never talk to the test runner's own service manager
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hubd", "run", "-c", str(self.config_path), *self.args],
+            [*self.prefix, sys.executable, "-m", "hubd", "run", "-c", str(self.config_path), *self.args],
             cwd=self.workdir,
             env=env,
             stdout=self._log_file,

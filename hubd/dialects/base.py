@@ -181,6 +181,10 @@ class Dialect(ABC):
         """
         return
 
+    def close(self) -> None:
+        """Release what the dialect holds (a process of its own, say) at hubd's stop. Default: nothing."""
+        return
+
     def pending_subscriptions(self) -> list[tuple[str, int]]:
         """Topic filters needed since the last call (learned from configs), to subscribe to as they appear."""
         return []

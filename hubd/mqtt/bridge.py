@@ -25,6 +25,7 @@ from hubd.lifecycle import Backoff, Clock, Health, SystemClock
 from hubd.metrics import Metrics, event_stages
 from hubd.mqtt.client import MqttClient
 from hubd.mqtt.inbox import Message
+from hubd.mqtt.inflight import InflightRecord
 from hubd.store.receipts import Receipt, receipt
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,10 @@ class MqttBridge:
 
     def __init__(self, client: MqttClient, *, base_topic: str, dialects: Sequence[Dialect], sink: MessageSink,
                  health: Health, metrics: Metrics, routes: RouteBook | None = None, backoff: Backoff | None = None,
-                 clock: Clock | None = None, receipts: ReceiptLookup | None = None) -> None:
+                 clock: Clock | None = None, receipts: ReceiptLookup | None = None,
+                 inflight: InflightRecord | None = None) -> None:
         self._client = client
+        self._inflight = inflight if inflight is not None else InflightRecord(None)
         self._receipts = receipts  # None: a redelivered message is applied again (tests without a database)
         self._dialects = tuple(dialects)
         self._routes = routes
@@ -92,11 +95,14 @@ class MqttBridge:
         self._failures = MessageFailures(metrics)
         self._stages = event_stages(metrics)
         self._connects = metrics.counter("hubd_mqtt_connects_total", "successful connections to the broker")
+        self._poison = metrics.counter("hubd_mqtt_set_aside_total",
+                                       "device messages hubd stopped on twice while reading them, set aside unread")
         health.require("mqtt", "not connected yet")
 
     async def start(self) -> None:
         """Prime the dialects from the kept routes; connecting is part of run(), so a broker that is down delays
         readiness."""
+        self._inflight.load()
         if self._routes is not None:
             for dialect in self._dialects:
                 dialect.restore(self._routes.routes(dialect.name))
@@ -145,6 +151,9 @@ class MqttBridge:
                 log.debug("could not publish offline status: %s", err)
         await self._client.disconnect()
         self._connected.clear()
+        self._inflight.close()
+        for dialect in self._dialects:
+            dialect.close()
 
     @property
     def connected(self) -> bool:
@@ -219,7 +228,14 @@ class MqttBridge:
         while True:
             batch = await self._client.next_batch(BATCH_MAX)
             fresh = await self._not_yet_stored(batch)
-            await self._sink.handle(self._decode(fresh), [receipt(m.mid, m.topic, m.payload) for m in fresh if m.qos])
+            # Noted as in flight before they are read, cleared once committed: a message hubd dies on comes back
+            # alone at the next start, and one it died on twice is set aside unread (hubd/mqtt/inflight.py).
+            for step in self._inflight.plan(fresh):
+                self._inflight.begin(step)
+                decoded = [self._set_aside(step.messages[0], step.deaths)] if step.set_aside \
+                    else self._decode(step.messages)
+                await self._sink.handle(decoded, [receipt(m.mid, m.topic, m.payload) for m in step.messages if m.qos])
+                self._inflight.end(step)
             self._client.ack(batch)
             committed = time.monotonic()  # the messages' clock (Message.received_at), not the injected one
             observe = self._stages.observe
@@ -281,6 +297,15 @@ class MqttBridge:
             self._received.inc(label=input_kind(decoded.inputs[0]) if decoded.inputs else "none")
             out.append(decoded)
         return out
+
+    def _set_aside(self, message: Message, deaths: int) -> Decoded:
+        """A message hubd stopped on `deaths` times while reading it: acknowledged unread, a problem to list."""
+        self._poison.inc()
+        log.error("%s: hubd stopped %d times while reading this message (%d bytes); it is acknowledged unread and "
+                  "listed under the status page's problems", message.topic, deaths, len(message.payload))
+        reason = (f"hubd stopped {deaths} times while reading this message ({len(message.payload)} bytes), so it was "
+                  "set aside unread; if the device sends it again, report it with hubd's log")
+        return Decoded(message.topic, time.time(), message.retain, (InputRejected("other", reason),))
 
     def _decode_one(self, message: Message, now: float) -> Decoded | None:
         """The first claiming dialect's reading; a dialect's failure is this message's, never the batch's."""

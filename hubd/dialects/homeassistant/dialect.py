@@ -145,6 +145,7 @@ class HomeAssistantDialect(Dialect):
         whose config never comes again stays until an empty config removes it, as in Home Assistant. A route
         of another dialect, of version 1 or damaged is passed over (logged): its device waits for discovery.
         """
+        self.templates.prepare()  # the render process, started now: ready before the first message
         changes: dict[tuple[str, str], Record] = {}
         kept: dict[str, Route] = {}
         for device_id, route in routes:
@@ -190,6 +191,10 @@ class HomeAssistantDialect(Dialect):
             endpoint, stored = self._book.endpoints[endpoint_id], kept.get(endpoint_id)
             if stored != endpoint.route:  # not as the registry has it: announced again when its configs come
                 self._book.endpoints[endpoint_id] = replace(endpoint, route=stored or Route(DIALECT, ""))
+
+    def close(self) -> None:
+        """Stop the render process."""
+        self.templates.close()
 
     def unexported_devices(self) -> dict[str, list[str]]:
         """Devices none of whose entities is exported, by name, with each entity's reason (for the status page)."""

@@ -21,6 +21,7 @@ from typing import Any
 import jinja2
 
 _NO_DEFAULT: Any = object()
+MAX_ROUND_PRECISION = 100  # 10 ** precision is computed exactly: a precision of a billion would never finish
 
 
 def _fail(name: str, value: Any) -> Any:
@@ -55,6 +56,9 @@ def _bool(value: Any, default: Any = _NO_DEFAULT) -> Any:
 
 
 def _round(value: Any, precision: int = 0, method: str = "common", default: Any = _NO_DEFAULT) -> Any:
+    if isinstance(precision, bool) or not isinstance(precision, int) or abs(precision) > MAX_ROUND_PRECISION:
+        raise ValueError(f"round: precision {precision!r} is not a whole number from -{MAX_ROUND_PRECISION} to "
+                         f"{MAX_ROUND_PRECISION}")
     try:
         number = float(value)
     except (ValueError, TypeError):
