@@ -17,7 +17,7 @@ from hubd.cloud.client import PlatformClient
 from hubd.cloud.tokens import TokenManager
 from hubd.config import HubdConfig
 from hubd.dialects.commands import DeviceCommands
-from hubd.dialects.enabled import build_dialects
+from hubd.dialects.enabled import build_dialects, publish_rules
 from hubd.directives.control import Controls
 from hubd.directives.discovery import Discovery
 from hubd.directives.endpoint import DirectiveEndpoint
@@ -39,6 +39,7 @@ from hubd.store.db import Database
 from hubd.store.grants import GrantRepo
 from hubd.store.receipts import ReceiptBook
 from hubd.store.replies import DirectiveReplyRepo
+from hubd.store.subscriptions import SubscriptionBook
 from hubd.systemd import Notifier
 from hubd.web.server import HttpServer, RouteSource
 from hubd.webhook.service import WebhookService
@@ -110,9 +111,10 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     dialects = build_dialects(config)
     bridge = MqttBridge(client, base_topic=config.mqtt.base_topic, dialects=dialects, sink=registry, routes=registry,
                         receipts=ReceiptBook(db), health=health, metrics=metrics,
-                        inflight=InflightRecord(config.storage.path.with_name(config.storage.path.name + ".inflight")))
+                        inflight=InflightRecord(config.storage.path.with_name(config.storage.path.name + ".inflight")),
+                        subscriptions=SubscriptionBook(db), subscribe_before_report=not config.mqtt.embedded)
     components.append(bridge)
-    commands = DeviceCommands(dialects, bridge)
+    commands = DeviceCommands(dialects, bridge, publish_rules(config))
 
     # The directive endpoint routes to its handlers; the control component also runs the replay's writes.
     directives = DirectiveEndpoint(path=config.http.vendor_path, namespace=config.platform.namespace, verifier=driver,

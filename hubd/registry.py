@@ -188,6 +188,12 @@ class DeviceRegistry:
             raise DeviceMessageInvalid(
                 f"the endpointId must be 1 to {MAX_DEVICE_ID_CHARS} characters without '/', '+' "
                 f"or '#' (it has {len(device_id)}); give the device a shorter id")
+        owner = self._devices.get(device_id)
+        if owner is not None and decoded.source and owner.route.dialect != decoded.source:
+            raise DeviceMessageInvalid(
+                f"endpointId {device_id!r} belongs to {owner.config.displayName!r}, a device of {owner.route.dialect}; "
+                f"the {decoded.source} device that says so is refused (one endpointId, one owner): give one of them "
+                "another identifier, or remove the other device first")
         if isinstance(item, ConfigReceived):
             self._apply_config(item, decoded.topic, work)
             if not decoded.retained:

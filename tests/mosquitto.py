@@ -95,6 +95,7 @@ class Mosquitto:
         users: dict[str, str] | None = None,
         max_inflight_messages: int = 20,
         max_queued_messages: int = 100_000,
+        sys_interval_s: int | None = None,
         tls: TlsFiles | None = None,
     ) -> None:
         self.host = "127.0.0.1"
@@ -105,6 +106,7 @@ class Mosquitto:
         self._users = users
         self._max_inflight_messages = max_inflight_messages
         self._max_queued_messages = max_queued_messages
+        self._sys_interval_s = sys_interval_s  # how often mosquitto publishes $SYS/... (its default: 10 s)
         self._tls = tls
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -216,6 +218,7 @@ class Mosquitto:
             "log_type notice",
             "log_type information",
             "connection_messages true",
+            f"sys_interval {self._sys_interval_s}" if self._sys_interval_s is not None else "",
             "log_timestamp_format %H:%M:%S",
         ]
         if self._users is None:
@@ -338,6 +341,51 @@ class MisbehavingBroker:
             self._writers.discard(writer)
             writer.close()
             self._note()
+
+
+def publish_many(port: int, messages: list[tuple[str, bytes | str, bool]], *, host: str = "127.0.0.1") -> None:
+    """Publish (topic, payload, retain) messages at QoS 1, in order, with many in flight; return once all are
+    acknowledged."""
+    client = paho.Client(CallbackAPIVersion.VERSION2, client_id=f"test-bulk-{time.monotonic_ns()}")
+    client.max_inflight_messages_set(1000)
+    client.max_queued_messages_set(0)
+    client.connect(host, port)
+    client.loop_start()
+    try:
+        infos = [client.publish(topic, payload, qos=1, retain=retain) for topic, payload, retain in messages]
+        for info in infos:
+            info.wait_for_publish(timeout=60)
+            if not info.is_published():
+                raise RuntimeError(f"a publish of {len(messages)} was not acknowledged")
+    finally:
+        client.disconnect()
+        client.loop_stop()
+
+
+class SysCounter:
+    """The values mosquitto publishes on a $SYS topic (start mosquitto with a short sys_interval_s)."""
+
+    def __init__(self, port: int, topic: str, host: str = "127.0.0.1") -> None:
+        self.values: list[float] = []
+        self._client = paho.Client(CallbackAPIVersion.VERSION2, client_id=f"test-sys-{time.monotonic_ns()}")
+        self._client.on_message = lambda c, u, m: self.values.append(float(m.payload))
+        self._client.connect(host, port)
+        self._client.subscribe(topic)
+        self._client.loop_start()
+
+    async def settles_at(self, value: float, timeout_s: float = 15.0) -> bool:
+        """Whether the value is (or becomes, within the deadline) `value`: mosquitto publishes a $SYS counter when it
+        changes, at most every sys_interval_s, and retained, so the first one comes at once."""
+        deadline = time.monotonic() + timeout_s
+        while not self.values or self.values[-1] != value:
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
+    def close(self) -> None:
+        self._client.disconnect()
+        self._client.loop_stop()
 
 
 def publish_packet(topic: str, payload: bytes, *, retain: bool = False) -> bytes:

@@ -18,11 +18,12 @@ def test_parts_of_one_device_share_its_endpoint_until_an_interface_repeats() -> 
              "temperature_2": mapping.sensor("temperature", "°F"), "light": mapping.light(
                  dimmable=True, color_temperature=False, color=False)}
 
-    planned = mapping.plan("dev:1", parts)
+    device = mapping.endpoint_id("dev:1")
+    planned = mapping.plan(device, parts)
 
     assert [(e.endpoint_id, e.keys, e.display_type, e.split) for e in planned] == [
-        ("dev_1", ("humidity", "light", "temperature"), "light", False),
-        ("dev_1-temperature_2", ("temperature_2",), "unknown", True)]
+        (device, ("humidity", "light", "temperature"), "light", False),
+        (f"{device}-temperature_2", ("temperature_2",), "unknown", True)]
     assert [c.interface for c in planned[0].capabilities] == ["Brightness", "Humidity", "Switch", "Temperature"]
 
 
@@ -69,7 +70,17 @@ def test_value_conversions() -> None:
     assert mapping.ranged_percent(2, 1, 4) == 50 and mapping.ranged_value(60, 1, 4) == 3
     assert mapping.ranged_value(0, 1, 4) == 0 and mapping.ranged_percent(0, 1, 4) == 0
     assert mapping.device_mode("Auto", ["off", "heat_cool"]) == "heat_cool"
-    assert mapping.endpoint_id("zigbee2mqtt 0x00/1#") == "zigbee2mqtt_0x00_1_"
+    assert mapping.endpoint_id("zigbee2mqtt 0x00/1#") == "zigbee2mqtt_0x00_1_-f9963fef"  # stable: a hash of it
+
+
+def test_identifiers_that_differ_only_outside_the_safe_characters_stay_different_endpoints() -> None:
+    kitchen, bedroom = mapping.endpoint_id("кухня"), mapping.endpoint_id("спальня")
+    assert kitchen != bedroom and kitchen.startswith("_____-") and bedroom.startswith("_______-")
+    assert len({mapping.endpoint_id(raw) for raw in ("a:b", "a_b", "a b", "a/b")}) == 4
+    assert mapping.endpoint_id("a_b") == "a_b" and mapping.endpoint_id("rt-n-1-0") == "rt-n-1-0"  # safe: as is
+    long_one, other = mapping.endpoint_id("x" * 300), mapping.endpoint_id("x" * 299 + "y")
+    assert len(long_one) == 256 and long_one != other
+    assert mapping.endpoint_id("кухня") == kitchen  # the same raw identifier, the same endpointId
 
 
 def test_templates_real_producers_publish_render() -> None:

@@ -9,7 +9,7 @@ import pytest
 from homeassistant_helpers import NOW, announce, configs, fixture, make, publish, raw, request, states
 
 from hubd.devices.model import Route
-from hubd.dialects.base import CommandRefused, ConfigReceived, Outgoing
+from hubd.dialects.base import CommandRefused, ConfigReceived, InputRejected, Outgoing
 from hubd.dialects.homeassistant.dialect import HomeAssistantDialect
 
 LIGHT = "zigbee2mqtt_0x000b57fffec6a5b2"
@@ -203,13 +203,15 @@ def test_a_lock_is_read_only_and_never_commanded() -> None:
         dialect.encode_control("lock1", lock.route, request("Switch", "Off", "Off"))
 
 
-def test_a_command_topic_with_wildcards_is_refused() -> None:
+def test_a_command_topic_with_wildcards_is_refused_with_the_config() -> None:
     dialect = make()
     config = {"name": "Odd", "uniq_id": "odd", "cmd_t": "odd/+/set", "stat_t": "odd/state"}
-    odd = configs(dialect.decode("homeassistant/switch/odd/config", raw(config), NOW, True))["odd"]
+    inputs = dialect.decode("homeassistant/switch/odd/config", raw(config), NOW, True)
 
-    with pytest.raises(CommandRefused, match="wildcards"):
-        dialect.encode_control("odd", odd.route, request("Switch", "On", "On"))
+    assert configs(inputs) == {}
+    assert [i.reason for i in inputs if isinstance(i, InputRejected)] == [
+        "homeassistant/switch/odd/config (switch.odd): command_topic: 'odd/+/set' is not a topic hubd can publish to "
+        "(empty, a wildcard or NUL); hubd publishes only to a device's own command topics"]
 
 
 def test_a_control_works_from_the_route_address_alone_after_a_restart() -> None:

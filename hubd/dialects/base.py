@@ -101,6 +101,7 @@ class Decoded:
     received_at: float  # epoch seconds
     retained: bool
     inputs: tuple[DeviceInput, ...]
+    source: str = ""  # the dialect that decoded it: a device is changed only by its own dialect ("": unchecked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +130,39 @@ class ControlRequest:
     value: StateValue | None
     delta: float | None
     states: dict[str, StateValue]
+
+
+@dataclass(frozen=True, slots=True)
+class PublishRules:
+    """Where hubd may publish a device command (CONTRACT: a device's own command topics only).
+
+    Never under hubd's own base topic but a native device's `B/device/ID/set` and `/command`, never under a
+    zigbee2mqtt installation's `bridge/` (its requests: remove a device, permit joining), under a discovery prefix
+    (configs), or on a `$` topic, whatever a discovery config says; and never a topic with a wildcard or NUL.
+    `enabled.py` makes it from the config; discovery checks each entity's command topics against it when the config
+    comes, and the device-command port checks every publish again.
+    """
+
+    base_topic: str = "hubd"
+    reserved: tuple[str, ...] = ()  # topic prefixes (ending in "/") hubd never publishes under
+
+    def refusal(self, topic: str, device_id: str | None = None, native: bool = False) -> str | None:
+        """Why hubd must not publish a command on `topic` (None: it may). `native`: for hubd's own device
+        `device_id`, whose `set` and `command` topics are its own."""
+        if not topic or "+" in topic or "#" in topic or "\x00" in topic:
+            return f"{topic!r} is not a topic hubd can publish to (empty, a wildcard or NUL)"
+        if topic.startswith("$"):
+            return f"{topic!r} is a broker topic ($...)"
+        base = self.base_topic + "/"
+        if topic.startswith(base):
+            if native and device_id is not None and topic in (f"{base}device/{device_id}/set",
+                                                               f"{base}device/{device_id}/command"):
+                return None
+            return f"{topic!r} is under hubd's own topics ({base}), where only its devices' set and command go"
+        for prefix in self.reserved:
+            if topic.startswith(prefix):
+                return f"{topic!r} is under {prefix}, which is not a device's command topic"
+        return None
 
 
 class CommandRefused(Exception):
@@ -189,6 +223,10 @@ class Dialect(ABC):
         """Topic filters needed since the last call (learned from configs), to subscribe to as they appear."""
         return []
 
+    def pending_unsubscriptions(self) -> list[str]:
+        """Topics no device of the dialect reads any more since the last call (its last entity gone), to drop."""
+        return []
+
     def announcements(self) -> list[Outgoing]:
         """What to publish once subscribed (on every connection and after new subscriptions): e.g. Home
         Assistant's birth message, on which discovery devices announce themselves and send their states again."""
@@ -201,6 +239,11 @@ class Dialect(ABC):
     def unexported_devices(self) -> dict[str, list[str]]:
         """Devices this dialect leaves out entirely, by name, with a reason per entity (for the status page)."""
         return {}
+
+    def owns_command_topic(self, topic: str) -> bool:
+        """Whether `topic` is where this dialect's own devices take commands (so no discovered entity may publish
+        there: a light of discovery on a zigbee2mqtt lock's /set, say)."""
+        return False
 
     def imports_natively(self, announced: Announced) -> bool:
         """Whether this dialect imports the device a Home Assistant discovery config describes itself (so that

@@ -1,7 +1,8 @@
 """The device-command port over the dialects: how directives and the webhook reach a device, whatever its dialect.
 
-A command is encoded by the dialect the device's route names (`hubd.dialects.base.Dialect`), then handed
-to the MQTT bridge as plain publishes. Encoding and sending are separate steps so that a caller can refuse
+A command is encoded by the dialect the device's route names (`hubd.dialects.base.Dialect`), checked against
+the rules of where hubd may publish (`PublishRules`: a device's own command topics only), then handed to the MQTT
+bridge as plain publishes. Encoding and sending are separate steps so that a caller can refuse
 a command it cannot express before it records anything (a directive claims its reply first, then sends).
 Imports the seam and the device model only; the bridge comes in through the `Publisher` port.
 """
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from hubd.devices.model import Route
-from hubd.dialects.base import CommandRefused, ControlRequest, Dialect, Outgoing
+from hubd.dialects.base import CommandRefused, ControlRequest, Dialect, Outgoing, PublishRules
 
 
 class Publisher(Protocol):
@@ -29,9 +30,10 @@ class Publisher(Protocol):
 class DeviceCommands:
     """Encodes controls and speaker commands with the device's dialect and sends them."""
 
-    def __init__(self, dialects: Sequence[Dialect], publisher: Publisher) -> None:
+    def __init__(self, dialects: Sequence[Dialect], publisher: Publisher, rules: PublishRules | None = None) -> None:
         self._dialects = {d.name: d for d in dialects}
         self._publisher = publisher
+        self._rules = rules if rules is not None else PublishRules()
 
     @property
     def connected(self) -> bool:
@@ -39,17 +41,25 @@ class DeviceCommands:
         return self._publisher.connected
 
     def encode_control(self, device_id: str, route: Route, request: ControlRequest) -> list[Outgoing]:
-        """The publishes of a control; CommandRefused when the device's dialect cannot say it."""
-        return self._dialect(route).encode_control(device_id, route, request)
+        """The publishes of a control; CommandRefused when the device's dialect cannot say it, or would say it
+        where hubd must not publish."""
+        return self._checked(device_id, route, self._dialect(route).encode_control(device_id, route, request))
 
     def encode_speaker(self, device_id: str, route: Route, command: dict[str, Any]) -> list[Outgoing]:
         """The publishes of a speaker command; CommandRefused when the device cannot take one."""
-        return self._dialect(route).encode_speaker(device_id, route, command)
+        return self._checked(device_id, route, self._dialect(route).encode_speaker(device_id, route, command))
 
     async def send(self, messages: Sequence[Outgoing], *, timeout_s: float | None = None) -> None:
         """Publish each message in order (the whole call bounded by timeout_s, when given)."""
         for message in messages:
             await self._publisher.publish(message, timeout_s=timeout_s)
+
+    def _checked(self, device_id: str, route: Route, messages: list[Outgoing]) -> list[Outgoing]:
+        for message in messages:
+            why = self._rules.refusal(message.topic, device_id, native=route.dialect == "native")
+            if why is not None:
+                raise CommandRefused(f"hubd does not publish there: {why}")
+        return messages
 
     def _dialect(self, route: Route) -> Dialect:
         dialect = self._dialects.get(route.dialect)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hubd.config import HubdConfig
-from hubd.dialects.base import Dialect
+from hubd.dialects.base import Dialect, PublishRules
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +42,7 @@ def _zigbee2mqtt(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
 def _homeassistant(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
     from hubd.dialects.homeassistant.dialect import HomeAssistantDialect
 
-    return HomeAssistantDialect(config.homeassistant, config.doorbells, natives=before)
+    return HomeAssistantDialect(config.homeassistant, config.doorbells, natives=before, rules=publish_rules(config))
 
 
 KINDS: tuple[DialectKind, ...] = (
@@ -50,6 +50,13 @@ KINDS: tuple[DialectKind, ...] = (
     DialectKind("zigbee2mqtt", lambda config: config.zigbee2mqtt.enabled, _zigbee2mqtt),
     DialectKind("homeassistant", lambda config: config.homeassistant.enabled, _homeassistant),
 )
+
+
+def publish_rules(config: HubdConfig) -> PublishRules:
+    """Where hubd may publish device commands: never under its own topics (but its devices' set and command), a
+    discovery prefix, a zigbee2mqtt bridge's requests, or `$` topics."""
+    return PublishRules(config.mqtt.base_topic, (f"{config.homeassistant.discovery_prefix}/",
+                                                 f"{config.zigbee2mqtt.base_topic}/bridge/"))
 
 
 def build_dialects(config: HubdConfig) -> list[Dialect]:

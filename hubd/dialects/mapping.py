@@ -15,6 +15,7 @@ Imports only the device model (hubd.devices.model); no MQTT, no dialect.
 from __future__ import annotations
 
 import colorsys
+import hashlib
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -210,8 +211,14 @@ def merged_display_type(types: Iterable[str]) -> str:
 
 
 def endpoint_id(raw: str) -> str:
-    """A topic-safe endpointId: every character outside A-Za-z0-9._- becomes `_`."""
-    return _UNSAFE_ID_RE.sub("_", raw)[:MAX_ENDPOINT_ID_CHARS] or "_"
+    """A topic-safe endpointId: every character outside A-Za-z0-9._- becomes `_`, and an identifier that had such
+    characters (or was too long) gets a short suffix of its own, so that `кухня` and `ванна`, or `a:b` and `a_b`,
+    stay two endpoints. The same raw identifier always gives the same endpointId; a safe one is kept as it is."""
+    safe = _UNSAFE_ID_RE.sub("_", raw)
+    if safe == raw and 0 < len(raw) <= MAX_ENDPOINT_ID_CHARS:
+        return raw
+    suffix = hashlib.blake2s(raw.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
+    return f"{safe[:MAX_ENDPOINT_ID_CHARS - len(suffix) - 1] or '_'}-{suffix}"
 
 
 def on_off(on: bool) -> str:

@@ -26,6 +26,7 @@ from hubd.metrics import Metrics, event_stages
 from hubd.mqtt.client import MqttClient
 from hubd.mqtt.inbox import Message
 from hubd.mqtt.inflight import InflightRecord
+from hubd.mqtt.subscriptions import Subscriptions, SubscriptionStore
 from hubd.store.receipts import Receipt, receipt
 
 log = logging.getLogger(__name__)
@@ -73,14 +74,20 @@ class MqttBridge:
     def __init__(self, client: MqttClient, *, base_topic: str, dialects: Sequence[Dialect], sink: MessageSink,
                  health: Health, metrics: Metrics, routes: RouteBook | None = None, backoff: Backoff | None = None,
                  clock: Clock | None = None, receipts: ReceiptLookup | None = None,
-                 inflight: InflightRecord | None = None) -> None:
+                 inflight: InflightRecord | None = None, subscriptions: SubscriptionStore | None = None,
+                 subscribe_before_report: bool = True) -> None:
         self._client = client
         self._inflight = inflight if inflight is not None else InflightRecord(None)
+        # amqtt (the embedded broker) reads no SUBSCRIBE while our acknowledgements are due: with it, a batch's new
+        # subscriptions go out after the batch is committed (a state sent right after its device reached the
+        # platform may then be missed, until the birth message makes the device send it again).
+        self._subscribe_first = subscribe_before_report
         self._receipts = receipts  # None: a redelivered message is applied again (tests without a database)
         self._dialects = tuple(dialects)
         self._routes = routes
-        self._new_subscriptions: asyncio.Queue[list[tuple[str, int]]] = asyncio.Queue()
         self._clock: Clock = clock or SystemClock()
+        self._subscriptions = Subscriptions(client, self._dialects, clock=self._clock, metrics=metrics,
+                                            store=subscriptions, timeout_s=ANNOUNCE_TIMEOUT_S)
         self._up_since: float | None = None
         self._base = base_topic
         self._sink = sink
@@ -204,17 +211,16 @@ class MqttBridge:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._pump(), name="mqtt-pump")
                 group.create_task(self._announce(session_present), name="mqtt-announce")
-                group.create_task(self._subscribe_new(), name="mqtt-subscribe")
+                group.create_task(self._subscriptions.run(), name="mqtt-subscribe")
         except* MqttUnavailable as errors:
             failure = errors.exceptions[0]  # type: ignore[assignment]  # the only leaf type except* let through
         if failure is not None:
             raise failure
 
     async def _announce(self, session_present: bool) -> None:
-        # Subscribed again on every connection: a broker that lost its state knows nothing of us.
-        filters = [f for dialect in self._dialects for f in dialect.subscriptions()]
-        await self._client.subscribe(filters, timeout_s=ANNOUNCE_TIMEOUT_S)
-        await self._announce_dialects()
+        # Subscribed again on every connection: a broker that lost its state knows nothing of us, and one that kept
+        # it may hold topics no device uses any more.
+        filters = await self._subscriptions.connected(session_present)
         await self._client.publish(status_topic(self._base), b"online", qos=1, retain=True,
                                    timeout_s=ANNOUNCE_TIMEOUT_S)
         self._connects.inc()
@@ -222,7 +228,7 @@ class MqttBridge:
         self._connected.set()
         self._health.set("mqtt", True, "connected")
         log.info("MQTT connected (session present: %s), subscribed to %d topic filters (%s)", session_present,
-                 len(filters), ", ".join(d.name for d in self._dialects))
+                 filters, ", ".join(d.name for d in self._dialects))
 
     async def _pump(self) -> None:
         while True:
@@ -234,6 +240,11 @@ class MqttBridge:
                 self._inflight.begin(step)
                 decoded = [self._set_aside(step.messages[0], step.deaths)] if step.set_aside \
                     else self._decode(step.messages)
+                added, removed = self._subscriptions.changes()
+                if added and self._subscribe_first:  # a device reaches the platform once its states reach hubd
+                    await self._subscriptions.subscribe_now(added)
+                    added = []
+                self._subscriptions.later(added, removed)
                 await self._sink.handle(decoded, [receipt(m.mid, m.topic, m.payload) for m in step.messages if m.qos])
                 self._inflight.end(step)
             self._client.ack(batch)
@@ -242,30 +253,6 @@ class MqttBridge:
             for message in fresh:
                 if message.received_at:
                     observe(committed - message.received_at, "mqtt_to_commit")
-            new = [f for dialect in self._dialects for f in dialect.pending_subscriptions()]
-            if new:
-                self._new_subscriptions.put_nowait(new)
-
-    async def _subscribe_new(self) -> None:
-        """Subscribe to the topics the dialects learned of (a discovered device's state topic), as they come.
-
-        Not from the pump: amqtt reads no SUBSCRIBE while deliveries to us wait for their acknowledgement.
-        A failure ends the session; the next one subscribes to everything the dialects know.
-        """
-        while True:
-            filters = await self._new_subscriptions.get()
-            while not self._new_subscriptions.empty():
-                filters += self._new_subscriptions.get_nowait()
-            await self._client.subscribe(filters, timeout_s=ANNOUNCE_TIMEOUT_S)
-            log.debug("subscribed to %d more topics", len(filters))
-            await self._announce_dialects()
-
-    async def _announce_dialects(self) -> None:
-        """The dialects' announcements once subscribed (Home Assistant's birth message: devices send again)."""
-        for dialect in self._dialects:
-            for message in dialect.announcements():
-                await self._client.publish(message.topic, message.payload, qos=message.qos, retain=message.retain,
-                                           timeout_s=ANNOUNCE_TIMEOUT_S)
 
     async def _not_yet_stored(self, batch: Sequence[Message]) -> Sequence[Message]:
         """The batch without the redeliveries (DUP) of messages whose effects a commit already holds: hubd
@@ -317,7 +304,7 @@ class MqttBridge:
             except Exception as err:  # a dialect's bug for this message must not stop the others (nor hubd)
                 self._failures.record(log, message.topic, f"the {dialect.name} dialect", err)
                 inputs = (InputRejected("other", f"the {dialect.name} dialect failed on it ({type(err).__name__})"),)
-            return Decoded(message.topic, now, message.retain, inputs)
+            return Decoded(message.topic, now, message.retain, inputs, dialect.name)
         return None
 
     def _uptime(self) -> float | None:

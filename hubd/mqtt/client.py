@@ -1,6 +1,6 @@
 """The MQTT client hubd's components use: one MQTT 3.1.1 connection at a time, driven by hubd's asyncio loop.
 
-Owns the asyncio-facing API (connect, subscribe, publish with a bounded QoS 1 window, next_batch, ack,
+Owns the asyncio-facing API (connect, subscribe, unsubscribe, publish with a bounded QoS 1 window, next_batch, ack,
 disconnect, abort) and the building of each connection's paho client (credentials, TLS, will). paho is
 imported here and in hubd.mqtt.connection only, and no paho type leaves them. It imports nothing of hubd
 but hubd.errors and the connection and inbox modules, and holds no reconnect logic: the caller loops
@@ -145,6 +145,22 @@ class MqttClient:
         refused = [topic for (topic, _qos), code in zip(topics, granted, strict=False) if code >= 0x80]
         if refused:
             raise MqttRejected(f"the broker refused the subscription to {', '.join(refused)}")
+
+    async def unsubscribe(self, topics: list[str], timeout_s: float = 10.0) -> None:
+        """Unsubscribe and await UNSUBACK (MQTT 3.1.1 has no refusal for it)."""
+        conn = self._require_connection()
+        rc, mid = conn.paho.unsubscribe(topics)
+        if rc != MQTTErrorCode.MQTT_ERR_SUCCESS or mid is None:
+            raise MqttUnavailable(f"cannot unsubscribe: {paho.error_string(rc)}")
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        conn.pending_unsubscribes[mid] = fut
+        try:
+            async with asyncio.timeout(timeout_s):
+                await fut
+        except TimeoutError as err:
+            raise MqttUnavailable(f"no UNSUBACK within {timeout_s} s") from err
+        finally:
+            conn.pending_unsubscribes.pop(mid, None)
 
     async def publish(
         self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False, timeout_s: float = 10.0

@@ -52,6 +52,7 @@ class Connection:
         self.lost: str | None = None
         self.pending_publishes: dict[int, asyncio.Future[None]] = {}
         self.pending_subscribes: dict[int, asyncio.Future[list[int]]] = {}
+        self.pending_unsubscribes: dict[int, asyncio.Future[None]] = {}
         # QoS>=1 messages not yet PUBACKed, in receive order: seq -> (mid, qos); and those acked early.
         self._unacked: collections.OrderedDict[int, tuple[int, int]] = collections.OrderedDict()
         self._acked_early: set[int] = set()
@@ -66,6 +67,7 @@ class Connection:
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_subscribe = self._on_subscribe
+        client.on_unsubscribe = self._on_unsubscribe
         client.on_publish = self._on_publish
         client.on_message = self._on_message
         client.on_socket_close = self._on_socket_close
@@ -163,6 +165,9 @@ class Connection:
         for sub in self.pending_subscribes.values():
             if not sub.done():
                 sub.set_exception(MqttUnavailable(reason))
+        for unsub in self.pending_unsubscribes.values():
+            if not unsub.done():
+                unsub.set_exception(MqttUnavailable(reason))
         self.closed.set()
         self.inbox.wake()
 
@@ -236,6 +241,11 @@ class Connection:
         fut = self.pending_subscribes.get(mid)
         if fut is not None and not fut.done():
             fut.set_result([r.value for r in reasons])
+
+    def _on_unsubscribe(self, client: paho.Client, userdata: Any, mid: int, reasons: Any, props: Any) -> None:
+        fut = self.pending_unsubscribes.get(mid)
+        if fut is not None and not fut.done():
+            fut.set_result(None)
 
     def _on_publish(self, client: paho.Client, userdata: Any, mid: int, reason: Any, props: Any) -> None:
         fut = self.pending_publishes.get(mid)

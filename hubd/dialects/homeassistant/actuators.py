@@ -37,8 +37,8 @@ class Switch(Entity):
 
     def __init__(self, conf: Conf, templates: Templates) -> None:
         super().__init__(conf, templates)
-        self.payload_on = conf.text("payload_on", "ON") or "ON"
-        self.payload_off = conf.text("payload_off", "OFF") or "OFF"
+        self.payload_on = conf.string("payload_on", "ON")
+        self.payload_off = conf.string("payload_off", "OFF")
         self.state_on = conf.text("state_on", self.payload_on)
         self.state_off = conf.text("state_off", self.payload_off)
         self.compile("value_template")
@@ -84,7 +84,7 @@ class Scene(Entity):
     def command(self, request: ControlRequest) -> list[Outgoing]:
         if request.interface != "Switch" or target_value(request) != "On":
             raise CommandRefused("a scene can only be turned on")
-        return [self.publish("command_topic", self.conf.text("payload_on", "ON") or "ON")]
+        return [self.publish("command_topic", self.conf.string("payload_on", "ON"))]
 
 
 class Cover(Entity):
@@ -259,8 +259,8 @@ class Fan(Entity):
 
     def __init__(self, conf: Conf, templates: Templates) -> None:
         super().__init__(conf, templates)
-        self.payload_on = conf.text("payload_on", "ON") or "ON"
-        self.payload_off = conf.text("payload_off", "OFF") or "OFF"
+        self.payload_on = conf.string("payload_on", "ON")
+        self.payload_off = conf.string("payload_off", "OFF")
         self.reset = conf.text("payload_reset_percentage", "None")
         self.low = int(conf.number("speed_range_min", 1))
         self.high = int(conf.number("speed_range_max", 100))

@@ -50,8 +50,21 @@ class EntityBook:
         self.endpoints: dict[str, DeviceEndpoint] = {}
         self._online: dict[str, bool] = {}
         self._subscribed: set[str] = set()
+        self._commands: dict[str, set[tuple[str, str]]] = {}  # command topic → the records publishing there
         self._freed: set[str] = set()
         self._pending: list[str] = []
+        self._dropped: list[str] = []  # topics subscribed to that no entity reads any more
+
+    def command_owner(self, topic: str, record: Record,
+                      pending: Mapping[tuple[str, str], Record | None]) -> Record | None:
+        """Another device's entity (known, or among `pending` changes) that commands `topic`, if one does."""
+        mine = set(record.tokens())
+        for key, other in [*((k, self.records[k]) for k in self._commands.get(topic, ())), *pending.items()]:
+            if other is None or key == record.key or pending.get(key, other) is None:
+                continue
+            if topic in _command_topics(other) and not mine & set(other.tokens()):
+                return other
+        return None
 
     def reads(self, topic: str) -> bool:
         """Whether an entity reads this topic."""
@@ -61,6 +74,11 @@ class EntityBook:
         """Every state/availability topic known so far, sorted; what was pending is now asked for with them."""
         self._pending.clear()
         return sorted(self._subscribed)
+
+    def take_freed(self) -> list[str]:
+        """The topics no entity reads any more since the last call."""
+        out, self._dropped = self._dropped, []
+        return out
 
     def take_pending(self) -> list[str]:
         """The topics learned since the last call (or `subscribed()`)."""
@@ -82,12 +100,19 @@ class EntityBook:
             old = self.records.pop(key, None)
             if old is not None:
                 self._unindex(old)
+                for command in _command_topics(old):
+                    owners = self._commands.get(command, set())
+                    owners.discard(key)
+                    if not owners:
+                        self._commands.pop(command, None)
                 if record is not None and old.pinned is not None and set(old.tokens()) & set(record.tokens()):
                     record.pinned = old.pinned  # the same device: it keeps its id until its records agree
             if record is not None:
                 self.records[key] = record
                 for token in record.tokens():
                     self._by_token.setdefault(token, set()).add(key)
+                for command in _command_topics(record):
+                    self._commands.setdefault(command, set()).add(key)
                 affected.add(key)
         out: list[DeviceInput] = []
         after: set[str] = set()
@@ -114,8 +139,12 @@ class EntityBook:
             self.endpoints.pop(gone, None)
             self._online.pop(gone, None)
             out.append(DeviceGone(gone))
-        # A topic no entity reads any more is forgotten (asked for again if it comes back): memory stays bounded.
-        self._subscribed -= {t for t in self._freed if t not in self._topics}
+        # A topic no entity reads any more is forgotten and unsubscribed (asked for again if it comes back): memory
+        # stays bounded, here and on the broker.
+        freed = {t for t in self._freed if t not in self._topics and t in self._subscribed}
+        self._subscribed -= freed
+        self._dropped += sorted(freed)
+        self._pending = [t for t in self._pending if t not in freed]
         self._freed.clear()
         return out
 
@@ -227,3 +256,9 @@ class EntityBook:
         if True in known:
             return True
         return False if known and None not in known else None
+
+
+def _command_topics(record: Record) -> set[str]:
+    """The topics an entity publishes commands to."""
+    return {value for key, value in record.entity.conf.data.items()
+            if (key.endswith("command_topic") or key == "set_position_topic") and isinstance(value, str)}

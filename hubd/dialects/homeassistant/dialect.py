@@ -21,7 +21,16 @@ from typing import Any
 
 from hubd.config import DoorbellConfig, HomeAssistantConfig
 from hubd.devices.model import Route
-from hubd.dialects.base import Announced, CommandRefused, ControlRequest, DeviceInput, Dialect, InputRejected, Outgoing
+from hubd.dialects.base import (
+    Announced,
+    CommandRefused,
+    ControlRequest,
+    DeviceInput,
+    Dialect,
+    InputRejected,
+    Outgoing,
+    PublishRules,
+)
 from hubd.dialects.homeassistant.actuators import Climate, Cover, Fan, Scene, Switch
 from hubd.dialects.homeassistant.book import EntityBook
 from hubd.dialects.homeassistant.devices import DIALECT, Globs, Record, names_of, read_address
@@ -78,12 +87,14 @@ class HomeAssistantDialect(Dialect):
     name = DIALECT
 
     def __init__(self, config: HomeAssistantConfig, doorbells: Sequence[DoorbellConfig], *,
-                 natives: Sequence[Dialect] = (), max_entities: int = MAX_ENTITIES) -> None:
+                 natives: Sequence[Dialect] = (), rules: PublishRules | None = None,
+                 max_entities: int = MAX_ENTITIES) -> None:
         self.templates = Templates()
         self._prefix = config.discovery_prefix
         self._include = Globs(config.include)
         self._exclude = Globs(config.exclude)
         self._natives = tuple(natives)  # the other enabled dialects: a device one of them imports is left to it
+        self._rules = rules if rules is not None else PublishRules(reserved=(f"{config.discovery_prefix}/",))
         self._max_entities = max_entities
         self._device_configs: dict[str, set[tuple[str, str]]] = {}  # device-based config topic → its entities
         self._book = EntityBook(self._prefix, self.templates, [(Globs([d.device]), d.event) for d in doorbells])
@@ -102,6 +113,10 @@ class HomeAssistantDialect(Dialect):
     def pending_subscriptions(self) -> list[tuple[str, int]]:
         """The topics needed since the last call (or `subscriptions()`); subscribe to them after a decode."""
         return [(t, 1) for t in self._book.take_pending()]
+
+    def pending_unsubscriptions(self) -> list[str]:
+        """The state and availability topics no entity reads any more, since the last call."""
+        return self._book.take_freed()
 
     def claims(self, topic: str) -> bool:
         """Discovery topics, and the topics of known entities."""
@@ -239,6 +254,8 @@ class HomeAssistantDialect(Dialect):
             try:
                 record = None if entity_config.config is None else \
                     self._record(entity_config, via if announced is not None else None)
+                if record is not None:
+                    self._check_command_topics(record, changes)
             except ConfigProblem as err:  # the entity stays as it was: a bad update changes nothing
                 out.append(InputRejected("config", f"{topic} ({key[0]}.{entity_config.topic.object_id}): {err}"))
                 continue
@@ -285,6 +302,23 @@ class HomeAssistantDialect(Dialect):
         names = names_of(record)
         record.included = self._include.any(names) and not self._exclude.any(names)
         return record
+
+    def _check_command_topics(self, record: Record, changes: dict[tuple[str, str], Record | None]) -> None:
+        """ConfigProblem when one of the entity's command topics is not its device's to publish to: a reserved topic
+        (hubd's own, a discovery prefix, a zigbee2mqtt bridge's requests, `$`), a topic of a device another dialect
+        imports natively, or another discovered device's command topic (a light whose command topic is a lock's)."""
+        for key, value in record.entity.conf.data.items():
+            if not (key.endswith("command_topic") or key == "set_position_topic") or not isinstance(value, str):
+                continue
+            why = self._rules.refusal(value)
+            if why is None and any(native.owns_command_topic(value) for native in self._natives):
+                why = f"{value!r} is a topic of the devices hubd imports natively"
+            if why is None:
+                other = self._book.command_owner(value, record, changes)
+                if other is not None:
+                    why = f"{value!r} is the command topic of {other.label} of another device"
+            if why is not None:
+                raise ConfigProblem(f"{key}: {why}; hubd publishes only to a device's own command topics")
 
     def _left_to_native(self, data: dict[str, Any], origin: str, device: DeviceInfo | None) -> bool:
         """Whether another enabled dialect imports this entity's device natively (one device, one import)."""

@@ -126,6 +126,11 @@ class Conf:
             raise ConfigProblem(f"{key}: longer than {MAX_TEXT_CHARS} characters")
         return value
 
+    def string(self, key: str, default: str) -> str:
+        """A string with a default for when it is absent; an explicit empty string is kept as given."""
+        value = self.text(key)
+        return default if value is None else value
+
     def payload(self, key: str, default: str | None) -> str | None:
         """A payload option: given, its text; null, None (the option is off); absent, the default."""
         if key in self.data and self.data[key] is None:

@@ -56,8 +56,8 @@ class Light(Entity):
             self.schema = "basic"
         if self.schema not in ("basic", "json", "template"):
             raise ConfigProblem(f"schema: {self.schema!r}; use basic, json or template")
-        self.payload_on = conf.text("payload_on", "ON") or "ON"
-        self.payload_off = conf.text("payload_off", "OFF") or "OFF"
+        self.payload_on = conf.string("payload_on", "ON")
+        self.payload_off = conf.string("payload_off", "OFF")
         self.scale = conf.number("brightness_scale", 255) or 255
         self.kelvin = conf.flag("color_temp_kelvin", False)
         self.mireds = (conf.number("min_mireds", 153), conf.number("max_mireds", 500))

@@ -67,8 +67,8 @@ class BinarySensor(Entity):
 
     def __init__(self, conf: Conf, templates: Templates) -> None:
         super().__init__(conf, templates)
-        self.payload_on = conf.text("payload_on", "ON") or "ON"
-        self.payload_off = conf.text("payload_off", "OFF") or "OFF"
+        self.payload_on = conf.string("payload_on", "ON")
+        self.payload_off = conf.string("payload_off", "OFF")
         self.compile("value_template")
         self.part = mapping.binary(self.device_class)
         if self.part is None:

@@ -147,6 +147,10 @@ class Zigbee2MqttDialect(Dialect):
         body = command(feature, request)
         return [Outgoing(f"{self._prefix}{self._name_of(where)}/set", _json(body))]
 
+    def owns_command_topic(self, topic: str) -> bool:
+        """Every topic under the base topic: its devices' `/set`, and the bridge's requests."""
+        return topic.startswith(self._prefix)
+
     def imports_natively(self, announced: Announced) -> bool:
         """A device this installation announced through its own Home Assistant discovery (its origin or an
         identifier names zigbee2mqtt) and whose topics are under its base topic: imported here, not there (a

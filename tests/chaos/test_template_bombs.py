@@ -1,0 +1,177 @@
+"""Templates that try to stall or bloat hubd: none can (issue 23's catalogue and more).
+
+A discovered device's templates are untrusted. Each bomb here is a template real attackers (and the red team)
+wrote: a regex that backtracks for ever, loops in loops with nothing in them, filters and operators that would
+allocate gigabytes, references nested into an exponential structure and then printed, recursion. Every one ends
+as a `TemplateError` with a reason (never another exception, never a hang), hubd's own process does not grow,
+and the render process answers the next ordinary template. Then hypothesis composes bombs from the same pieces.
+Through a real broker and hubd: the regex bomb of the red team's report, from a discovery config and a state,
+leaves /healthz answering and another device's events flowing, and is listed as the entity's problem.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mosquitto import publish
+from rig import LAMP, Rig
+
+from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
+
+BOMBS: dict[str, tuple[str, str]] = {
+    # (template, payload)
+    "regex_match backtracking": ('{{ value | regex_match("(a+)+$") }}', "a" * 36 + "!"),
+    "regex_search backtracking": ('{{ value | regex_search("(a|aa)+$") }}', "a" * 40 + "!"),
+    "regex_replace backtracking": ('{{ value | regex_replace("(x+x+)+y", "z") }}', "x" * 40),
+    "regex_findall backtracking": ('{{ value | regex_findall("(a*)*b") }}', "a" * 40),
+    "match test backtracking": ('{{ value is match("(a+)+$") }}', "a" * 36 + "!"),
+    "three nested loops": ("{% for a in 'x' * 3000 %}{% for b in 'x' * 3000 %}{% for c in 'x' * 3000 %}"
+                           "{% endfor %}{% endfor %}{% endfor %}", ""),
+    "loops over the payload": ("{% for a in value %}{% for b in value %}{% for c in value %}{% endfor %}"
+                               "{% endfor %}{% endfor %}", "y" * 60_000),
+    "replace amplification": ("{{ ('a' * 60000) | replace('a', 'a' * 60000) | length }}", ""),
+    "center": ("{{ value | center(999999999) }}", "x"),
+    "indent": ("{{ ('a\\n' * 30000) | indent(30000) }}", ""),
+    "format width": ("{{ '%0999999999d' | format(1) }}", ""),
+    "percent width": ("{{ '%0999999999d' % 1 }}", ""),
+    "str.format width": ("{{ '{:>999999999}'.format(1) }}", ""),
+    "join separator": ("{{ ('x' * 60000) | join('y' * 60000) }}", ""),
+    "wordwrap": ("{{ ('x' * 60000) | wordwrap(1, wrapstring='y' * 60000) }}", ""),
+    "tojson indent": ("{{ value_json | tojson(indent=999999999) }}", "[[[[1]]]]"),
+    "concatenation doubling": ("{% set ns = namespace(s='x' * 60000) %}{% for i in range(40) %}"
+                               "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}", ""),
+    "plus doubling": ("{% set ns = namespace(s='x' * 60000) %}{% for i in range(40) %}"
+                      "{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s | length }}", ""),
+    "nested references printed": ("{% set ns = namespace(l=[1]) %}{% for i in range(60) %}"
+                                  "{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l }}", ""),
+    "nested references compared": ("{% set ns = namespace(a=[1], b=[1]) %}{% for i in range(60) %}"
+                                   "{% set ns.a = [ns.a, ns.a] %}{% set ns.b = [ns.b, ns.b] %}{% endfor %}"
+                                   "{{ ns.a == ns.b }}", ""),
+    "sum of lists": ("{{ ([[1] * 60000] * 60000) | sum(start=[]) | length }}", ""),
+    "list repetition": ("{{ ([1] * 60000) * 60000 }}", ""),
+    "big powers": ("{{ ((9 ** 100) ** 100) ** 100 }}", ""),
+    "squaring in a loop": ("{% set ns = namespace(n=9 ** 99) %}{% for i in range(40) %}{% set ns.n = ns.n * ns.n %}"
+                           "{% endfor %}{{ ns.n > 0 }}", ""),
+    "round precision": ("{{ value | round(999999999, 'ceil') }}", "1.5"),
+    "range": ("{{ range(10 ** 9) | list | length }}", ""),
+    "recursion": ("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}", ""),
+    "output": ("{% for i in range(10000) %}{{ 'x' * 60 }}{% endfor %}", ""),
+}
+
+
+@pytest.fixture(scope="module")
+def templates() -> Any:
+    shared = Templates()
+    yield shared
+    shared.close()
+
+
+def _peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+@pytest.mark.parametrize("name", sorted(BOMBS))
+def test_each_bomb_is_a_template_error_and_hubd_goes_on(templates: Templates, name: str) -> None:
+    source, value = BOMBS[name]
+    peak_before = _peak_rss_mib()
+    with pytest.raises(TemplateError) as raised:
+        templates.render_value(templates.compile(source), Payload(value))
+    assert str(raised.value), name
+    # hubd's own process: no gigabytes (the red team saw 3.4 GB), at most the payload's few copies.
+    assert _peak_rss_mib() - peak_before < 64, name
+    # The render process (the same one, or a new one after a kill) answers an ordinary template at once.
+    assert templates.render_value(templates.compile("{{ value_json.a }}"), Payload('{"a": 7}')) == "7"
+    assert templates.render_value(templates.compile("{{ value_json.a | lower }}"), Payload('{"a": "B"}')) == "b"
+
+
+def test_a_template_that_ran_past_the_deadline_is_put_aside_not_rendered_again(templates: Templates) -> None:
+    bomb = templates.compile('{{ value | regex_match("(b+)+$") }}')
+    with pytest.raises(TemplateError, match="took longer"):
+        templates.render_value(bomb, Payload("b" * 40 + "!"))
+    started = templates.renderer.starts
+    began = time.monotonic()
+    with pytest.raises(TemplateError, match="skips this template"):
+        templates.render_value(bomb, Payload("b" * 40 + "!"))
+    assert time.monotonic() - began < 0.1 and templates.renderer.starts == started  # refused at once
+
+
+def test_command_and_availability_templates_go_through_the_same_guard(templates: Templates) -> None:
+    with pytest.raises(TemplateError):
+        templates.render(templates.compile("{{ (value * 60000) | replace('1', '1' * 60000) }}"), {"value": "1"})
+    assert templates.render(templates.compile('{"position": {{ position }}}'), {"position": 30}) == '{"position": 30}'
+
+
+FRAGMENTS = st.sampled_from([
+    "{{ value | regex_match('(a+)+$') }}", "{% for a in value %}{% for b in value %}{{ '' }}{% endfor %}{% endfor %}",
+    "{{ value * 1000 }}", "{{ value | replace('a', value) }}", "{{ value | center(100000) }}",
+    "{{ (value ~ value ~ value) | length }}", "{{ value | indent(1000) }}", "{{ [value] * 1000 }}",
+    "{{ value | join(value) }}", "{{ value_json | tojson }}", "{{ value | wordwrap(2) }}",
+    "{% set ns = namespace(l=[value]) %}{% for i in range(25) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}"
+    "{{ ns.l | length }}",
+])
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(parts=st.lists(FRAGMENTS, min_size=1, max_size=3), size=st.integers(0, 60_000),
+       letter=st.sampled_from(["a", "!", "\\n", "%"]))
+def test_composed_bombs_render_or_fail_with_a_reason(templates: Templates, parts: list[str], size: int,
+                                                     letter: str) -> None:
+    payload = Payload(letter * size + "!")
+    try:
+        text = templates.render_value(templates.compile("".join(parts)), payload)
+    except TemplateError as err:
+        reason = str(err)
+        assert reason  # a reason, never another exception
+    else:
+        assert len(text) <= 65_536
+
+
+async def test_the_red_teams_regex_bomb_leaves_hubd_answering_and_other_devices_flowing(
+        make_rig: Callable[..., Any]) -> None:
+    rig: Rig = await make_rig(hub_overrides={"homeassistant": {"enabled": True}})
+    rig.publish("lamp-1", "config", LAMP, retain=True)
+    config = {"name": "Bomb", "uniq_id": "bomb1", "stat_t": "bomb/state", "dev_cla": "temperature",
+              "unit_of_meas": "°C", "val_tpl": '{{ value | regex_match("(a+)+$") }}',
+              "dev": {"ids": ["bomb-device"], "name": "Bomb"}}
+    publish(rig.broker.port, "homeassistant/sensor/bomb/temperature/config", json.dumps(config), retain=True)
+    await rig.bind()
+    await rig.wait_events(1, "AddOrUpdateReport", endpoint="bomb-device")  # its config is fine
+
+    latencies: list[float] = []
+
+    async def poll_healthz() -> None:
+        while True:
+            began = time.monotonic()
+            status, _ = await rig.hub.get("/healthz")
+            assert status == 200
+            latencies.append(time.monotonic() - began)
+            await asyncio.sleep(0.05)
+
+    poller = asyncio.create_task(poll_healthz())
+    try:
+        for i in range(3):
+            publish(rig.broker.port, "bomb/state", "a" * 36 + "!")
+            rig.publish("lamp-1", "state", {"Switch": "On" if i % 2 == 0 else "Off"})
+            await rig.wait_events(i + 1, "ChangeReport", endpoint="lamp-1")
+        await rig.hub.wait_for(lambda: _bomb_listed(rig), what="the bomb listed as the entity's problem")
+    finally:
+        poller.cancel()
+        await asyncio.gather(poller, return_exceptions=True)
+    assert latencies, "no /healthz answer while the bomb went off"
+    log = rig.hub.log()
+    assert "Traceback" not in log and log.count("template render process stopped") <= 1
+    assert rig.hub.proc is not None and rig.hub.proc.poll() is None
+
+
+async def _bomb_listed(rig: Rig) -> bool:
+    _, status = await rig.hub.get("/api/status")
+    return any(p["topic"] == "bomb/state" and "took longer" in p["reason"] for p in status["problems"]["rejected"])
