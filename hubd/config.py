@@ -137,7 +137,8 @@ class HttpConfig(_Model):
         names = list(self.allowed_hosts)
         if self.public_url:
             names.append(urlsplit(self.public_url).hostname or "")
-        names += [h for h in (self.host, self.local_host) if _HOST_NAME_RE.match(h)]
+        listen = (self.host, self.local_host)  # where they are names (an IPv4 address passes as one anyway)
+        names += [h for h in listen if _HOST_NAME_RE.match(h) and not h.replace(".", "").isdigit()]
         return [name for name in dict.fromkeys(names) if name]
 
     @property
