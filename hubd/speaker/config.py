@@ -86,6 +86,7 @@ class AudioConfig(_Model):
 
     max_bytes: int = Field(20_000_000, ge=1024, le=2**31)  # held also when the server sends no Content-Length
     timeout_s: float = Field(30.0, gt=0, le=3600)  # the whole download
+    allow_local: bool = False  # true: also from loopback and link-local addresses (hubd.speaker.reach)
 
 
 class AsrConfig(_Model):
