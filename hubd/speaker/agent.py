@@ -324,7 +324,8 @@ class SpeakerAgent:
 
     async def _play(self, speaker: Loudspeaker, url: str) -> None:
         if self._tools.url_player is not None:
-            await check_player_url(url, allow_local=self._config.audio.allow_local)
+            await check_player_url(url, allow_local=self._config.audio.allow_local,
+                                   timeout_s=self._config.audio.timeout_s)
             log.debug("handing %s to the URL player", shown(url))
             await speaker.play_url(url)
             return

@@ -105,15 +105,19 @@ async def download(session: aiohttp.ClientSession, url: str, directory: Path, st
     return Downloaded(path, content_type, len(body))
 
 
-async def check_player_url(url: str, *, allow_local: bool) -> None:
+async def check_player_url(url: str, *, allow_local: bool, timeout_s: float) -> None:
     """Before a URL goes to player.url_command: DownloadFailed when reach's rules refuse it (its syntax, or an
-    address its host has now), or its name does not resolve."""
+    address its host has now), or its name does not resolve within `timeout_s`."""
     problem = url_problem(url)
     if problem is not None:
         raise DownloadFailed(f"url: {problem}")
     name = shown(url)
     try:
-        await check_host(url, allow_local=allow_local)
+        async with asyncio.timeout(timeout_s):
+            await check_host(url, allow_local=allow_local)
+    except TimeoutError:
+        raise DownloadFailed(f"looking up the host of {name} took longer than audio.timeout_s ({timeout_s:g} s); "
+                             "check the URL and the DNS server") from None
     except Refused as err:
         raise DownloadFailed(f"{name}: not handed to player.url_command: {err}") from None
     except OSError as err:  # socket.gaierror: the player could not reach it either

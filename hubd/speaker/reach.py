@@ -11,13 +11,12 @@ The address rule holds where the connection is made: `download_session` resolves
 the address once more, so a name that re-resolves between a check and the connection (DNS rebinding), an IP
 literal, and every redirect are covered: aiohttp connects to the addresses the check passed. A URL handed
 to `player.url_command` is checked by `check_host` (every address its name has now; that player resolves it
-again itself). Imports the speaker's template module (its control-character rule); wraps aiohttp's resolver
-and connector.
+again itself). Imports hubd.threads and the speaker's template module (its control-character rule); wraps
+aiohttp's resolver and connector.
 """
 
 from __future__ import annotations
 
-import asyncio
 import ipaddress
 import re
 import socket
@@ -29,6 +28,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from hubd.speaker.template import control_character
+from hubd.threads import in_daemon_thread
 
 SCHEMES = ("http", "https")
 ALLOW_LOCAL_KEY = "audio.allow_local"
@@ -134,13 +134,16 @@ def download_session(*, allow_local: bool) -> aiohttp.ClientSession:
 
 async def check_host(url: str, *, allow_local: bool) -> None:
     """Refused when the URL's host is, or its name resolves to, an address the rule refuses (any of them: the
-    program it goes to picks one itself); OSError (socket.gaierror) when the name does not resolve."""
+    program it goes to picks one itself); OSError (socket.gaierror) when the name does not resolve. The
+    caller bounds the time (a lookup runs in a daemon thread, which a stop does not wait for)."""
     parsed = URL(url)
     host = parsed.raw_host or ""
+    port = parsed.port
     try:
         ipaddress.ip_address(host.partition("%")[0])
     except ValueError:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, parsed.port, type=socket.SOCK_STREAM)
+        infos = await in_daemon_thread(lambda: socket.getaddrinfo(host, port, type=socket.SOCK_STREAM),
+                                       name="hubd-speaker-dns")
         for address in dict.fromkeys(str(info[4][0]) for info in infos):
             problem = address_problem(address, allow_local=allow_local)
             if problem is not None:
