@@ -162,6 +162,8 @@ async def test_a_value_no_program_can_take_fails_its_command_with_a_reason(tmp_p
     with pytest.raises(SoundFailed, match=r"^text: the text to speak has a control character \(U\+0000\) at position "
                                           r"2; send plain text"):
         await speaker.say("a\x00b")
+    with pytest.raises(SoundFailed, match=r"^text: the text to speak has an unpaired surrogate \(U\+D800\) at "):
+        await speaker.say("Home Assistant said \ud800")  # json.loads makes one of a "\\ud800" escape
     with pytest.raises(SoundFailed, match=r"^the URL player \(player\.url_command\): \{url\} has a control character "
                                           r"\(U\+0000\) at position 10"):
         await speaker.play_url("http://x/\x00")

@@ -83,7 +83,7 @@ def test_errors_name_the_key_the_problem_and_the_line_all_in_one_pass() -> None:
         "colour: red\n"
     )
     assert problems == [
-        "id: must be 1 to 256 characters without '/', '+' or '#', e.g. kitchen-speaker (line 1)",
+        "id: must be 1 to 256 characters without '/', '+', '#' or control characters, e.g. kitchen-speaker (line 1)",
         "name: 'Kitchen 2' has digits or punctuation, which the platform refuses; write 'Kitchen Two' (line 2)",
         "tts.command: {words} is not a placeholder of this command; it takes {wav} and {text} (line 4)",
         "volume.command: must contain {percent} (this command takes {percent}) (line 5)",
@@ -114,6 +114,11 @@ def test_errors_name_the_key_the_problem_and_the_line_all_in_one_pass() -> None:
 ])
 def test_one_problem_per_line(yaml_text: str, expected: str) -> None:
     assert _problems(MINIMAL + yaml_text) == [expected]
+
+
+def test_an_id_with_a_control_character_is_a_config_error_not_a_crash() -> None:
+    assert _problems('id: "kitchen\\0speaker"\nname: Kitchen Speaker\n') == [
+        "id: must be 1 to 256 characters without '/', '+', '#' or control characters, e.g. kitchen-speaker (line 1)"]
 
 
 def test_the_token_file_loses_its_trailing_newline(tmp_path: Path) -> None:

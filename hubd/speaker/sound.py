@@ -161,6 +161,11 @@ class Loudspeaker:
             raise SoundFailed(f"text: {len(text)} characters is more than the {MAX_SPOKEN_CHARS} a speaker says at "
                               "once; split it")
         bad = control_character(text, allowed=ALLOWED_CONTROLS)
+        if bad is None and not text.isascii():
+            try:
+                text.encode()  # an assistant's JSON answer may hold a "\ud800" escape: no program takes it
+            except UnicodeEncodeError as err:
+                bad = f"an unpaired surrogate (U+{ord(text[err.start]):04X}) at position {err.start + 1}"
         if bad is not None:
             raise SoundFailed(f"text: the text to speak has {bad}; send plain text (tabs and line breaks are fine)")
         tts = self._tools.tts
