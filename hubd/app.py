@@ -142,7 +142,7 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
                                  max_body_bytes=config.http.max_body_bytes, health=health, metrics=metrics,
                                  sources=public, local_sources=local, local_host=config.http.local_host,
                                  local_port=config.http.local_port, request_timeout_s=config.http.request_timeout_s,
-                                 max_connections=config.http.max_connections))
+                                 max_connections=config.http.max_connections, host_names=config.http.host_names))
 
     if config.zeroconf.enabled:
         from hubd.advertiser import Advertiser

@@ -13,12 +13,16 @@ import ssl
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
 from hubd.yamlconfig import KeyPath, is_secret_path, parse_yaml_model, read_config_file
 
 _TOPIC_SEGMENT_RE = re.compile(r"^[^#+\x00]+$")
+_HOST_NAME_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+# A host name as a Host header has it (punycode for other scripts), with an optional trailing dot.
+_HOST_NAME_RE = re.compile(rf"^(?=.{{1,253}}$){_HOST_NAME_LABEL}(?:\.{_HOST_NAME_LABEL})*\.?$")
 
 
 class _Model(BaseModel):
@@ -84,6 +88,8 @@ class HttpConfig(_Model):
     local_port: int | None = Field(None, ge=0, le=65535)
     request_timeout_s: float = Field(10.0, ge=1, le=300)  # to send a request's headers, then its body
     max_connections: int | None = Field(None, ge=1, le=65535)  # unset: from the file descriptor limit
+    # Host names the local routes answer besides IP addresses, localhost and the machine's own (hubd.web.hosts).
+    allowed_hosts: list[str] = Field(default_factory=list)
 
     @field_validator("local_port")
     @classmethod
@@ -91,6 +97,15 @@ class HttpConfig(_Model):
         hosts = {info.data.get("host"), info.data.get("local_host")}
         if value and value == info.data.get("port") and (len(hosts) == 1 or hosts & {"0.0.0.0", "::"}):
             raise ValueError(f"must differ from http.port ({value}): the local routes get a listener of their own")
+        return value
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _allowed_hosts(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not _HOST_NAME_RE.match(name):
+                raise ValueError(f"{name!r} is not a host name: give names only, without scheme or port, "
+                                 "e.g. [hub.home.arpa, pi.lan]")
         return value
 
     @field_validator("vendor_path")
@@ -114,6 +129,17 @@ class HttpConfig(_Model):
             return self.public_url
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+    @property
+    def host_names(self) -> list[str]:
+        """The names the local routes answer (with IP addresses, localhost and the machine's names): allowed_hosts,
+        public_url's host, and host and local_host where they are names."""
+        names = list(self.allowed_hosts)
+        if self.public_url:
+            names.append(urlsplit(self.public_url).hostname or "")
+        listen = (self.host, self.local_host)  # where they are names (an IPv4 address passes as one anyway)
+        names += [h for h in listen if _HOST_NAME_RE.match(h) and not h.replace(".", "").isdigit()]
+        return [name for name in dict.fromkeys(names) if name]
 
     @property
     def local_url(self) -> str:

@@ -99,6 +99,29 @@ def volume_command(path: Path) -> str:
     return f"{sys.executable} -c \"{script}\" {path} {{percent}}"
 
 
+def url_recorder(path: Path) -> str:
+    """A player.url_command that appends the {url} it gets to a file, one line per call (repr: any character)."""
+    script = "import sys; open(sys.argv[1], 'a').write(repr(sys.argv[2]) + chr(10))"
+    return f"{sys.executable} -c \"{script}\" {path} {{url}}"
+
+
+def lan_address() -> str:
+    """This machine's address on its network (not loopback), the one it would reach the internet from; skips
+    (fails under CI) where it has none."""
+    for family, probe in ((socket.AF_INET, "192.0.2.1"), (socket.AF_INET6, "2001:db8::1")):
+        with socket.socket(family, socket.SOCK_DGRAM) as sock:
+            try:
+                sock.connect((probe, 9))  # UDP: no packet is sent, the kernel only picks the route's source
+            except OSError:
+                continue
+            address = str(sock.getsockname()[0])
+            if not address.startswith(("127.", "169.254.", "fe80:")) and address != "::1":
+                return address
+    if os.environ.get("CI"):
+        pytest.fail("this machine has no network address besides loopback; CI must run this test")
+    pytest.skip("needs a network address besides loopback (a LAN address) for an allowed audio server")
+
+
 def slow_player(pid_file: Path) -> str:
     """A player.command that writes its pid to pid_file (so a test knows it plays) and then plays for 60 s."""
     script = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
@@ -178,17 +201,21 @@ class SpeakerWatch(Observer):
 
 @dataclass
 class AudioServer:
-    """Audio URLs on 127.0.0.1: a WAV, a 404, an HTML page, a 50 MB body with and without Content-Length."""
+    """Audio URLs on `host` (127.0.0.1): a WAV, a 404, an HTML page, a 50 MB body with and without Content-Length,
+    and `/go?to=URL`, a redirect; `requests` counts what it was asked."""
 
     wav: bytes
+    host: str = "127.0.0.1"
     url: str = ""
     huge_bytes: int = 50_000_000
     huge_sent: int = 0
+    requests: int = 0
     _runner: web.AppRunner | None = None
     _release: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(middlewares=[self._count])
+        app.router.add_get("/go", self._go)
         app.router.add_get("/chime.wav", self._chime)
         app.router.add_get("/gone.mp3", self._gone)
         app.router.add_get("/page.html", self._page)
@@ -197,15 +224,24 @@ class AudioServer:
         app.router.add_get("/stalls.mp3", self._stalls)
         self._runner = web.AppRunner(app, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, self.host, 0)
         await site.start()
         port = self._runner.addresses[0][1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"http://[{self.host}]:{port}" if ":" in self.host else f"http://{self.host}:{port}"
 
     async def stop(self) -> None:
         self._release.set()
         if self._runner is not None:
             await self._runner.cleanup()
+
+    @web.middleware
+    async def _count(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        self.requests += 1
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    async def _go(self, request: web.Request) -> web.Response:
+        raise web.HTTPFound(request.query["to"])
 
     async def _chime(self, _request: web.Request) -> web.Response:
         return web.Response(body=self.wav, content_type="audio/wav")

@@ -233,3 +233,47 @@ async def test_a_gzip_header_on_a_body_that_is_not_gzip_is_a_json_400(
             f"{served.url}/echo", data=gzip.compress(body),
             headers={"Content-Encoding": "gzip", "Content-Type": "application/json"}) as response:
         assert (response.status, await response.json()) == (200, {"body": body.decode()})
+
+
+@pytest.mark.parametrize("encoding", ["br", "zstd"])
+async def test_a_body_in_an_encoding_hubd_cannot_decode_is_a_json_400(
+        serve: Callable[..., Awaitable[Served]], caplog: pytest.LogCaptureFixture, encoding: str) -> None:
+    caplog.set_level(logging.DEBUG)
+    served = await serve()
+    body = b'{"not": "compressed"}'  # what aiohttp could decode (with the package) would fail as a bad body instead
+    reader, writer = await served.connect(b"POST /echo HTTP/1.1\r\nHost: hub\r\nContent-Type: application/json\r\n"
+                                          b"Content-Encoding: " + encoding.encode() + b"\r\n"
+                                          b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    answer = await closed_by_server(reader)
+    writer.close()
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.") and b" 400 " in head.split(b"\r\n")[0], answer
+    assert b"application/json" in head, answer
+    reply = json.loads(rest)
+    assert "Content-Encoding" in reply["error"] and "gzip" in reply["error"], reply
+    assert "install" not in json.dumps(reply).lower(), reply  # aiohttp's own text named a package
+    assert reply["details"][0]["message"] == "ContentEncodingError", reply
+    assert no_tracebacks(caplog) == []
+
+
+@pytest.mark.parametrize(("raw", "status", "words"), [
+    (b"GARBAGE\r\n\r\n", 400, "not valid HTTP/1.1"),
+    (b"GET /echo HTTP/1.1\r\nConnection: close\r\n\r\n", 400, "not valid HTTP/1.1"),  # no Host
+    (b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\nHost: hub\r\n\r\n", 400, "too long"),
+    (b"POST /echo HTTP/1.1\r\nHost: hub\r\nExpect: 200-ok\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+     417, "the Expect header may only be 100-continue"),
+], ids=["garbage", "no-host", "long-line", "expect"])
+async def test_requests_aiohttp_refuses_before_any_route_get_the_json_error_shape(
+        serve: Callable[..., Awaitable[Served]], caplog: pytest.LogCaptureFixture, raw: bytes, status: int,
+        words: str) -> None:
+    caplog.set_level(logging.DEBUG)
+    served = await serve()
+    reader, writer = await served.connect(raw)
+    answer = await closed_by_server(reader)
+    writer.close()
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == str(status).encode(), answer
+    assert b"application/json" in head, answer
+    reply = json.loads(rest)
+    assert words in reply["error"] and isinstance(reply["details"], list), reply
+    assert no_tracebacks(caplog) == []

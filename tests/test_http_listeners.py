@@ -84,6 +84,9 @@ async def test_with_a_local_port_the_local_routes_are_served_there_and_only_ther
         assert not not_routed(status, answer) and status != 403, (method, path, status, answer)
     assert (await fetch(hub.url, "GET", "/healthz"))[0] == 200
     assert (await fetch(local, "GET", "/healthz"))[0] == 200
+    # The local listener checks the Host too (a rebound name reaches it as well as the main one).
+    assert (await fetch(local, "GET", "/api/devices", headers={"Host": "attacker.example"}))[0] == 421
+    assert (await fetch(local, "GET", "/api/devices", headers={"Host": f"localhost:{local_port}"}))[0] == 200
     # The platform's whole account linking goes through the main listener alone.
     await rig.bind()
     _, users = await fetch(local, "GET", "/api/users")
@@ -114,6 +117,38 @@ async def test_one_listener_serves_every_route_to_loopback(tmp_path: Path, mosqu
             assert status != 403 and not not_routed(status, answer), (method, path, status, answer)
     finally:
         hub.kill()
+
+
+async def test_the_local_routes_answer_only_requests_addressed_to_the_hub(tmp_path: Path, mosquitto: Mosquitto) -> None:
+    hub = HubdProcess(tmp_path / "hub", mqtt_port=mosquitto.port, overrides={
+        "http": {"public_url": "https://hub.example.com", "allowed_hosts": ["hub.home.arpa"]}})
+    hub.start()
+    try:
+        await hub.wait_ready()
+        port = hub.http_port
+        # DNS rebinding: a page of attacker.example whose name now resolves to the hub; the browser says so in Host.
+        rebound = {"Host": f"attacker.example:{port}"}
+        for method, path, body in LOCAL:
+            status, answer = await fetch(hub.url, method, path, body, rebound)
+            assert status == 421, (method, path, status, answer)
+            if method != "HEAD":
+                assert "http.allowed_hosts" in answer["error"], answer
+                assert answer["details"] == [{"path": "(header) Host", "message": f"'attacker.example:{port}' is "
+                                              "neither an IP address, localhost, nor one of this hub's names"}]
+        for method, path, body in [*PUBLIC, ("GET", "/healthz", None)]:  # reached through proxies by any name
+            status, answer = await fetch(hub.url, method, path, body, rebound)
+            assert status != 421 and not not_routed(status, answer), (method, path, status, answer)
+        hostname = socket.gethostname()
+        ours = [f"127.0.0.1:{port}", "127.0.0.1", f"[::1]:{port}", "192.168.1.20:8080", "localhost",
+                f"localhost:{port}", hostname, f"{hostname}.local:{port}", socket.getfqdn(), "hub.home.arpa",
+                f"HUB.home.arpa.:{port}", "hub.example.com"]
+        for host in ours:
+            status, answer = await fetch(hub.url, "GET", "/api/devices", headers={"Host": host})
+            assert status == 200 and "devices" in answer, (host, status, answer)
+        assert await hub.metric("hubd_http_requests_total", 'status="421"') == len(LOCAL)
+    finally:
+        hub.kill()
+    assert "Traceback" not in hub.log()
 
 
 @dataclass
@@ -229,3 +264,14 @@ def test_the_local_port_must_differ_from_the_main_port_on_the_same_address() -> 
     config = parse_config(yaml.safe_dump({"http": {"local_host": "::1", "local_port": 8081}}), {})
     assert config.http.local_url == "http://[::1]:8081"
     assert parse_config("{}", {}).http.local_url == "http://127.0.0.1:8080"
+
+
+def test_allowed_hosts_are_names_and_join_the_public_urls_host() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(yaml.safe_dump({"http": {"allowed_hosts": ["hub.lan", "http://pi.lan:8080"]}}), {})
+    assert caught.value.problems == ["http.allowed_hosts: 'http://pi.lan:8080' is not a host name: give names only, "
+                                     "without scheme or port, e.g. [hub.home.arpa, pi.lan] (line 2)"]
+    config = parse_config(yaml.safe_dump({"http": {"host": "0.0.0.0", "local_host": "pi.lan", "local_port": 8081,
+                                                   "public_url": "https://hub.example.com:8443/x",
+                                                   "allowed_hosts": ["hub.home.arpa"]}}), {})
+    assert config.http.host_names == ["hub.home.arpa", "hub.example.com", "pi.lan"]

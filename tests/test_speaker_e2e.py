@@ -30,10 +30,12 @@ from speaker_rig import (
     HomeAssistantStandIn,
     SpeakerProcess,
     SpeakerWatch,
+    lan_address,
     make_wav,
     need,
     slow_player,
     speaker_config,
+    url_recorder,
     volume_command,
     wait_until,
     wav_stat,
@@ -165,7 +167,8 @@ async def test_audio_urls_play_and_bad_ones_are_errors_a_user_can_act_on(
         tmp_path: Path) -> None:
     rig = await make_rig()
     out = tmp_path / "played"
-    agent = make_agent(speaker_config(rig.broker.port, out, audio={"max_bytes": 1_000_000}))
+    # The server is on 127.0.0.1: with allow_local the agent fetches from this machine too (off by default).
+    agent = make_agent(speaker_config(rig.broker.port, out, audio={"max_bytes": 1_000_000, "allow_local": True}))
     await _speaker_online(rig.hub, agent)
     token = _webhook(rig.hub)
 
@@ -325,6 +328,122 @@ async def test_bad_tools_give_error_results_with_what_to_do(
     result = await watch.result("t2", log=failing_player.log)
     assert result["status"] == "error"
     assert result["message"].endswith("exited with 1: audio open error: Device or resource busy"), result
+
+
+async def test_control_characters_in_a_text_are_an_error_result_and_the_agent_keeps_running(
+        make_rig: Callable[..., Awaitable[Rig]], make_agent: MakeAgent,
+        watch_factory: Callable[[str], Awaitable[SpeakerWatch]], tmp_path: Path) -> None:
+    need("espeak-ng")
+    rig = await make_rig()
+    out = tmp_path / "played"
+    script = "import sys; print('Heard ' + str(len(sys.argv[1])) + ' characters')"
+    agent = make_agent(speaker_config(rig.broker.port, out, asr={
+        "forward": "command", "command": f"{sys.executable} -c \"{script}\" {{text}}"}))
+    await _speaker_online(rig.hub, agent)
+    # The red team's case: a NUL in a tts text, through the webhook.
+    nul = await _outcome(rig.hub, agent, await _trigger(rig.hub, _webhook(rig.hub), "tts", "Dinner\u0000 is ready"))
+    assert nul == {**nul, "status": "error", "message": "text: has a control character (U+0000) at position 7; send "
+                                                        "plain text (tabs and line breaks are fine)"}
+    watch = await watch_factory(SPEAKER)
+    for command_id, kind, text, code in [
+            ("esc", "tts", "\x1b[2J cleared", "U+001B"), ("bell", "tts", "ring\x07", "U+0007"),
+            ("c1", "tts", "next\x85line", "U+0085"), ("del", "tts", "rub\x7fout", "U+007F"),
+            ("asr-nul", "asr", "lights\x00on", "U+0000")]:
+        watch.command({"id": command_id, "type": kind, "text": text})
+        result = await watch.result(command_id, log=agent.log)
+        assert result["status"] == "error" and f"text: has a control character ({code})" in result["message"], result
+    watch.command({"id": "line\nbreak", "type": "tts", "text": "hello"})
+    assert (await watch.result("line\nbreak", log=agent.log))["message"].startswith("id: has a control character")
+    assert _played_count(out) == 0  # nothing refused reached a program
+    # Still running, and tabs and line breaks are text.
+    watch.command({"id": "fine", "type": "tts", "text": "Two lines\nand a\ttab"})
+    assert await watch.result("fine", log=agent.log) == {"id": "fine", "status": "done"}
+    watch.command({"id": "asked", "type": "asr", "text": "lights on"})
+    assert (await watch.result("asked", log=agent.log))["message"].endswith("answered: Heard 9 characters")
+    assert agent.proc is not None and agent.proc.poll() is None, agent.log()
+    assert "Traceback" not in agent.log()
+
+
+def _played_count(out: Path) -> int:
+    return len(list(out.iterdir())) if out.exists() else 0
+
+
+@pytest.fixture
+async def lan_audio_server(tmp_path: Path) -> AsyncIterator[AudioServer]:
+    """The audio server on this machine's LAN address: what a NAS or media server is to the speaker."""
+    need("sox")
+    server = AudioServer(make_wav(tmp_path / "lan-chime.wav").read_bytes(), host=lan_address())
+    await server.start()
+    yield server
+    await server.stop()
+
+
+def _refused_urls(loopback: AudioServer, lan: AudioServer) -> list[tuple[str, str]]:
+    """(url, what its error result says) for URLs the agent must refuse, by default settings."""
+    port = loopback.url.rsplit(":", 1)[1]
+    loop = ("a loopback address (this machine itself); set audio.allow_local: true in the speaker's config to play "
+            "from this machine")
+    return [
+        ("file:///etc/passwd", "url: only http:// and https:// URLs are played, not file:"),
+        (f"gopher://{lan.url.split('//')[1]}/1", "url: only http:// and https:// URLs are played, not gopher:"),
+        (f"{lan.url}/chime\x00.wav", "url: has a control character (U+0000)"),
+        (f"{lan.url}/chi\nme.wav", "url: has a control character (U+000A)"),
+        (f"{loopback.url}/chime.wav", f"127.0.0.1 is {loop}"),
+        (f"http://localhost:{port}/chime.wav", f"localhost resolves to 127.0.0.1, {loop}"),
+        ("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a link-local address (169.254.0.0/16 or "
+                                                      "fe80::/10, where cloud metadata services answer); set "
+                                                      "audio.allow_local: true"),
+        (f"http://0.0.0.0:{port}/chime.wav", "0.0.0.0 is an unspecified address"),
+    ]
+
+
+async def test_audio_comes_only_from_http_servers_off_this_machine_checked_after_every_redirect(
+        mosquitto: Mosquitto, make_agent: MakeAgent, watch_factory: Callable[[str], Awaitable[SpeakerWatch]],
+        audio_server: AudioServer, lan_audio_server: AudioServer, tmp_path: Path) -> None:
+    out = tmp_path / "played"
+    watch = await watch_factory(SPEAKER)
+    agent = make_agent(speaker_config(mosquitto.port, out))  # audio.allow_local: false, the default
+    await watch.availability("online", log=agent.log)
+    lan = lan_audio_server.url
+    cases = [*_refused_urls(audio_server, lan_audio_server),
+             (f"{lan}/go?to={audio_server.url}/chime.wav", "/go: not fetched (where it redirects): 127.0.0.1 is a "
+                                                          "loopback address"),
+             (f"{lan}/go?to=file:///etc/passwd", "/go redirects to a URL that is not http:// or https://, which is "
+                                                 "never followed")]
+    for index, (url, message) in enumerate(cases):
+        watch.command({"id": f"bad-{index}", "type": "audio", "url": url})
+        result = await watch.result(f"bad-{index}", log=agent.log)
+        assert result["status"] == "error" and message in result["message"], (url, result)
+    assert audio_server.requests == 0  # refused before connecting: the loopback server was never asked
+    assert _played_count(out) == 0
+    # A server on the LAN is what a speaker plays from.
+    watch.command({"id": "lan", "type": "audio", "url": f"{lan}/chime.wav"})
+    assert await watch.result("lan", log=agent.log) == {"id": "lan", "status": "done"}
+    [played] = list(out.iterdir())
+    assert played.read_bytes() == lan_audio_server.wav
+    assert agent.proc is not None and agent.proc.poll() is None and "Traceback" not in agent.log()
+
+
+async def test_a_url_player_gets_only_urls_the_agent_would_fetch_itself(
+        mosquitto: Mosquitto, make_agent: MakeAgent, watch_factory: Callable[[str], Awaitable[SpeakerWatch]],
+        audio_server: AudioServer, lan_audio_server: AudioServer, tmp_path: Path) -> None:
+    handed = tmp_path / "handed"
+    watch = await watch_factory(SPEAKER)
+    agent = make_agent(speaker_config(mosquitto.port, tmp_path / "played",
+                                      player={"url_command": url_recorder(handed)}))
+    await watch.availability("online", log=agent.log)
+    for index, (url, message) in enumerate(_refused_urls(audio_server, lan_audio_server)):
+        watch.command({"id": f"bad-{index}", "type": "audio", "url": url})
+        result = await watch.result(f"bad-{index}", log=agent.log)
+        assert result["status"] == "error" and message in result["message"], (url, result)
+        if "is a" in message or "resolves" in message:
+            assert "not handed to player.url_command" in result["message"], result
+    assert not handed.exists()  # the player never got one of them
+    good = f"{lan_audio_server.url}/chime.wav"
+    watch.command({"id": "lan", "type": "audio", "url": good})
+    assert await watch.result("lan", log=agent.log) == {"id": "lan", "status": "done"}
+    assert handed.read_text() == repr(good) + "\n"
+    assert agent.proc is not None and agent.proc.poll() is None and "Traceback" not in agent.log()
 
 
 def test_check_says_what_it_found_and_plays_the_test_sentence(mosquitto: Mosquitto, tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from speaker_rig import (
 from hubd.speaker.assistant import AssistantFailed, CommandAssistant, HomeAssistant
 from hubd.speaker.config import SpeakerConfig, parse_speaker_config
 from hubd.speaker.fetch import DownloadFailed, download
-from hubd.speaker.process import run_program
+from hubd.speaker.process import ProcessFailed, run_program
 from hubd.speaker.sound import Loudspeaker, SoundFailed, find_tools
 from hubd.speaker.template import CommandTemplate
 
@@ -148,6 +148,28 @@ async def test_home_assistant_gets_the_text_and_the_token_and_its_answer_comes_b
         with pytest.raises(AssistantFailed, match=r"cannot reach Home Assistant at .*; is it running, and is asr\.url "
                                                   r"right\?"):
             await gone.ask("hello")
+
+
+async def test_a_value_no_program_can_take_fails_its_command_with_a_reason(tmp_path: Path) -> None:
+    # The last line: whatever reaches run_program, a NUL or a string the file system encoding cannot take.
+    for bad in ("a\x00b", "\ud800"):
+        with pytest.raises(ProcessFailed, match=r"^the player: cannot run `python.*`: an argument cannot be passed"):
+            await run_program([sys.executable, "-c", "pass", bad], what="the player", timeout_s=10)
+    # Before it: every place a text or URL becomes an argument refuses a control character, naming it.
+    speaker = _speaker(_config(tmp_path / "out", player={"command": f"cp {{file}} {tmp_path}/",
+                                                         "url_command": f"{sys.executable} -c pass {{url}}"}),
+                       tmp_path / "work")
+    with pytest.raises(SoundFailed, match=r"^text: the text to speak has a control character \(U\+0000\) at position "
+                                          r"2; send plain text"):
+        await speaker.say("a\x00b")
+    with pytest.raises(SoundFailed, match=r"^text: the text to speak has an unpaired surrogate \(U\+D800\) at "):
+        await speaker.say("Home Assistant said \ud800")  # json.loads makes one of a "\\ud800" escape
+    with pytest.raises(SoundFailed, match=r"^the URL player \(player\.url_command\): \{url\} has a control character "
+                                          r"\(U\+0000\) at position 10"):
+        await speaker.play_url("http://x/\x00")
+    assistant = CommandAssistant(CommandTemplate.parse(f"{sys.executable} -c pass {{text}}", ("text",)), 10)
+    with pytest.raises(AssistantFailed, match=r"^the asr command: \{text\} has a control character \(U\+001B\)"):
+        await assistant.ask("\x1b[2J")
 
 
 async def test_an_asr_command_gets_the_text_and_prints_the_answer() -> None:

@@ -17,8 +17,9 @@ from hubd.errors import ConfigError
 from hubd.speaker import mixer
 from hubd.speaker.config import SpeakerConfig, load_speaker_config, parse_speaker_config
 from hubd.speaker.fetch import shown
+from hubd.speaker.reach import address_problem, url_problem
 from hubd.speaker.sound import find_tools
-from hubd.speaker.template import CommandTemplate
+from hubd.speaker.template import CommandTemplate, ValueRefused
 from hubd.speaker.wire import CommandInvalid, Job, announcement, parse_command
 
 MINIMAL = "id: kitchen-speaker\nname: Kitchen Speaker\n"
@@ -66,6 +67,7 @@ def test_defaults_follow_the_contract() -> None:
     assert config.client_id == "hubd-speaker-kitchen-speaker"
     assert config.mqtt.base_topic == "hubd"
     assert config.player.command is None and config.volume.command is None and config.asr.forward is None
+    assert config.audio.allow_local is False
     assert _config(MINIMAL + "mqtt: {client_id: kitchen-spk}\n").client_id == "kitchen-spk"
 
 
@@ -81,7 +83,7 @@ def test_errors_name_the_key_the_problem_and_the_line_all_in_one_pass() -> None:
         "colour: red\n"
     )
     assert problems == [
-        "id: must be 1 to 256 characters without '/', '+' or '#', e.g. kitchen-speaker (line 1)",
+        "id: must be 1 to 256 characters without '/', '+', '#' or control characters, e.g. kitchen-speaker (line 1)",
         "name: 'Kitchen 2' has digits or punctuation, which the platform refuses; write 'Kitchen Two' (line 2)",
         "tts.command: {words} is not a placeholder of this command; it takes {wav} and {text} (line 4)",
         "volume.command: must contain {percent} (this command takes {percent}) (line 5)",
@@ -112,6 +114,11 @@ def test_errors_name_the_key_the_problem_and_the_line_all_in_one_pass() -> None:
 ])
 def test_one_problem_per_line(yaml_text: str, expected: str) -> None:
     assert _problems(MINIMAL + yaml_text) == [expected]
+
+
+def test_an_id_with_a_control_character_is_a_config_error_not_a_crash() -> None:
+    assert _problems('id: "kitchen\\0speaker"\nname: Kitchen Speaker\n') == [
+        "id: must be 1 to 256 characters without '/', '+', '#' or control characters, e.g. kitchen-speaker (line 1)"]
 
 
 def test_the_token_file_loses_its_trailing_newline(tmp_path: Path) -> None:
@@ -161,6 +168,15 @@ def test_placeholders_are_filled_into_arguments_never_interpreted() -> None:
     assert not CommandTemplate.parse("piper --output_file {wav}", ("wav", "text")).uses("text")
 
 
+@pytest.mark.parametrize("value", ["a\x00b", "\x1b[2J", "bell\x07", "del\x7f", "c1\x85", "\x00"])
+def test_a_value_with_a_control_character_never_becomes_an_argument(value: str) -> None:
+    template = CommandTemplate.parse("mpv {url}", ("url",), ("url",))
+    with pytest.raises(ValueRefused, match=r"\{url\} has a control character \(U\+00[0-9A-F]{2}\) at position \d"):
+        template.fill({"url": value})
+    # Tabs and line breaks are text; a value for a placeholder the command does not use is not checked.
+    assert template.fill({"url": "a\tb\r\nc", "text": "\x00"}) == ["mpv", "a\tb\r\nc"]
+
+
 # Volume and Mute.
 
 
@@ -189,7 +205,7 @@ def test_mute_sets_the_mixer_to_zero_and_keeps_the_level() -> None:
 
 
 @pytest.mark.parametrize("body", [
-    b"not json", b"[]", b'{"interface": "Volume"}',
+    b"not json", b"[]", b'{"interface": "Volume"}', b"[" * 4000,
     b'{"interface": "Brightness", "operation": "Set", "value": 3}',
     b'{"interface": "Volume", "operation": "SetRandom"}', b'{"interface": "Volume", "operation": "Set"}',
     b'{"interface": "Volume", "operation": "Set", "value": "loud"}', b'{"interface": "Mute", "operation": "Toggle"}',
@@ -213,9 +229,85 @@ def test_commands_are_read_as_hubd_sends_them() -> None:
         (b'{"id": "c4", "type": "asr", "text": "  "}', "c4", "text: a asr command needs a non-empty text"),
         (b'{"id": "c5", "type": "audio"}', "c5", "url: a audio command needs a non-empty url"),
         (b'{"id": "c6", "type": "tts", "text": "\\ud800"}', "c6", "unpaired surrogate"),
+        (b'{"id": "c7", "type": "tts", "text": "Dinner\\u0000 is ready"}', "c7",
+         "text: has a control character (U+0000) at position 7; send plain text (tabs and line breaks are fine)"),
+        (b'{"id": "c8", "type": "asr", "text": "\\u001b[31mred"}', "c8", "text: has a control character (U+001B)"),
+        (b'{"id": "c9", "type": "tts", "text": "next\\u0085line"}', "c9", "text: has a control character (U+0085)"),
+        (b'{"id": "c10\\n", "type": "tts", "text": "hi"}', "c10\n", "id: has a control character (U+000A) at"),
+        (b'{"id": "c11", "type": "audio", "url": "http://nas/a\\u0000.mp3"}', "c11",
+         "url: has a control character (U+0000) at position 13; percent-encode it"),
+        (b'{"id": "c12", "type": "audio", "url": "file:///etc/passwd"}', "c12",
+         "url: only http:// and https:// URLs are played, not file:"),
+        (b'[' * 5000, None, "the command nests more than 8 levels deep"),
     ]:
         got_id, parsed = parse_command(payload)
         assert got_id == command_id and isinstance(parsed, CommandInvalid) and problem in str(parsed), payload
+
+
+def test_text_may_have_tabs_and_line_breaks() -> None:
+    assert parse_command(b'{"id": "c1", "type": "tts", "text": "Two lines\\nand a\\ttab"}') == (
+        "c1", Job("c1", "tts", text="Two lines\nand a\ttab"))
+
+
+@pytest.mark.parametrize(("url", "problem"), [
+    ("file:///etc/passwd", "only http:// and https:// URLs are played, not file:"),
+    ("gopher://nas.local/1", "not gopher:"),
+    ("ftp://nas.local/x.mp3", "not ftp:"),
+    ("javascript:alert(1)", "not javascript:"),
+    ("nas.local/chime.mp3", "not a URL without a scheme"),
+    ("http:///chime.mp3", "has no valid host name or address"),
+    ("http://nas.local:99999/x.mp3", "is not a valid URL"),
+    ("http://[::1/x.mp3", "is not a valid URL"),
+    ("http://a..b/x.mp3", "has no valid host name or address"),
+    ("http://" + "a" * 64 + ".example/x.mp3", "has no valid host name or address"),
+    ("http://%00/x.mp3", "has no valid host name or address"),
+    ("http://nas.local/a b.mp3", "has a space at position 19; percent-encode it (a space is %20)"),
+    ("http://nas.local/a\u00a0b.mp3", "has white space at position 19"),
+    ("http://127.0.0.1\\@nas.local/x.mp3", "has a backslash at position 17"),
+    ("http://nas.local/x.mp3\n", "has a control character (U+000A) at position 23"),
+    ("http://nas.local/\x7f", "has a control character (U+007F)"),
+])
+def test_audio_urls_are_http_or_https_with_a_host_and_nothing_a_url_never_holds(url: str, problem: str) -> None:
+    found = url_problem(url)
+    assert found is not None and problem in found, found
+
+
+@pytest.mark.parametrize("url", ["http://nas.local/chime.mp3", "https://example.com:8443/a/b.ogg?x=1&y=%20#f",
+                                 "HTTP://NAS/x.mp3", "http://192.168.1.5/x.mp3", "http://[fd00::2]:8000/x",
+                                 "http://user:pw@nas/x.mp3", "http://nas.local/Grüße.mp3", "http://bücher.example/x"])
+def test_ordinary_audio_urls_pass(url: str) -> None:
+    assert url_problem(url) is None
+
+
+@pytest.mark.parametrize(("address", "what"), [
+    ("127.0.0.1", "a loopback address (this machine itself); set audio.allow_local: true"),
+    ("127.8.9.10", "a loopback address"), ("::1", "a loopback address"), ("::ffff:127.0.0.1", "a loopback address"),
+    ("169.254.169.254", "a link-local address (169.254.0.0/16 or fe80::/10, where cloud metadata services answer); "
+                        "set audio.allow_local: true"),
+    ("fe80::1%eth0", "a link-local address"), ("::ffff:169.254.169.254", "a link-local address"),
+])
+def test_loopback_and_link_local_are_refused_unless_allow_local(address: str, what: str) -> None:
+    problem = address_problem(address, allow_local=False)
+    assert problem is not None and problem.startswith(what), problem
+    assert address_problem(address, allow_local=True) is None
+
+
+@pytest.mark.parametrize(("address", "what"), [
+    ("0.0.0.0", "an unspecified address"), ("0.1.2.3", "an unspecified address"), ("::", "an unspecified address"),
+    ("224.0.0.1", "a multicast address"), ("239.255.255.250", "a multicast address"),
+    ("ff02::1", "a multicast address"),
+    ("255.255.255.255", "the broadcast address"),
+])
+def test_unspecified_multicast_and_broadcast_are_always_refused(address: str, what: str) -> None:
+    for allow_local in (False, True):
+        problem = address_problem(address, allow_local=allow_local)
+        assert problem is not None and problem.startswith(what) and "allow_local" not in problem, problem
+
+
+@pytest.mark.parametrize("address", ["192.168.1.20", "10.0.0.5", "172.16.0.9", "fd00::2", "100.64.0.1", "8.8.8.8",
+                                     "2a00:1450:4001::1", "::ffff:192.168.1.20"])
+def test_lan_and_internet_addresses_are_fine(address: str) -> None:
+    assert address_problem(address, allow_local=False) is None
 
 
 def test_the_announcement_is_a_speaker_with_volume_and_mute_only_with_a_mixer() -> None:

@@ -1,4 +1,5 @@
-"""The pure request helpers of hubd/web: the client address behind trusted proxies, bounded JSON bodies."""
+"""The pure request helpers of hubd/web: the client address behind trusted proxies, bounded JSON bodies, the Host
+values the local routes answer."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from hubd.jsondepth import too_deep
 from hubd.web.client_address import client_address, parse_trusted_proxies, throttle_key
+from hubd.web.hosts import HostCheck
 from hubd.web.jsonbody import JsonBodyInvalid, load_json
 
 
@@ -78,3 +80,36 @@ def test_brackets_in_strings_do_not_count_and_unterminated_strings_stay_linear()
     assert load_json(b'\xef\xbb\xbf{"a": 1}', max_bytes=100) == {"a": 1}  # a byte order mark
     assert not too_deep(b'"\\"' * 20_000 + b"[" * 33, 32)  # inside one unterminated string: nothing counts
     assert too_deep(b"[" * 33, 32) and not too_deep(b"[" * 32 + b"]" * 32, 32)
+
+
+@pytest.mark.parametrize("host", [
+    "127.0.0.1", "127.0.0.1:8080", "192.168.1.20:80", "10.0.0.7", "[::1]", "[::1]:8081", "[fd00::2]:8080",
+    "[fe80::1%25eth0]:8080", "::1", "localhost", "localhost:8080", "LOCALHOST.", "raspberrypi",
+    "raspberrypi.local:8080", "Hub.Home.Arpa", "hub.home.arpa.:8080", "localhost:",
+])
+def test_ip_literals_localhost_and_the_hubs_names_are_its_hosts(host: str) -> None:
+    check = HostCheck(["hub.home.arpa", "raspberrypi", "raspberrypi.local"])
+    assert check.refusal([host]) is None
+
+
+@pytest.mark.parametrize(("values", "why"), [
+    (["attacker.example"], "'attacker.example' is neither an IP address, localhost, nor one of this hub's names"),
+    (["attacker.example:8080"], "'attacker.example:8080' is neither an IP address"),
+    (["hub.home.arpa.attacker.example"], "is neither an IP address"),
+    (["localhost.attacker.example"], "is neither an IP address"),
+    (["127.1"], "is neither an IP address"),  # what a browser would have made 127.0.0.1: no literal as sent
+    (["0x7f000001"], "is neither an IP address"),
+    (["[::1"], "'[::1' is not a host name or address with an optional port"),
+    (["[attacker.example]:80"], "is not a host name or address"),
+    (["127.0.0.1:8080:1"], "is not a host name or address"),
+    (["localhost:http"], "is not a host name or address"),
+    (["localhost:123456"], "is not a host name or address"),
+    ([":8080"], "is not a host name or address"),
+    ([""], "is not a host name or address"),
+    ([], "the request has no Host header"),
+    (["localhost", "attacker.example"], "the request has more than one Host header"),
+    (["a" * 300], "'" + "a" * 99 + "…' is neither"),
+])
+def test_any_other_host_is_refused_with_the_reason(values: list[str], why: str) -> None:
+    refusal = HostCheck(["hub.home.arpa"]).refusal(values)
+    assert refusal is not None and why in refusal, refusal

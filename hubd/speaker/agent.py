@@ -5,8 +5,10 @@ will `offline`, subscriptions to `B/device/ID/command` and `B/device/ID/set`), t
 (a full queue answers `error` at once, never drops), the results on `command/result`, the Volume and Mute
 controls (a state on `B/device/ID/state` confirms each) and the stop: the sound playing gets
 SOUND_GRACE_S to end, then its program is ended, every command still waiting is answered, `offline` is
-published and the session is closed with a DISCONNECT, all within STOP_BUDGET_S.
-Imports hubd.mqtt.client, hubd.lifecycle (Backoff), hubd.errors and the speaker package.
+published and the session is closed with a DISCONNECT, all within STOP_BUDGET_S. A command or message that
+fails in a way the checks did not foresee is that command's `error` result (and a traceback in the log),
+never the agent's end. Audio URLs are fetched through a session of their own (hubd.speaker.reach), not the
+voice assistant's. Imports hubd.mqtt.client, hubd.lifecycle (Backoff), hubd.errors and the speaker package.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from hubd.mqtt.inbox import Message
 from hubd.speaker import mixer
 from hubd.speaker.assistant import Assistant, AssistantFailed, make_assistant
 from hubd.speaker.config import SpeakerConfig
-from hubd.speaker.fetch import DownloadFailed, download, shown
+from hubd.speaker.fetch import DownloadFailed, check_player_url, download, shown
+from hubd.speaker.reach import download_session
 from hubd.speaker.sound import Loudspeaker, SoundFailed, Tools, find_tools
 from hubd.speaker.wire import CommandInvalid, Job, announcement, encode, parse_command
 
@@ -79,7 +82,8 @@ class SpeakerAgent:
         self._level = mixer.Level(config.volume.initial)
         self._level_known = False
         self._workdir: Path | None = None
-        self._session: aiohttp.ClientSession | None = None
+        self._session: aiohttp.ClientSession | None = None  # the voice assistant's (asr.url, trusted)
+        self._downloads: aiohttp.ClientSession | None = None  # audio URLs: only where hubd.speaker.reach allows
         self._speaker: Loudspeaker | None = None
         self._assistant: Assistant | None = None
 
@@ -89,6 +93,7 @@ class SpeakerAgent:
             log.warning("%s", problem)
         self._workdir = Path(tempfile.mkdtemp(prefix=f"hubd-speaker-{self._config.id}-"))
         self._session = aiohttp.ClientSession()
+        self._downloads = download_session(allow_local=self._config.audio.allow_local)
         self._speaker = Loudspeaker(self._config, self._tools, self._workdir)
         self._assistant = make_assistant(self._config.asr, self._session)
         if self._tools.mixer is not None:
@@ -119,9 +124,10 @@ class SpeakerAgent:
 
     async def stop(self) -> None:
         """Close the HTTP session and remove the work directory. Idempotent."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        for session in (self._session, self._downloads):
+            if session is not None:
+                await session.close()
+        self._session = self._downloads = None
         if self._workdir is not None:
             await asyncio.to_thread(shutil.rmtree, self._workdir, True)
             self._workdir = None
@@ -170,7 +176,10 @@ class SpeakerAgent:
                 while True:
                     batch = await self._client.next_batch()
                     for message in batch:
-                        self._receive(message)
+                        try:
+                            self._receive(message)
+                        except Exception:  # a message the checks did not foresee: that message only, never the agent
+                            log.exception("message on %s not handled", message.topic)
                     self._client.ack(batch)
             except MqttUnavailable as err:
                 self._set_link(False)
@@ -285,6 +294,9 @@ class SpeakerAgent:
             except asyncio.CancelledError:
                 self._result(job.id, "error", "stopped: the speaker agent was asked to stop while this played")
                 raise
+            except Exception:  # what the checks did not foresee fails this command only, never the agent
+                log.exception("command %s (%s) failed", job.id, job.type)
+                status, message = "error", "the speaker agent failed on this command; its log says why"
             finally:
                 self._idle.set()
             log.info("command %s (%s): %s in %.1f s%s", job.id, job.type, status, time.monotonic() - started,
@@ -312,11 +324,13 @@ class SpeakerAgent:
 
     async def _play(self, speaker: Loudspeaker, url: str) -> None:
         if self._tools.url_player is not None:
+            await check_player_url(url, allow_local=self._config.audio.allow_local,
+                                   timeout_s=self._config.audio.timeout_s)
             log.debug("handing %s to the URL player", shown(url))
             await speaker.play_url(url)
             return
-        assert self._session is not None  # start() ran
-        audio = await download(self._session, url, speaker.workdir, speaker.next_stem("audio"),
+        assert self._downloads is not None  # start() ran
+        audio = await download(self._downloads, url, speaker.workdir, speaker.next_stem("audio"),
                                max_bytes=self._config.audio.max_bytes, timeout_s=self._config.audio.timeout_s)
         try:
             log.debug("playing %s (%s, %d bytes)", shown(url), audio.content_type, audio.size)

@@ -18,7 +18,7 @@ import aiohttp
 
 from hubd.speaker.config import AsrConfig
 from hubd.speaker.process import ProcessFailed, run_program
-from hubd.speaker.template import CommandTemplate
+from hubd.speaker.template import CommandTemplate, ValueRefused
 
 CONVERSATION_PATH = "/api/conversation/process"
 MAX_ANSWER_BYTES = 256 * 1024
@@ -128,7 +128,10 @@ class CommandAssistant:
 
     async def ask(self, text: str) -> Answer:
         """Run the command; its stdout (stripped) is the answer, empty for none."""
-        argv = self._template.fill({"text": text})
+        try:
+            argv = self._template.fill({"text": text})
+        except ValueRefused as err:
+            raise AssistantFailed(f"the asr command: {err}") from None
         stdin = None if self._template.uses("text") else text.encode()
         try:
             out = await run_program(argv, what="the asr command", timeout_s=self._timeout_s, stdin=stdin,

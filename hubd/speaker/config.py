@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from hubd.config import LogConfig, MqttConfig
 from hubd.devices.model import MAX_DEVICE_ID_CHARS, valid_device_id
-from hubd.speaker.template import CommandTemplate
+from hubd.speaker.template import CommandTemplate, control_character
 from hubd.spoken import spoken
 from hubd.yamlconfig import KeyPath, parse_yaml_model, read_config_file
 
@@ -86,6 +86,7 @@ class AudioConfig(_Model):
 
     max_bytes: int = Field(20_000_000, ge=1024, le=2**31)  # held also when the server sends no Content-Length
     timeout_s: float = Field(30.0, gt=0, le=3600)  # the whole download
+    allow_local: bool = False  # true: also from loopback and link-local addresses (hubd.speaker.reach)
 
 
 class AsrConfig(_Model):
@@ -159,9 +160,9 @@ class SpeakerConfig(_Model):
     @field_validator("id")
     @classmethod
     def _id(cls, value: str) -> str:
-        if not valid_device_id(value):
-            raise ValueError(f"must be 1 to {MAX_DEVICE_ID_CHARS} characters without '/', '+' or '#', "
-                             "e.g. kitchen-speaker")
+        if not valid_device_id(value) or control_character(value) is not None:
+            raise ValueError(f"must be 1 to {MAX_DEVICE_ID_CHARS} characters without '/', '+', '#' or control "
+                             "characters, e.g. kitchen-speaker")
         return value
 
     @field_validator("sn")

@@ -2,8 +2,10 @@
 
 Owns what the agent takes from a URL: the size is held while reading (a server that sends no
 Content-Length, or a wrong one, is cut off at `audio.max_bytes`), the timeout covers the whole download,
-and the content type must be audio (`audio/*`, or `application/ogg`). Messages name the URL without its
-query (which may carry a token). Wraps aiohttp; imports nothing from hubd.
+and the content type must be audio (`audio/*`, or `application/ogg`). Where it may connect is
+`hubd.speaker.reach`'s rule, held by the session it is given (`reach.download_session`), redirects
+included; a refusal becomes a DownloadFailed that says what was refused and why. Messages name the URL
+without its query (which may carry a token). Wraps aiohttp; imports the speaker's reach module.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import aiohttp
+from yarl import URL
+
+from hubd.speaker.reach import Refused, check_host, url_problem
 
 CHUNK_BYTES = 64 * 1024
 MAX_REDIRECTS = 5
@@ -54,9 +59,9 @@ def is_audio(content_type: str) -> bool:
 async def download(session: aiohttp.ClientSession, url: str, directory: Path, stem: str, *, max_bytes: int,
                    timeout_s: float) -> Downloaded:
     """Fetch `url` into `directory/<stem><extension>`; DownloadFailed with a reason a user can act on."""
-    scheme = urlsplit(url).scheme.lower()
-    if scheme not in ("http", "https"):
-        raise DownloadFailed(f"url: only http:// and https:// URLs are played, not {scheme or 'this'}: {shown(url)}")
+    problem = url_problem(url)
+    if problem is not None:
+        raise DownloadFailed(f"url: {problem}")
     name = shown(url)
     try:
         async with asyncio.timeout(timeout_s):
@@ -78,18 +83,45 @@ async def download(session: aiohttp.ClientSession, url: str, directory: Path, st
                              "smaller file or a faster server, or raise audio.timeout_s") from None
     except aiohttp.TooManyRedirects:
         raise DownloadFailed(f"{name} redirects more than {MAX_REDIRECTS} times; give the final URL") from None
+    except aiohttp.NonHttpUrlRedirectClientError:
+        raise DownloadFailed(f"{name} redirects to a URL that is not http:// or https://, which is never "
+                             "followed; give the URL of an audio file on a web server") from None
+    except aiohttp.InvalidUrlRedirectClientError:
+        raise DownloadFailed(f"{name} redirects to an invalid URL; give the final URL") from None
     except aiohttp.ClientConnectorError as err:
+        if isinstance(err.os_error, Refused):
+            where = "" if err.host == URL(url).raw_host else " (where it redirects)"
+            raise DownloadFailed(f"{name}: not fetched{where}: {err.os_error}") from None
         code = err.os_error.errno if err.os_error is not None else None
         why = os.strerror(code).lower() if code else str(err)
         raise DownloadFailed(f"cannot connect to {err.host}:{err.port} for {name}: {why}; check the URL and that "
                              "the server is up") from None
-    except aiohttp.InvalidURL:
+    except (aiohttp.InvalidURL, ValueError):  # ValueError: a host name IDNA cannot encode (aiohttp lets it through)
         raise DownloadFailed(f"url: {name} is not a valid URL") from None
     except aiohttp.ClientError as err:
         raise DownloadFailed(f"downloading {name} failed: {err}") from None
     path = directory / f"{stem}{_extension(content_type, url)}"
     await asyncio.to_thread(path.write_bytes, body)
     return Downloaded(path, content_type, len(body))
+
+
+async def check_player_url(url: str, *, allow_local: bool, timeout_s: float) -> None:
+    """Before a URL goes to player.url_command: DownloadFailed when reach's rules refuse it (its syntax, or an
+    address its host has now), or its name does not resolve within `timeout_s`."""
+    problem = url_problem(url)
+    if problem is not None:
+        raise DownloadFailed(f"url: {problem}")
+    name = shown(url)
+    try:
+        async with asyncio.timeout(timeout_s):
+            await check_host(url, allow_local=allow_local)
+    except TimeoutError:
+        raise DownloadFailed(f"looking up the host of {name} took longer than audio.timeout_s ({timeout_s:g} s); "
+                             "check the URL and the DNS server") from None
+    except Refused as err:
+        raise DownloadFailed(f"{name}: not handed to player.url_command: {err}") from None
+    except OSError as err:  # socket.gaierror: the player could not reach it either
+        raise DownloadFailed(f"cannot look up the host of {name}: {err.strerror or err}; check the URL") from None
 
 
 async def _read_capped(response: aiohttp.ClientResponse, name: str, max_bytes: int) -> bytes:

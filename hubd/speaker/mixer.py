@@ -2,7 +2,7 @@
 
 Owns the speaker's rules: Volume takes Set, Adjust, SetMax and SetMin (0..100, whole numbers, clamped);
 Mute takes On and Off; a volume change unmutes, as most speakers do; muted, the mixer is at 0 and the
-level is kept for Mute Off. No I/O; imports nothing from hubd.
+level is kept for Mute Off. No I/O; imports hubd.jsondepth.
 """
 
 from __future__ import annotations
@@ -12,8 +12,11 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from hubd.jsondepth import too_deep
+
 ADJUST_STEP = 10  # an Adjust without a delta (hubd's default step of a percentage)
 MAX_SET_BYTES = 4096
+MAX_DEPTH = 8  # a set message nests 1 level; deeper ones are refused before json.loads recurses (RecursionError)
 VOLUME_OPERATIONS = ("Set", "Adjust", "SetMax", "SetMin")
 MUTE_OPERATIONS = ("On", "Off")
 
@@ -54,6 +57,8 @@ def parse_set(payload: bytes) -> SetRequest:
     """A set message; SetInvalid for one that is not a JSON object with interface and operation strings."""
     if len(payload) > MAX_SET_BYTES:
         raise SetInvalid(f"the message has {len(payload)} bytes; a set message has at most {MAX_SET_BYTES}")
+    if too_deep(payload, MAX_DEPTH):
+        raise SetInvalid(f"the message nests more than {MAX_DEPTH} levels deep; a set message is one JSON object")
     try:
         data = json.loads(payload)
     except (UnicodeDecodeError, json.JSONDecodeError):

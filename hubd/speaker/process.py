@@ -60,8 +60,10 @@ async def run_program(argv: Sequence[str], *, what: str, timeout_s: float, stdin
         )
     except FileNotFoundError:
         raise ProcessFailed(f"{what}: `{argv[0]}` is not installed or not on PATH; {install_hint(argv[0])}") from None
-    except OSError as err:
+    except OSError as err:  # also E2BIG: arguments longer than the system takes
         raise ProcessFailed(f"{what}: cannot run `{argv[0]}`: {err.strerror or err}") from None
+    except ValueError as err:  # a NUL in an argument, or a string the file system encoding cannot take
+        raise ProcessFailed(f"{what}: cannot run `{name}`: an argument cannot be passed to a program ({err})") from None
     try:
         async with asyncio.timeout(timeout_s):
             out, errors = await proc.communicate(stdin)

@@ -20,7 +20,7 @@ from pathlib import Path
 from hubd.speaker.config import SpeakerConfig
 from hubd.speaker.fetch import WAV_TYPES
 from hubd.speaker.process import ProcessFailed, run_program
-from hubd.speaker.template import CommandTemplate
+from hubd.speaker.template import ALLOWED_CONTROLS, CommandTemplate, ValueRefused, control_character
 
 log = logging.getLogger(__name__)
 
@@ -160,10 +160,18 @@ class Loudspeaker:
         if len(text) > MAX_SPOKEN_CHARS:
             raise SoundFailed(f"text: {len(text)} characters is more than the {MAX_SPOKEN_CHARS} a speaker says at "
                               "once; split it")
+        bad = control_character(text, allowed=ALLOWED_CONTROLS)
+        if bad is None and not text.isascii():
+            try:
+                text.encode()  # an assistant's JSON answer may hold a "\ud800" escape: no program takes it
+            except UnicodeEncodeError as err:
+                bad = f"an unpaired surrogate (U+{ord(text[err.start]):04X}) at position {err.start + 1}"
+        if bad is not None:
+            raise SoundFailed(f"text: the text to speak has {bad}; send plain text (tabs and line breaks are fine)")
         tts = self._tools.tts
         assert tts.template is not None  # tts always has a command (the default)
         wav = self._workdir / f"{self.next_stem('tts')}.wav"
-        argv = tts.template.fill({"text": text, "wav": str(wav)})
+        argv = _fill(tts.template, {"text": text, "wav": str(wav)}, "the tts command")
         stdin = None if tts.template.uses("text") else text.encode()
         try:
             await self._run(argv, "the tts command", self._config.tts.timeout_s, stdin,
@@ -180,22 +188,22 @@ class Loudspeaker:
         player = self._tools.player_for(content_type)
         if player is None or player.template is None:
             raise SoundFailed(self._no_player(content_type))
-        await self._run(player.template.fill({"file": str(path)}), "the player", self._config.player.timeout_s,
-                        missing="or set player.command")
+        await self._run(_fill(player.template, {"file": str(path)}, "the player"), "the player",
+                        self._config.player.timeout_s, missing="or set player.command")
 
     async def play_url(self, url: str) -> None:
         """Hand the URL to player.url_command."""
         player = self._tools.url_player
         assert player is not None and player.template is not None  # the agent asks only when there is one
-        await self._run(player.template.fill({"url": url}), "the URL player (player.url_command)",
-                        self._config.player.timeout_s)
+        what = "the URL player (player.url_command)"
+        await self._run(_fill(player.template, {"url": url}, what), what, self._config.player.timeout_s)
 
     async def set_level(self, percent: int) -> None:
         """Run volume.command with `percent` (a bare number 0..100)."""
         mixer = self._tools.mixer
         assert mixer is not None and mixer.template is not None  # Volume is offered only with a mixer
-        await self._run(mixer.template.fill({"percent": str(percent)}), "the mixer (volume.command)",
-                        self._config.volume.timeout_s)
+        what = "the mixer (volume.command)"
+        await self._run(_fill(mixer.template, {"percent": str(percent)}, what), what, self._config.volume.timeout_s)
 
     async def _run(self, argv: list[str], what: str, timeout_s: float, stdin: bytes | None = None, *,
                    missing: str = "") -> None:
@@ -213,3 +221,11 @@ class Loudspeaker:
         names = ", ".join(program for program, _, _ in FILE_PLAYERS)
         return (f"no player for {content_type} found at start (looked for {names}): install ffmpeg (ffplay), "
                 "or set player.command")
+
+
+def _fill(template: CommandTemplate, values: dict[str, str], what: str) -> list[str]:
+    """The command's arguments; SoundFailed when a value cannot be one (a control character)."""
+    try:
+        return template.fill(values)
+    except ValueRefused as err:
+        raise SoundFailed(f"{what}: {err}") from None

@@ -3,17 +3,33 @@
 Owns the one rule that keeps text from outside (a tts text, a URL, a voice command) from ever being
 interpreted: `shlex.split` runs on the configured string once, when the config is read; a command's values
 go into the finished arguments in a single pass, so a value that holds `{wav}` or `;` stays as it is, and
-no shell ever runs. Imports nothing from hubd.
+no shell ever runs. A value with a NUL (which no argument can hold) or another control character but tab,
+line feed and carriage return is refused (`ValueRefused`), never passed on. Imports nothing from hubd.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+import unicodedata
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 _PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+ALLOWED_CONTROLS = "\t\n\r"  # in a value: what a spoken text's lines are made of
+
+
+class ValueRefused(ValueError):
+    """A value that cannot become an argument; the text names the placeholder and the character."""
+
+
+def control_character(text: str, *, allowed: str = "") -> str | None:
+    """The first control character in `text` (NUL to US, DEL, U+0080 to U+009F) not in `allowed`, said with its
+    code point and position ("a control character (U+0000) at position 3"); None when there is none."""
+    for index, char in enumerate(text):
+        if char not in allowed and unicodedata.category(char) == "Cc":
+            return f"a control character (U+{ord(char):04X}) at position {index + 1}"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +70,12 @@ class CommandTemplate:
         return any(f"{{{name}}}" in arg for arg in self.argv)
 
     def fill(self, values: Mapping[str, str]) -> list[str]:
-        """The arguments with the placeholders replaced, each argument in one pass (values are never re-read)."""
+        """The arguments with the placeholders replaced, each argument in one pass (values are never re-read);
+        ValueRefused for a value with a control character."""
+        for name, value in values.items():
+            bad = control_character(value, allowed=ALLOWED_CONTROLS)
+            if bad is not None and self.uses(name):
+                raise ValueRefused(f"{{{name}}} has {bad}, which no program gets as an argument")
         out = []
         for arg in self.argv:
             filled = _PLACEHOLDER_RE.sub(lambda m: values.get(m.group(1), m.group(0)), arg)

@@ -1,7 +1,9 @@
 """What the speaker agent reads and writes on MQTT (docs/mqtt.md), the pure part: the retained config
 it announces, the commands it takes (`{"id", "type", "text"?, "url"?}`) and the JSON it publishes.
 
-No I/O; imports the speaker's config and mixer modules.
+A command is refused at the door (an `error` result at once, nothing run) when its text has a control
+character other than tab, line feed and carriage return, or its URL is not one `hubd.speaker.reach` takes.
+No I/O; imports hubd.jsondepth and the speaker's config, mixer, reach and template modules.
 """
 
 from __future__ import annotations
@@ -10,10 +12,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from hubd.jsondepth import too_deep
 from hubd.speaker import mixer
 from hubd.speaker.config import SpeakerConfig
+from hubd.speaker.reach import url_problem
+from hubd.speaker.template import ALLOWED_CONTROLS, control_character
 
 MAX_COMMAND_BYTES = 64 * 1024
+MAX_DEPTH = 8  # a command nests 1 level; deeper ones are refused before json.loads recurses (RecursionError)
 COMMAND_TYPES = ("tts", "audio", "asr")
 VOLUME_CAPABILITIES = (("Volume", mixer.VOLUME_OPERATIONS), ("Mute", mixer.MUTE_OPERATIONS))
 
@@ -48,6 +54,9 @@ def parse_command(payload: bytes) -> tuple[str | None, Job | CommandInvalid]:
     """(the id if there is one, the job or what is wrong with it)."""
     if len(payload) > MAX_COMMAND_BYTES:
         return None, CommandInvalid(f"the command has {len(payload)} bytes; at most {MAX_COMMAND_BYTES}")
+    if too_deep(payload, MAX_DEPTH):
+        return None, CommandInvalid(f"the command nests more than {MAX_DEPTH} levels deep; a command is one JSON "
+                                    "object")
     try:
         data = json.loads(payload)
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -57,6 +66,9 @@ def parse_command(payload: bytes) -> tuple[str | None, Job | CommandInvalid]:
     command_id = data.get("id")
     if not isinstance(command_id, str) or not command_id:
         return None, CommandInvalid("id: must be a non-empty string")
+    bad = control_character(command_id)
+    if bad is not None:
+        return command_id, CommandInvalid(f"id: has {bad}; use letters, digits and punctuation")
     kind = data.get("type")
     if kind not in COMMAND_TYPES:
         return command_id, CommandInvalid(f"type: must be one of tts, audio, asr, not {kind!r}")
@@ -68,9 +80,16 @@ def parse_command(payload: bytes) -> tuple[str | None, Job | CommandInvalid]:
         value.encode("utf-8")
     except UnicodeEncodeError:
         return command_id, CommandInvalid(f"{field}: has an unpaired surrogate; send valid Unicode")
+    value = value.strip()
     if kind == "audio":
-        return command_id, Job(command_id, kind, url=value.strip())
-    return command_id, Job(command_id, kind, text=value.strip())
+        problem = url_problem(value)
+        if problem is not None:
+            return command_id, CommandInvalid(f"url: {problem}")
+        return command_id, Job(command_id, kind, url=value)
+    bad = control_character(value, allowed=ALLOWED_CONTROLS)
+    if bad is not None:
+        return command_id, CommandInvalid(f"text: has {bad}; send plain text (tabs and line breaks are fine)")
+    return command_id, Job(command_id, kind, text=value)
 
 
 def encode(body: dict[str, Any]) -> bytes:
