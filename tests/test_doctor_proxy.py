@@ -6,7 +6,7 @@ every other one PASSes (`dns` WARNs throughout: `localhost` resolves to loopback
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +49,6 @@ async def proxies(tmp_path: Path) -> AsyncIterator[Callable[..., Caddy]]:
     yield make
     for caddy in made:
         caddy.stop()
-
-
-@pytest.fixture
-def proxy_port() -> Iterator[int]:
-    yield free_port()
 
 
 def hub_behind(port: int, **http: Any) -> dict[str, Any]:
@@ -149,10 +144,11 @@ async def test_a_proxy_that_forwards_everything_to_a_hubd_without_local_port_fai
 
 
 async def test_a_public_url_that_reaches_another_hubd_fails_healthz(
-        make_rig: Callable[..., Any], proxies: Callable[..., Caddy], ca: PrivateCA, proxy_port: int) -> None:
-    caddy = proxies(proxy_port)
-    rig = await make_rig(hub_overrides=hub_behind(proxy_port), start=start_with_private_secrets)
-    other = await make_rig(hub_overrides=hub_behind(proxy_port), start=start_with_private_secrets)  # another installation: its own database
+        make_rig: Callable[..., Any], proxies: Callable[..., Caddy], ca: PrivateCA) -> None:
+    caddy = proxies()
+    rig = await make_rig(hub_overrides=hub_behind(caddy.port), start=start_with_private_secrets)
+    # Another installation (its own database) at the same public URL: the proxy forwards to it.
+    other = await make_rig(hub_overrides=hub_behind(caddy.port), start=start_with_private_secrets)
     await caddy.start(for_test(docs_caddyfile(), name=caddy.name, hub=other.hub, cert=ca.issue("localhost")))
     run = await doctor(rig, ca)
     assert_report(run, healthz="FAIL")
