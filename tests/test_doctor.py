@@ -29,7 +29,7 @@ from hubd.doctor.run import CHECKS
 from hubd.doctor.tls import check_tls
 from hubd.doctor.tokenhost import check_token_host
 from hubd.identity import new_challenge, proves
-from hubd.store.db import Database
+from hubd.store.db import Database, migrations
 from hubd.store.identity import read_instance_secret_blocking
 from simulators.platform import PlatformSimulator
 
@@ -118,11 +118,13 @@ def test_the_database_checks_name_a_missing_file_and_an_older_schema(tmp_path: P
     assert not missing.path.exists()  # the doctor never creates the database
     storage = new_database(tmp_path / "hubd.db")
     conn = sqlite3.connect(storage.path)
-    conn.execute("PRAGMA user_version = 8")
+    latest = len(migrations())
+    conn.execute(f"PRAGMA user_version = {latest - 1}")  # as a hubd one release older left it
     conn.commit()
     conn.close()
     result, _ = check_database(storage)
-    assert result.verdict.value == "WARN" and "schema version 8, older than this hubd's (9)" in result.detail, result
+    assert result.verdict.value == "WARN", result
+    assert f"schema version {latest - 1}, older than this hubd's ({latest})" in result.detail, result
 
 
 def test_the_write_check_waits_for_hubds_write_lock_then_warns_without_writing(tmp_path: Path) -> None:
@@ -183,6 +185,18 @@ async def test_without_a_public_url_the_checks_through_it_are_not_run(make_rig: 
     assert run.verdicts["public-url"] == "FAIL" and "http.public_url is not set" in run.line("public-url"), run
     for check in ("dns", "tls", "healthz", "vendor-path", "login-page", "local-routes"):
         assert run.line(check) == f"WARN {check}: not checked: no public URL", run
+    assert run.code == 1
+
+
+async def test_when_nothing_answers_at_the_public_url_tls_fails_and_the_routes_are_not_checked(
+        make_rig: Callable[..., Any]) -> None:
+    port = free_port()  # no proxy there
+    rig = await make_rig(hub_overrides={"http": {"public_url": f"https://localhost:{port}", "local_port": free_port()}},
+                         start=start_with_private_secrets)
+    run = await run_doctor(rig.hub.config_path)
+    assert run.verdicts["tls"] == "FAIL" and f"nothing answers on localhost:{port}" in run.line("tls"), run
+    for check in ("healthz", "vendor-path", "login-page", "local-routes"):
+        assert run.line(check) == f"WARN {check}: not checked: nothing answers TLS at localhost:{port}", run
     assert run.code == 1
 
 

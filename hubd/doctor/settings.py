@@ -18,12 +18,11 @@ from hubd.doctor.report import Result, failed, passed, warned
 from hubd.driver.passwords import is_hash
 from hubd.driver.policy import driver_policy
 from hubd.errors import ConfigError
-from hubd.yamlconfig import is_secret_path
+from hubd.yamlconfig import KeyPath, is_secret_path
 
 CONFIG = "config"
 SECRETS = "secrets"
 _ENV_RE = re.compile(r"\$\{(\w+)\}")
-KeyPath = tuple[str | int, ...]
 
 
 def check_config(path: Path, env: Mapping[str, str]) -> tuple[Result, HubdConfig | None]:
@@ -38,7 +37,7 @@ def check_config(path: Path, env: Mapping[str, str]) -> tuple[Result, HubdConfig
     if policy.problems:
         return failed(CONFIG, f"hubd would refuse to start: {'; '.join(policy.problems)}"), config
     warnings = list(policy.warnings)
-    if config.http.public_url and config.http.local_port is None:
+    if (config.http.public_url or "").startswith("https://") and config.http.local_port is None:
         warnings.append("http.local_port is not set: behind a proxy or tunnel on this machine every request comes "
                         "from 127.0.0.1 and counts as local; set it (e.g. 8081) so that the status page, /api/*, "
                         "/metrics and the webhook get a listener of their own")

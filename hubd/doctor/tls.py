@@ -10,6 +10,7 @@ import contextlib
 import ssl
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from hubd.doctor.address import PublicAddress
 from hubd.doctor.report import Result, failed, passed, warned
@@ -23,6 +24,10 @@ DAY_S = 86400.0
 _NOT_YET_VALID, _EXPIRED, _SELF_SIGNED = 9, 10, 18
 _UNTRUSTED = frozenset({19, 20, 21})  # self-signed CA in the chain, issuer unknown, leaf not verifiable
 _HOSTNAME_MISMATCH = 62
+# Many home routers do not take their own public address from inside the LAN ("NAT loopback"), so the doctor on
+# the Pi may fail where the platform would not.
+_HAIRPIN = ("if your router does not let the LAN reach your home's public address (no NAT loopback), have your "
+            "router's DNS answer this name with the Pi's LAN address (split DNS), or check from outside")
 _RENEW = ("Caddy renews 30 days ahead by itself when Let's Encrypt reaches it on port 80 or 443: is it running, "
           "is the port forwarded? (`journalctl -u caddy`)")
 
@@ -57,10 +62,11 @@ async def check_tls(address: PublicAddress) -> TlsOutcome:
     except TimeoutError:
         return TlsOutcome(failed(TLS, f"no answer from {address.hostport} within {CONNECT_TIMEOUT_S:.0f} s: check "
                                       f"the router's port forward (port {address.port} to this machine) and any "
-                                      "firewall"), False, False)
+                                      f"firewall; {_HAIRPIN}"), False, False)
     except OSError as err:
         return TlsOutcome(failed(TLS, f"nothing answers on {address.hostport} ({err.strerror or err}): is the proxy "
-                                      f"running, and is port {address.port} forwarded to it?"), False, False)
+                                      f"running, and is port {address.port} forwarded to it? {_HAIRPIN}"), False,
+                          False)
     not_after = ssl.cert_time_to_seconds(str(cert["notAfter"]))
     days = (not_after - time.time()) / DAY_S
     when = time.strftime("%Y-%m-%d", time.gmtime(not_after))
@@ -72,7 +78,7 @@ async def check_tls(address: PublicAddress) -> TlsOutcome:
                                   f"(until {when})"), True, True)
 
 
-async def _handshake(address: PublicAddress, context: ssl.SSLContext) -> dict[str, object]:
+async def _handshake(address: PublicAddress, context: ssl.SSLContext) -> dict[str, Any]:
     """The peer's certificate (as `getpeercert()` gives it) after a handshake."""
     async with asyncio.timeout(CONNECT_TIMEOUT_S):
         _, writer = await asyncio.open_connection(address.host, address.port, ssl=context,
@@ -114,7 +120,7 @@ async def _names_on_certificate(address: PublicAddress) -> str:
         cert = await _handshake(address, context)
     except (OSError, TimeoutError, ssl.SSLError):
         return ""
-    names = [str(value) for kind, value in cert.get("subjectAltName", ()) if kind in ("DNS", "IP Address")]  # type: ignore[attr-defined]
+    names = [str(value) for kind, value in cert.get("subjectAltName", ()) if kind in ("DNS", "IP Address")]
     return ", ".join(names)
 
 
