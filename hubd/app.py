@@ -37,6 +37,7 @@ from hubd.registry import DeviceRegistry
 from hubd.status.routes import StatusRoutes
 from hubd.store.db import Database
 from hubd.store.grants import GrantRepo
+from hubd.store.identity import InstanceIdentity
 from hubd.store.receipts import ReceiptBook
 from hubd.store.replies import DirectiveReplyRepo
 from hubd.store.subscriptions import SubscriptionBook
@@ -142,7 +143,8 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
                                  max_body_bytes=config.http.max_body_bytes, health=health, metrics=metrics,
                                  sources=public, local_sources=local, local_host=config.http.local_host,
                                  local_port=config.http.local_port, request_timeout_s=config.http.request_timeout_s,
-                                 max_connections=config.http.max_connections, host_names=config.http.host_names))
+                                 max_connections=config.http.max_connections, host_names=config.http.host_names,
+                                 identity=InstanceIdentity(db)))  # answers `hubd doctor`'s /healthz challenge
 
     if config.zeroconf.enabled:
         from hubd.advertiser import Advertiser

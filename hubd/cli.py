@@ -70,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     config_arg(p)
     p.set_defaults(handler=_check_config)
 
+    p = sub.add_parser("doctor", help="check the whole chain (config, database, broker, platform, public URL); "
+                                      "one PASS/WARN/FAIL line per check")
+    config_arg(p)
+    p.set_defaults(handler=_doctor)
+
     p = sub.add_parser("db-migrate", help="create or upgrade the database, then exit")
     config_arg(p)
     p.set_defaults(handler=_db_migrate)
@@ -182,6 +187,14 @@ def _check_config(args: argparse.Namespace) -> int:
         raise ConfigError(problems)
     print("ok")
     return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    import os
+
+    from hubd.doctor.run import doctor
+
+    return doctor(args.config, sys.stdout, os.environ)
 
 
 def _db_migrate(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from email.utils import formatdate
 from typing import Any, Self
 from urllib.parse import parse_qsl
 
@@ -72,6 +73,7 @@ class PlatformSimulator:
         self._event_script: list[int] = []
         self._token_script: list[int] = []
         self._latency_s = 0.0
+        self._clock_offset_s = 0.0
         self._outage = False
         self._user_outages: set[str] = set()  # users whose events get 503 (the others' do not)
         self._known: dict[str, set[str]] = {}  # user_id -> endpointIds the user knows
@@ -137,6 +139,11 @@ class PlatformSimulator:
         """Delay every platform route (not /sim/*) by this much."""
         self._latency_s = seconds
 
+    def set_clock_offset(self, seconds: float) -> None:
+        """The platform's clock, as the token endpoint's Date header shows it, runs this far ahead (negative:
+        behind) of the simulator's clock."""
+        self._clock_offset_s = seconds
+
     def set_outage(self, on: bool, user_id: str | None = None) -> None:
         """While on, every platform route (not /sim/*) answers 503; with user_id, only that user's events do."""
         if user_id is None:
@@ -179,6 +186,7 @@ class PlatformSimulator:
         self._event_script.clear()
         self._token_script.clear()
         self._latency_s = 0.0
+        self._clock_offset_s = 0.0
         self._outage = False
         self._user_outages.clear()
         self.expired_token_hits = 0
@@ -226,7 +234,9 @@ class PlatformSimulator:
 
     async def _handle_token(self, request: web.Request) -> web.Response:
         seen: dict[str, str | None] = {"grant_type": None, "client_auth": None}
-        headers = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+        # The platform's own time: what a hub may compare its clock with.
+        headers = {"Cache-Control": "no-store", "Pragma": "no-cache",
+                   "Date": formatdate(self._clock() + self._clock_offset_s, usegmt=True)}
         error: str | None
         try:
             issued = await self._grant(request, seen)

@@ -89,6 +89,16 @@ def failure_sign(user_id: str, client_id: str, client_secret: str) -> str:
     return hmac.new(client_secret.encode(), message, hashlib.sha256).hexdigest()
 
 
+def client_credentials(client_auth: str, client_id: str, client_secret: str,
+                       form: dict[str, str]) -> tuple[dict[str, str] | None, dict[str, str]]:
+    """A token request's headers and form with the client's credentials, per `platform.client_auth` (RFC 6749 2.3.1)."""
+    if client_auth == "basic":
+        # RFC 6749 2.3.1: the id and the secret are form-urlencoded before they go into Basic.
+        pair = f"{quote_plus(client_id)}:{quote_plus(client_secret)}".encode("ascii")
+        return {"Authorization": f"Basic {base64.b64encode(pair).decode('ascii')}"}, form
+    return None, {**form, "client_id": client_id, "client_secret": client_secret}
+
+
 class PlatformClient:
     """The platform's event API, token endpoint and failure report."""
 
@@ -154,15 +164,7 @@ class PlatformClient:
         raise CloudRejected(status, text)
 
     async def _token_request(self, form: dict[str, str], timeout_s: float | None) -> TokenSet:
-        client_id = self._require("client_id")
-        secret = self._secret()
-        headers = None
-        if self._config.client_auth == "basic":
-            # RFC 6749 2.3.1: the id and the secret are form-urlencoded before they go into Basic.
-            pair = f"{quote_plus(client_id)}:{quote_plus(secret)}".encode("ascii")
-            headers = {"Authorization": f"Basic {base64.b64encode(pair).decode('ascii')}"}
-        else:
-            form = {**form, "client_id": client_id, "client_secret": secret}
+        headers, form = client_credentials(self._config.client_auth, self._require("client_id"), self._secret(), form)
         status, text = await self._post(f"{self._require('auth_url')}/oauth/token", form=form, headers=headers,
                                         timeout_s=timeout_s)
         data: dict[str, Any] = {}

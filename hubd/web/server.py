@@ -29,6 +29,7 @@ from aiohttp import hdrs, web
 from aiohttp.http_exceptions import ContentEncodingError, HttpProcessingError
 
 from hubd.errors import HubdError, StorageUnavailable, StoreError
+from hubd.identity import CHALLENGE_PARAM, CHALLENGE_RULE, valid_challenge
 from hubd.lifecycle import Health
 from hubd.metrics import Metrics
 from hubd.threads import in_daemon_thread
@@ -83,6 +84,13 @@ class RouteSource(Protocol):
         """The routes to add to the application."""
 
 
+class IdentityProof(Protocol):
+    """The installation's answer to a `/healthz?challenge=` nonce (hubd.store.identity.InstanceIdentity)."""
+
+    async def prove(self, challenge: str) -> str | None:
+        """The answer, or None when there is no secret to answer with."""
+
+
 class HttpServer:
     """Serves hubd's HTTP API on http.host:http.port, and the local routes on http.local_port when set."""
 
@@ -103,8 +111,10 @@ class HttpServer:
         request_timeout_s: float = REQUEST_TIMEOUT_S,
         max_connections: int | None = None,
         host_names: Sequence[str] = (),
+        identity: IdentityProof | None = None,
     ) -> None:
         self._host = host
+        self._identity = identity
         self._port = port
         self._local_host = local_host
         self._local_port = local_port
@@ -289,6 +299,13 @@ class HttpServer:
                                    "checks": self._health.snapshot()}
         if not self._health.ready:
             body["not_ready"] = self._health.not_ready()
+        challenge = request.query.get(CHALLENGE_PARAM)
+        if challenge is not None and self._identity is not None:
+            # `hubd doctor`'s proof that this hubd, not some server at the public URL, answers (hubd/identity.py).
+            if not valid_challenge(challenge):
+                return json_error(400, f"{CHALLENGE_PARAM} must be {CHALLENGE_RULE}",
+                                  [{"path": CHALLENGE_PARAM, "message": "not a nonce hubd answers"}])
+            body["identity"] = await self._identity.prove(challenge)
         return web.json_response(body, status=200 if self._health.ready else 503)
 
     async def _metrics_route(self, request: web.Request) -> web.Response:
