@@ -1,15 +1,25 @@
-"""Per-message failures hubd did not expect (a bug for one message): counted, and logged without a flood.
+"""Per-message problems, logged without a flood: failures hubd did not expect, and refused device messages.
 
 The bridge (a dialect that raises) and the registry (an input it fails on) catch any exception per message,
 so one message never stops the others nor hubd. Each failure is one ERROR line with the topic; the traceback
-comes with the first failure of each exception type only. Imports only hubd.metrics.
+comes with the first failure of each exception type only (`MessageFailures`). A refused message (bad payload,
+unknown device) is one WARNING line per topic and reason per minute, and at most REFUSALS_PER_MINUTE lines a
+minute in all; what was left out is counted and summed up once a minute (`RefusalLog.flush`): 50,000 refused
+messages are a few lines, not 50,000. The status page keeps every count. Imports only hubd.metrics.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections import OrderedDict
+from collections.abc import Callable
 
 from hubd.metrics import Metrics
+
+REFUSAL_WINDOW_S = 60.0
+REFUSALS_PER_MINUTE = 60
+MAX_KEYS = 10_000
 
 
 class MessageFailures:
@@ -28,3 +38,55 @@ class MessageFailures:
         self._traced.add(kind)
         log.error("ignored message on %s: %s failed on it (%s: %s)%s", topic, who, kind, str(err)[:200],
                   "" if first else "; the traceback was logged for the first such failure", exc_info=first)
+
+
+class RefusalLog:
+    """WARNING lines for refused device messages: one per topic and reason per minute, at most
+    REFUSALS_PER_MINUTE a minute in all; the rest counted and summed up by `flush()`."""
+
+    def __init__(self, log: logging.Logger, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._log = log
+        self._clock = clock
+        self._keys: OrderedDict[tuple[str, str], float] = OrderedDict()  # (topic, reason) → when it was logged
+        self._window_start = clock()
+        self._lines = 0
+        self._quiet: OrderedDict[str, int] = OrderedDict()  # topic → refusals not logged since the last flush
+        self._quiet_total = 0
+        self._quiet_topics = 0  # distinct topics among them (counted past MAX_KEYS too)
+
+    def refused(self, topic: str, reason: str, hint: str = "") -> None:
+        """One refused message: logged unless the same topic and reason was within the minute, or the minute's
+        lines are used up."""
+        now = self._clock()
+        if now - self._window_start >= REFUSAL_WINDOW_S:
+            self.flush()
+        key = (topic, reason)
+        logged = self._keys.get(key)
+        if (logged is not None and now - logged < REFUSAL_WINDOW_S) or self._lines >= REFUSALS_PER_MINUTE:
+            self._quiet_total += 1
+            count = self._quiet.get(topic)
+            if count is None:
+                self._quiet_topics += 1
+                if len(self._quiet) >= MAX_KEYS:
+                    self._quiet.popitem(last=False)
+            self._quiet[topic] = (count or 0) + 1
+            return
+        self._lines += 1
+        self._keys[key] = now
+        self._keys.move_to_end(key)
+        if len(self._keys) > MAX_KEYS:
+            self._keys.popitem(last=False)
+        self._log.warning("ignored message on %s: %s%s", topic, reason, hint)
+
+    def flush(self) -> None:
+        """Sum up what was not logged since the last flush (one line), and start a new minute."""
+        if self._quiet_total:
+            total, topics = self._quiet_total, self._quiet_topics
+            busiest = sorted(self._quiet.items(), key=lambda item: -item[1])[:3]
+            self._log.warning("%d more refused device messages on %d topic(s) not logged one by one (most on %s); "
+                              "the status page's Problems counts them all", total, topics,
+                              ", ".join(f"{topic} ({count})" for topic, count in busiest))
+        self._quiet = OrderedDict()
+        self._quiet_total = self._quiet_topics = 0
+        self._window_start = self._clock()
+        self._lines = 0

@@ -2,8 +2,9 @@
 
 A passive recorder. The outbox sender tells it what becomes of each platform event (written to the outbox and
 waiting, sending, delivered, retrying and why, given up on, held back), the device registry tells it which
-device messages it refused and why; the status page (`status/routes.py`) reads it. It calls nobody and stores
-nothing on disk: a restart starts it empty (the outbox and the dead letters stay the record of truth).
+device messages it refused and why and what else it noticed (a doorbell's burst of presses); the status page
+(`status/routes.py`) reads it. It calls nobody and stores nothing on disk: a restart starts it empty (the outbox
+and the dead letters stay the record of truth).
 
 Bounded and cheap on the hot path: every record is a dict update plus at most one eviction (O(1)); the latest
 MAX_EVENTS events, MAX_PROBLEMS refused device messages (one entry per topic and reason, counted) and
@@ -97,6 +98,7 @@ class EventJournal:
         self._events: OrderedDict[int, _Event] = OrderedDict()  # by outbox row id, oldest first
         self._rejected: OrderedDict[tuple[str, str], _Problem] = OrderedDict()  # (topic, reason), least recent first
         self._failed: OrderedDict[tuple[str, str, str], _Problem] = OrderedDict()  # (user, event name, error)
+        self._notices: OrderedDict[tuple[str, str], _Problem] = OrderedDict()  # (subject, problem)
         self._users: dict[str, tuple[float | None, str | None, float | None]] = {}  # delivered at, error, error at
 
     # --- what the outbox sender reports (hubd.outbox.delivery.DeliveryObserver) -----------------------------
@@ -142,6 +144,11 @@ class EventJournal:
         """A device message was refused (invalid, or hubd failed on it)."""
         self._count(self._rejected, (topic, reason[:MAX_TEXT]), at, topic, self._max_problems)
 
+    def noticed(self, subject: str, problem: str, at: float) -> None:
+        """Something else went wrong for `subject` (a device, a webhook, a speaker): a burst of presses, a refused
+        webhook call, a speaker's failed command. One entry per subject and problem, counted."""
+        self._count(self._notices, (subject, problem[:MAX_TEXT]), at, subject, self._max_problems)
+
     # --- what the status page reads ----------------------------------------------------------------------
 
     def events(self, limit: int | None = None) -> list[dict[str, Any]]:
@@ -153,6 +160,11 @@ class EventJournal:
         """Refused device messages, most recent first: topic, reason, first and last time, how many."""
         return [{"topic": topic, "reason": reason, "firstSeen": p.first, "lastSeen": p.last, "count": p.count}
                 for (topic, reason), p in reversed(self._rejected.items())]
+
+    def notices(self) -> list[dict[str, Any]]:
+        """Other problems, most recent first: what they concern, the problem, first and last time, how many."""
+        return [{"subject": subject, "problem": problem, "firstSeen": p.first, "lastSeen": p.last, "count": p.count}
+                for (subject, problem), p in reversed(self._notices.items())]
 
     def failed_deliveries(self) -> list[dict[str, Any]]:
         """Failed tries, most recent first: user, event name, error, first and last time, how many, the last

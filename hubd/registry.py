@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -44,7 +45,7 @@ from hubd.dialects.base import (
     input_kind,
 )
 from hubd.errors import DeviceMessageInvalid, StorageUnavailable
-from hubd.failures import MessageFailures
+from hubd.failures import REFUSAL_WINDOW_S, MessageFailures, RefusalLog
 from hubd.metrics import Metrics
 from hubd.store.db import Database
 from hubd.store.devices import DeviceRows, device_row, load_devices_blocking
@@ -52,12 +53,19 @@ from hubd.store.receipts import Receipt
 
 log = logging.getLogger(__name__)
 
+BURST_PRESSES = 10  # presses of one doorbell within BURST_WINDOW_S: a problem to show
+BURST_WINDOW_S = 2.0
+
 
 class RejectionObserver(Protocol):
-    """Told of every device message the registry refuses (the event journal, `hubd.journal`); each call O(1)."""
+    """Told of every device message the registry refuses, and of what else it notices (the event journal,
+    `hubd.journal`); each call O(1)."""
 
     def rejected(self, topic: str, reason: str, at: float) -> None:
         """A message on `topic` was refused for `reason` (received at `at`)."""
+
+    def noticed(self, subject: str, problem: str, at: float) -> None:
+        """Something else went wrong for `subject` (a device's burst of presses)."""
 
 
 class ChangeSink(Protocol):
@@ -83,6 +91,8 @@ class DeviceRegistry:
         self._invalid = metrics.counter("hubd_device_messages_invalid_total",
                                         "device messages ignored as invalid, by kind", "kind")
         self._failures = MessageFailures(metrics)
+        self._refusals = RefusalLog(log)
+        self._presses: dict[str, deque[float]] = {}  # device → when its last presses came (a burst is a problem)
         metrics.gauge("hubd_devices", "devices known", lambda: float(len(self._devices)))
 
     async def start(self) -> None:
@@ -92,8 +102,10 @@ class DeviceRegistry:
         log.info("loaded %d devices", len(self._devices))
 
     async def run(self) -> None:
-        """The registry is driven by `handle`; nothing to loop over."""
-        await asyncio.Event().wait()
+        """The registry is driven by `handle`; once a minute it sums up the refusals it did not log one by one."""
+        while True:
+            await asyncio.sleep(REFUSAL_WINDOW_S)
+            self._refusals.flush()
 
     async def stop(self) -> None:
         """Nothing to release."""
@@ -141,7 +153,7 @@ class DeviceRegistry:
                     self._apply(item, decoded, work)
                 except DeviceMessageInvalid as err:
                     self._invalid.inc(label=input_kind(item))
-                    log.warning("ignored message on %s: %s", decoded.topic, err)
+                    self._refusals.refused(decoded.topic, str(err))
                     self._rejected(decoded, str(err))
                 except Exception as err:  # a bug for this message must not stop the others (nor hubd)
                     self._invalid.inc(label=input_kind(item))
@@ -180,7 +192,7 @@ class DeviceRegistry:
     def _apply(self, item: DeviceInput, decoded: Decoded, work: _Batch) -> None:
         if isinstance(item, InputRejected):
             self._invalid.inc(label=item.kind)
-            log.warning("ignored message on %s: %s%s", decoded.topic, item.reason, _clear_hint(item, decoded))
+            self._refusals.refused(decoded.topic, item.reason, _clear_hint(item, decoded))
             self._rejected(decoded, item.reason)
             return
         device_id = item.device_id
@@ -218,6 +230,7 @@ class DeviceRegistry:
                 work.dirty[device_id] = device
         elif isinstance(item, PressReceived):
             work.changes.append(DoorbellPressed(device_id, item.timestamp))
+            self._count_press(device, decoded)
         elif isinstance(item, AvailabilityReceived):
             if device.online != item.online:
                 device.online = item.online
@@ -225,6 +238,20 @@ class DeviceRegistry:
                 work.dirty[device_id] = device
         else:
             work.changes.append(CommandResultReceived(device_id, item.result, decoded.received_at))
+
+    def _count_press(self, device: Device, decoded: Decoded) -> None:
+        """Every press is sent; a burst of them (a bouncing button, a flood) is shown as a problem."""
+        times = self._presses.get(device.device_id)
+        if times is None:
+            times = self._presses[device.device_id] = deque(maxlen=BURST_PRESSES)
+        times.append(decoded.received_at)
+        if len(times) == BURST_PRESSES and times[-1] - times[0] <= BURST_WINDOW_S:
+            times.clear()
+            if self._rejections is not None:
+                self._rejections.noticed(
+                    device.device_id, f"{device.config.displayName}: {BURST_PRESSES} doorbell presses within "
+                    f"{BURST_WINDOW_S:g} s (each one is sent to the platform); a button that bounces, or a flood on "
+                    f"{decoded.topic}?", decoded.received_at)
 
     def _rejected(self, decoded: Decoded, reason: str) -> None:
         if self._rejections is not None:

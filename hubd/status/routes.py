@@ -67,6 +67,9 @@ class Journal(Protocol):
     def failed_deliveries(self) -> list[dict[str, Any]]:
         """Failed tries to deliver, most recent first."""
 
+    def notices(self) -> list[dict[str, Any]]:
+        """Other problems (a burst of presses, a refused webhook call), most recent first."""
+
     def user(self, user_id: str) -> dict[str, Any]:
         """A user's last delivery and last delivery error."""
 
@@ -143,7 +146,8 @@ class StatusRoutes:
             "pendingEvents": self._outbox.depth(),
             "events": journal.events(EVENTS_SHOWN) if journal is not None else [],
             "problems": {"rejected": journal.rejected_messages() if journal is not None else [],
-                         "deliveries": journal.failed_deliveries() if journal is not None else []},
+                         "deliveries": journal.failed_deliveries() if journal is not None else [],
+                         "other": journal.notices() if journal is not None else []},
             "webhooks": await self._webhooks.usage() if self._webhooks is not None else [],
         }
 
