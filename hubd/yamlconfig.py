@@ -221,7 +221,7 @@ def expand(value: str, env: Mapping[str, str], fallbacks: DirFallbacks | None = 
     """`value` with each `${VAR}` replaced, and one problem per VAR that is not set. A whole value `${VAR}/NAME`
     whose VAR is not set but has fallbacks is the first `DIR/NAME` that exists, DIR taken from them in order."""
     whole = _DIR_RE.fullmatch(value)
-    if whole is not None and whole.group(1) not in env and fallbacks and whole.group(1) in fallbacks:
+    if whole is not None and whole.group(1) not in env and fallbacks and fallbacks.get(whole.group(1)):
         name, rest = whole.group(1), whole.group(2)
         unsearchable: list[str] = []
         for directory in fallbacks[name]:

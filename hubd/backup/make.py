@@ -105,8 +105,8 @@ def back_up(config_path: Path, config: HubdConfig, target: Path, *, into_directo
     finally:
         shutil.rmtree(work, ignore_errors=True)
     held = f", {len(entries)} secret file{'s' if len(entries) != 1 else ''}" if entries else ""
-    print(f"wrote {final.absolute()} ({_size(final.stat().st_size)}): the database {database} ({_size(manifest.database.size)}, "
-          f"schema {schema}), the config {config_path}{held}")
+    print(f"wrote {final.absolute()} ({_size(final.stat().st_size)}): the database {database} "
+          f"({_size(manifest.database.size)}, schema {schema}), the config {config_path}{held}")
     if manifest.secrets_left_out:
         print("left out the secrets (add --with-secrets to include them, or keep your own copy of these files): "
               + "; ".join(manifest.secrets_left_out))

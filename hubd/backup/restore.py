@@ -92,7 +92,7 @@ def restore(config_path: Path, source: Path, *, with_config: bool, secrets_dir: 
             _create_like_directory(database)
             current = _Exclusive(database)
         elif current.holds_tables():
-            aside = database.with_name(f"{database.name}.before-restore-{stamp}")
+            aside = _unused(database.with_name(f"{database.name}.before-restore-{stamp}"))
             current.copy_to(aside)
             print(f"kept the database it replaces as {aside}")
         current.replace_with(copy)
@@ -140,6 +140,8 @@ class _Exclusive:
         """Keep a copy of the current database in the new file `target`."""
         try:
             copy_database_blocking(self._conn, target)
+        except FileExistsError as err:
+            raise HubdError(f"{target} exists already; nothing was restored") from err
         except (OSError, sqlite3.Error) as err:
             remove_file_blocking(target)
             raise HubdError(f"cannot keep a copy of {self._path} as {target} ({err}); nothing was restored") from err
@@ -249,7 +251,7 @@ def _put(target: Path, data: bytes, mode: int, stamp: str) -> Path | None:
         if target.read_bytes() == data:
             return None
         mode = os.stat(target).st_mode & 0o777
-        kept = target.with_name(f"{target.name}.before-restore-{stamp}")
+        kept = _unused(target.with_name(f"{target.name}.before-restore-{stamp}"))
         os.link(target, kept)
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
@@ -266,6 +268,15 @@ def _put(target: Path, data: bytes, mode: int, stamp: str) -> Path | None:
         raise
     sync_directory_blocking(target.parent)
     return kept
+
+
+def _unused(path: Path) -> Path:
+    """`path`, or `path-2`, `path-3`, ...: the first name not taken (two restores within a second)."""
+    candidate, n = path, 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}-{n}")
+    return candidate
 
 
 def _create_like_directory(path: Path) -> None:
