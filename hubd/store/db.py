@@ -303,8 +303,8 @@ class Database:
         """Copy the database beside itself before migrating it; a copy that fails stops the migration."""
         target = migration_backup_path(self._path, old, new)
         partial = target.with_name(target.name + ".partial")
-        remove_file_blocking(partial)  # from an attempt that died half-way
         try:
+            remove_file_blocking(partial)  # from an attempt that died half-way
             copy_database_blocking(conn, partial)
             os.replace(partial, target)  # the newest copy wins: it is the state this migration starts from
             sync_directory_blocking(target.parent)
