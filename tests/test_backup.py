@@ -259,3 +259,17 @@ def test_restore_leaves_no_receipts_of_the_backups_broker_session(config: Path, 
     ok("restore", "-c", str(config), str(path))
     assert rows(database(config), "SELECT count(*) FROM mqtt_receipts") == [(0,)]
     assert rows(database(config), "SELECT name FROM webhook_tokens") == [("kitchen",)]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can hand files to another user")
+def test_run_as_root_what_backup_and_restore_make_belongs_to_hubds_user(config: Path, tmp_path: Path) -> None:
+    # Under systemd, hubd's state directory belongs to its (dynamic) user, and the nightly backup runs as that user.
+    state = database(config).parent
+    hubs_user = 61234
+    os.chown(state, hubs_user, hubs_user)
+    path, _ = wrote_line(ok("backup", "-c", str(config), str(state / "backups") + "/"))
+    assert (path.parent.stat().st_uid, path.stat().st_uid) == (hubs_user, hubs_user)
+    for leftover in state.glob("hubd.db*"):
+        leftover.unlink()
+    ok("restore", "-c", str(config), str(path))
+    assert (database(config).stat().st_uid, database(config).stat().st_gid) == (hubs_user, hubs_user)

@@ -24,6 +24,7 @@ from hubd.config import LOGIN_PASSWORD_FILE, HubdConfig, config_secret_files
 from hubd.errors import HubdError
 from hubd.store.snapshot import (
     copy_database_blocking,
+    give_to_directory_owner_blocking,
     integrity_problems_blocking,
     newest_activity_blocking,
     schema_version_blocking,
@@ -82,7 +83,9 @@ def back_up(config_path: Path, config: HubdConfig, target: Path, *, into_directo
         raise HubdError(f"--keep needs a directory as FILE (it keeps the newest backups there), not {target}")
     now = clock()
     if into_directory:
-        target.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not target.exists():
+            target.mkdir(mode=0o700, parents=True)
+            give_to_directory_owner_blocking(target)
         stamp = datetime.datetime.fromtimestamp(now, datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
         final = target / f"{BACKUP_PREFIX}{stamp}{BACKUP_SUFFIX}"
     else:
@@ -102,6 +105,7 @@ def back_up(config_path: Path, config: HubdConfig, target: Path, *, into_directo
             config_path=str(config_path.absolute()), config=digest_bytes(CONFIG, config_bytes),
             secrets=tuple(entries), secrets_left_out=() if with_secrets else tuple(s.describe() for s in secrets))
         write_archive(final, manifest, config_bytes, contents, copy)
+        give_to_directory_owner_blocking(final)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     held = f", {len(entries)} secret file{'s' if len(entries) != 1 else ''}" if entries else ""

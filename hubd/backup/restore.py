@@ -27,6 +27,7 @@ from hubd.errors import ConfigError, HubdError
 from hubd.store.db import migrations
 from hubd.store.snapshot import (
     copy_database_blocking,
+    give_to_directory_owner_blocking,
     holds_tables_blocking,
     integrity_problems_blocking,
     newest_activity_blocking,
@@ -282,13 +283,8 @@ def _unused(path: Path) -> Path:
 def _create_like_directory(path: Path) -> None:
     """Create an empty database file, mode 0600, owned (when run as root) by its directory's owner: under
     systemd that is hubd's user, who must be able to open it."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        parent = os.stat(path.parent)
-        if os.geteuid() == 0 and (parent.st_uid, parent.st_gid) != (0, 0):
-            os.fchown(fd, parent.st_uid, parent.st_gid)
-    finally:
-        os.close(fd)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    give_to_directory_owner_blocking(path)
 
 
 def _utc(epoch: float) -> str:

@@ -4,7 +4,7 @@ A copy is made with SQLite's online backup API inside one read transaction of th
 mode a reader never blocks hubd's writer (its commits go on into the WAL meanwhile), the copy is one
 consistent moment, and its steps never start over when another process commits (without the transaction
 they would, at every commit hubd makes). Used by `Database` before a migration, and by `hubd backup` and
-`hubd restore`. Imports nothing from hubd.
+`hubd restore`, with the file chores around them (sync, ownership, leftovers). Imports nothing from hubd.
 """
 
 from __future__ import annotations
@@ -98,6 +98,16 @@ def sync_directory_blocking(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def give_to_directory_owner_blocking(path: Path) -> None:
+    """Run as root, give a file or directory just made the owner of the directory it is in: under systemd that
+    is hubd's user (StateDirectory=), which must open the database and prune the backups."""
+    if os.geteuid() != 0:
+        return
+    parent = os.stat(path.parent)
+    if (parent.st_uid, parent.st_gid) != (0, 0):
+        os.chown(path, parent.st_uid, parent.st_gid, follow_symlinks=False)
 
 
 def remove_file_blocking(path: Path) -> None:
