@@ -273,3 +273,17 @@ def test_run_as_root_what_backup_and_restore_make_belongs_to_hubds_user(config: 
         leftover.unlink()
     ok("restore", "-c", str(config), str(path))
     assert (database(config).stat().st_uid, database(config).stat().st_gid) == (hubs_user, hubs_user)
+
+
+def test_a_database_that_cannot_be_read_is_replaced_only_with_force_and_moved_aside(config: Path,
+                                                                                    tmp_path: Path) -> None:
+    path, _ = wrote_line(ok("backup", "-c", str(config), str(tmp_path / "b.tar.gz")))
+    garbage = b"this was a database before the SD card failed\n" * 100
+    database(config).write_bytes(garbage)
+    refused = hubd("restore", "-c", str(config), str(path))
+    assert refused.returncode == 1 and "cannot be read as a database" in refused.stderr and "--force" in refused.stderr
+    assert database(config).read_bytes() == garbage
+    out = ok("restore", "-c", str(config), "--force", str(path))
+    [moved] = database(config).parent.glob("hubd.db.before-restore-*")
+    assert moved.read_bytes() == garbage and f"to {moved}" in out
+    assert rows(database(config), "SELECT name FROM webhook_tokens") == [("kitchen",)]

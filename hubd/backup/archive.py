@@ -185,6 +185,9 @@ def extract_database(source: Path, manifest: Manifest, target: Path) -> None:
         for info in _members(tar, source):
             if info.name != DATABASE:
                 continue
+            if info.size != manifest.database.size:
+                raise BackupInvalid(f"{source}: the database in it is not the size its manifest says; the file is "
+                                    "damaged")
             stream = tar.extractfile(info)
             if stream is None:
                 break

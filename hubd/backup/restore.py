@@ -80,19 +80,19 @@ def restore(config_path: Path, source: Path, *, with_config: bool, secrets_dir: 
     database.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     # Locked first, so that a running hubd is found before any work; a database that is not there yet has
     # nobody using it, and is made (empty, then written) once the backup has passed its checks.
-    current = _Exclusive(database) if database.exists() else None
+    current = _open_current(database, force, stamp) if database.exists() else None
     copy = database.with_name(f".{database.name}.restore-{os.getpid()}")
     try:
         remove_file_blocking(copy)
         backup = _extract(source, head, copy, known)
-        why = None if current is None else newer_than(current.state(), backup)
+        why = None if current is None else newer_than(current.state, backup)
         if why is not None and not force:
             raise HubdError(f"{database} is newer than the backup: {why}. Restore anyway with --force (the "
                             "database it replaces is kept beside it)")
         if current is None:
             _create_like_directory(database)
             current = _Exclusive(database)
-        elif current.holds_tables():
+        elif current.holds_tables:
             aside = _unused(database.with_name(f"{database.name}.before-restore-{stamp}"))
             current.copy_to(aside)
             print(f"kept the database it replaces as {aside}")
@@ -108,8 +108,13 @@ def restore(config_path: Path, source: Path, *, with_config: bool, secrets_dir: 
     return 0
 
 
+class _Unreadable(HubdError):
+    """The current database file cannot be read as a database (damaged, or not one)."""
+
+
 class _Exclusive:
-    """The current database under SQLite's exclusive lock, held until close(): no other process may use it."""
+    """The current database under SQLite's exclusive lock, held until close(): no other process may use it.
+    `state` and `holds_tables` (False for the empty file of a database that did not exist) are read at once."""
 
     def __init__(self, path: Path) -> None:
         self._path = path
@@ -117,7 +122,8 @@ class _Exclusive:
         try:
             self._conn.execute("PRAGMA locking_mode=EXCLUSIVE")
             self._conn.execute("BEGIN EXCLUSIVE")
-            self._conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            self.holds_tables = holds_tables_blocking(self._conn)
+            self.state = State(schema_version_blocking(self._conn), newest_activity_blocking(self._conn))
             self._conn.execute("COMMIT")  # the lock stays: locking_mode=EXCLUSIVE
         except sqlite3.OperationalError as err:
             self._conn.close()
@@ -125,17 +131,9 @@ class _Exclusive:
                 raise HubdError(f"{path} is in use by another process: stop hubd first (sudo systemctl stop hubd), "
                                 "and wait for any other hubd command using it; then restore again") from err
             raise HubdError(f"{path}: {err}") from err
-        except sqlite3.Error as err:
+        except sqlite3.DatabaseError as err:
             self._conn.close()
-            raise HubdError(f"{path}: {err}") from err
-
-    def state(self) -> State:
-        """The current database's schema version and newest activity."""
-        return State(schema_version_blocking(self._conn), newest_activity_blocking(self._conn))
-
-    def holds_tables(self) -> bool:
-        """False for the empty file of a database that did not exist."""
-        return holds_tables_blocking(self._conn)
+            raise _Unreadable(str(err)) from err
 
     def copy_to(self, target: Path) -> None:
         """Keep a copy of the current database in the new file `target`."""
@@ -160,6 +158,22 @@ class _Exclusive:
     def close(self) -> None:
         """Release the lock."""
         self._conn.close()
+
+
+def _open_current(database: Path, force: bool, stamp: str) -> _Exclusive | None:
+    """The current database, locked; one that cannot be read is moved aside with --force (None), else refused."""
+    try:
+        return _Exclusive(database)
+    except _Unreadable as err:
+        aside = _unused(database.with_name(f"{database.name}.before-restore-{stamp}"))
+        if not force:
+            raise HubdError(f"{database} cannot be read as a database ({err}); restore over it with --force (it is "
+                            f"moved to {aside.name})") from err
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(f"{database}{suffix}", f"{aside}{suffix}")
+        print(f"moved the database that cannot be read ({err}) to {aside}")
+        return None
 
 
 def _config(config_path: Path, source: Path, head: Head | None, with_config: bool) -> HubdConfig:
