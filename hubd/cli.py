@@ -79,6 +79,29 @@ def _parser() -> argparse.ArgumentParser:
     config_arg(p)
     p.set_defaults(handler=_db_migrate)
 
+    p = sub.add_parser("backup", help="write the database (a consistent copy, hubd may run), the config and, if "
+                                      "asked, the secrets into one file; prints its path and size")
+    config_arg(p)
+    p.add_argument("file", metavar="FILE", help="the new file, or a directory (existing, or ending in /) to write "
+                                                "hubd-backup-<UTC time>.tar.gz into")
+    p.add_argument("--with-secrets", action="store_true",
+                   help="include the secret files the config names (and hubd init's login password)")
+    p.add_argument("--keep", type=int, default=None, metavar="N",
+                   help="with a directory: keep the newest N backups there, remove older ones")
+    p.set_defaults(handler=_backup)
+
+    p = sub.add_parser("restore", help="put a backup back (hubd stopped); refuses a newer database without --force")
+    config_arg(p)
+    p.add_argument("file", type=Path, metavar="FILE",
+                   help="a file `hubd backup` wrote, or the copy hubd made before a migration")
+    p.add_argument("--with-config", action="store_true",
+                   help="also put the backup's config at -c CONFIG (a different one there is kept beside it)")
+    p.add_argument("--secrets-dir", type=Path, default=None, metavar="DIR",
+                   help="also put the backup's secret files into DIR (under systemd: /etc/credstore)")
+    p.add_argument("--force", action="store_true",
+                   help="replace a database newer than the backup (it is kept beside it)")
+    p.set_defaults(handler=_restore)
+
     p = sub.add_parser("hash-password", help="print a password hash for driver.accounts (reads stdin if no arg)")
     p.add_argument("password", nargs="?", help="the password (omit to type it without echo)")
     p.set_defaults(handler=_hash_password)
@@ -154,11 +177,17 @@ def setup_logging(level: str) -> None:
 
 
 def _load(args: argparse.Namespace) -> HubdConfig:
+    """The config of a command that uses no secret: secret files are neither read nor looked for."""
+    return load_config(args.config, secrets=False)
+
+
+def _load_with_secrets(args: argparse.Namespace) -> HubdConfig:
+    """The config with its secrets, `${CREDENTIALS_DIRECTORY}` found outside systemd too (config.credential_dirs)."""
     return load_config(args.config)
 
 
 def _run(args: argparse.Namespace) -> int:
-    config = _load(args)
+    config = _load_with_secrets(args)
     setup_logging(args.log_level or config.log.level)
     from hubd.app import run
 
@@ -166,7 +195,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from hubd.config import PLACEHOLDER
+    from hubd.config import CREDENTIALS_VAR, PLACEHOLDER, credential_dirs
     from hubd.initconfig import LOGIN_USER, init_config
 
     made = init_config(args.config, secrets_dir=args.secrets_dir, storage=args.storage)
@@ -174,12 +203,15 @@ def _init(args: argparse.Namespace) -> int:
     print(f"wrote {made.client_secret} (mode 0600): put the clientSecret from the platform's console in it")
     print(f"wrote {made.login_password} (mode 0600): the password of {LOGIN_USER!r} on the authorize page")
     print(f"next: replace each {PLACEHOLDER} in {made.config}, then check it with")
-    print(f"  CREDENTIALS_DIRECTORY={made.client_secret.parent} hubd check-config -c {made.config}")
+    # Outside systemd hubd finds the secrets by itself in a credential store or next to the config.
+    found = made.client_secret.parent in credential_dirs(made.config)
+    setting = "" if found else f"{CREDENTIALS_VAR}={made.client_secret.parent} "
+    print(f"  {setting}hubd check-config -c {made.config}")
     return 0
 
 
 def _check_config(args: argparse.Namespace) -> int:
-    config = _load(args)
+    config = _load_with_secrets(args)  # what `hubd run` needs, secrets included
     from hubd.driver.policy import config_problems
 
     problems = config_problems(config)  # what `hubd run` refuses at start: callback hosts, accounts, proxies
@@ -201,9 +233,27 @@ def _db_migrate(args: argparse.Namespace) -> int:
     config = _load(args)
     from hubd.store.db import Database
 
-    Database.of(config.storage).call_blocking(lambda conn: None)
+    db = Database.of(config.storage)
+    db.call_blocking(lambda conn: None)
+    if db.migration_backup is not None:
+        print(f"copied the database to {db.migration_backup} before migrating it (to go back: docs/backup.md)")
     print(f"ok: {config.storage.path}")
     return 0
+
+
+def _backup(args: argparse.Namespace) -> int:
+    from hubd.backup.make import back_up
+
+    target = Path(args.file)
+    return back_up(args.config, _load(args), target, into_directory=args.file.endswith("/") or target.is_dir(),
+                   with_secrets=args.with_secrets, keep=args.keep)
+
+
+def _restore(args: argparse.Namespace) -> int:
+    from hubd.backup.restore import restore
+
+    return restore(args.config, args.file, with_config=args.with_config, secrets_dir=args.secrets_dir,
+                   force=args.force)
 
 
 def _demo(args: argparse.Namespace) -> int:

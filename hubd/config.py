@@ -1,8 +1,9 @@
 """The configuration file: pydantic models (every key: config.example.yaml), loading and the placeholder check.
 
-Owns what each key means, its default and its checks, and `hubd init`'s placeholder (a value still holding it
-is a problem, with what to put there). Reading the YAML (lines, `${ENV_VAR}`, merge keys, `<key>_file`
-secrets, the report) is hubd.yamlconfig's. Imports nothing from hubd but errors and yamlconfig.
+Owns what each key means, its default and its checks, `hubd init`'s placeholder (a value still holding it
+is a problem, with what to put there), and where `${CREDENTIALS_DIRECTORY}/NAME` points when systemd did not
+set the variable. Reading the YAML (lines, `${ENV_VAR}`, merge keys, `<key>_file` secrets, the report) is
+hubd.yamlconfig's. Imports nothing from hubd but errors and yamlconfig.
 """
 
 from __future__ import annotations
@@ -10,14 +11,21 @@ from __future__ import annotations
 import os
 import re
 import ssl
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
-from hubd.yamlconfig import KeyPath, is_secret_path, parse_yaml_model, read_config_file
+from hubd.yamlconfig import (
+    KeyPath,
+    SecretFile,
+    is_secret_path,
+    parse_yaml_model,
+    read_config_file,
+    secret_files,
+)
 
 _TOPIC_SEGMENT_RE = re.compile(r"^[^#+\x00]+$")
 _HOST_NAME_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
@@ -293,21 +301,49 @@ class HubdConfig(_Model):
     doorbells: list[DoorbellConfig] = Field(default_factory=list)
 
 
-def load_config(path: str | Path, env: Mapping[str, str] | None = None) -> HubdConfig:
-    """Read, substitute and validate a config file; raise ConfigError with one line per problem."""
+# Where systemd's LoadCredential=NAME finds NAME (systemd.exec(5)), in its order.
+CREDENTIAL_STORES = (Path("/etc/credstore"), Path("/run/credstore"), Path("/usr/lib/credstore"))
+CREDENTIALS_VAR = "CREDENTIALS_DIRECTORY"
+
+
+def credential_dirs(config_path: Path) -> list[Path]:
+    """Where `${CREDENTIALS_DIRECTORY}/NAME` is looked for when the variable is not set (outside systemd):
+    systemd's credential stores, then the config file's directory (where `hubd init` puts the secrets
+    without --secrets-dir). The first that holds NAME wins."""
+    return [*CREDENTIAL_STORES, config_path.absolute().parent]
+
+
+def load_config(path: str | Path, env: Mapping[str, str] | None = None, *, secrets: bool = True) -> HubdConfig:
+    """Read, substitute and validate a config file; raise ConfigError with one line per problem.
+
+    `secrets=False` for a command that uses none (the admin commands): secret files are not read, so they
+    need not be readable or found; each secret is a `hubd.yamlconfig.UnreadSecret`."""
     path = Path(path)
     text = read_config_file(path, "config file")
-    return parse_config(text, env if env is not None else os.environ, source=str(path))
+    return parse_config(text, env if env is not None else os.environ, source=str(path), secrets=secrets,
+                        credential_search=credential_dirs(path))
 
 
-def parse_config(text: str, env: Mapping[str, str], source: str = "<config>") -> HubdConfig:
-    """Validate YAML text; raise ConfigError with `<key.path>: <problem> (line N)` lines, all in one pass."""
+def parse_config(text: str, env: Mapping[str, str], source: str = "<config>", *, secrets: bool = True,
+                 credential_search: Sequence[Path] = ()) -> HubdConfig:
+    """Validate YAML text; raise ConfigError with `<key.path>: <problem> (line N)` lines, all in one pass.
+    `credential_search`: where `${CREDENTIALS_DIRECTORY}/NAME` is looked for when `env` does not set it."""
     return parse_yaml_model(HubdConfig, text, env, source, top_level="sections (storage, mqtt, http, ...)",
-                            example="config.example.yaml", cross_checks=unfilled_placeholders)
+                            example="config.example.yaml", cross_checks=unfilled_placeholders,
+                            read_secrets=secrets, dir_fallbacks={CREDENTIALS_VAR: credential_search})
+
+
+def config_secret_files(path: Path, text: str, env: Mapping[str, str] | None = None) -> list[SecretFile]:
+    """The `<secret>_file` keys of the config file at `path` (whose content is `text`), with the files they
+    name, `${CREDENTIALS_DIRECTORY}` resolved as `load_config` does."""
+    return secret_files(HubdConfig, text, env if env is not None else os.environ,
+                        {CREDENTIALS_VAR: credential_dirs(path)})
 
 
 # `hubd init` writes this where only the user knows the value; hubd refuses to run until each is replaced.
 PLACEHOLDER = "CHANGE-ME"
+# `hubd init` writes the login password there, beside the client secret (the config holds only its hash).
+LOGIN_PASSWORD_FILE = "hubd.login-password"  # noqa: S105 (a file name)
 _PLACEHOLDER_HINTS: dict[KeyPath, str] = {
     ("http", "public_url"): "the https:// URL the platform reaches this hub at, e.g. https://hub.example.com "
                             "(your reverse proxy's name for it)",

@@ -6,8 +6,8 @@ otherwise, `hubd.client-secret` (a placeholder for the secret the platform's con
 mode 0600. Nothing is a demo value: every setting only the user knows is `config.PLACEHOLDER`, which
 `hubd check-config` and `hubd run` refuse, naming the key and what to put there. The config reads the
 client secret as `${CREDENTIALS_DIRECTORY}/hubd.client-secret`, the way systemd's `LoadCredential=`
-hands it over; run by hand, set CREDENTIALS_DIRECTORY to the secrets' directory. Existing files are
-never overwritten. Imports config and the driver's password hashing.
+hands it over; run by hand, hubd finds it in /etc/credstore or next to the config (hubd.config's
+`credential_dirs`). Existing files are never overwritten. Imports config and the driver's password hashing.
 """
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from hubd.config import PLACEHOLDER
+from hubd.config import LOGIN_PASSWORD_FILE, PLACEHOLDER
 from hubd.driver.passwords import hash_password
 from hubd.errors import HubdError
 
 CLIENT_SECRET_FILE = "hubd.client-secret"  # noqa: S105 (a file name; it matches the unit's LoadCredential=)
-LOGIN_PASSWORD_FILE = "hubd.login-password"  # noqa: S105 (a file name)
 SYSTEMD_STATE = Path("/var/lib/hubd/hubd.db")  # the unit's StateDirectory
 LOGIN_USER = "owner"
 
@@ -75,7 +74,8 @@ def _config_text(storage: Path, password_hash: str) -> str:
 # Replace every {PLACEHOLDER} below: `hubd check-config -c <this file>` names each one left and what it
 # needs. Every key is described in docs/configuration.md of hubd's source. This file holds no secret:
 # the client secret and the login password are in files of their own (mode 0600), read through
-# ${{CREDENTIALS_DIRECTORY}}: systemd sets it for the unit; by hand, set it to their directory.
+# ${{CREDENTIALS_DIRECTORY}}: systemd sets it for the unit; by hand (unset), hubd looks in /etc/credstore
+# and then next to this file.
 
 storage:
   path: {storage}

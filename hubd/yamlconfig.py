@@ -1,32 +1,56 @@
 """Reading a YAML config file into a pydantic model (hubd's config, the speaker's), problems with YAML lines.
 
 Owns parsing (safe YAML with merge keys; a tag or value it cannot read is a reported problem, never a
-traceback), `${ENV_VAR}` substitution, `<key>_file` secrets (of the model's SecretStr fields, at any depth),
-did-you-mean for unknown keys, and the report: one `<key.path>: <problem> (line N)` line per problem, all in
-one pass, sorted by line. A value is never quoted back (it may be a secret). Knows no model of its own: the
-caller passes one. Imports nothing from hubd but errors.
+traceback), `${ENV_VAR}` substitution (with the directories a caller names for an unset `${VAR}/NAME`),
+`<key>_file` secrets (of the model's SecretStr fields, at any depth; left unread for a command that uses
+none), did-you-mean for unknown keys, and the report: one `<key.path>: <problem> (line N)` line per problem,
+all in one pass, sorted by line. A value is never quoted back (it may be a secret). Knows no model of its
+own: the caller passes one. Imports nothing from hubd but errors.
 """
 
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from hubd.errors import ConfigError
+from hubd.errors import ConfigError, HubdError
 
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_DIR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}/([^$]+)")  # `${VAR}/NAME`: a file in a directory VAR names
 
 KeyPath = tuple[str | int, ...]
 M = typing.TypeVar("M", bound=BaseModel)
 # Problems one key cannot show alone, read from the raw values: (key path, message) each.
 CrossChecks = typing.Callable[[dict[str, Any]], list[tuple[KeyPath, str]]]
+# An environment variable naming a directory -> where to look for `${VAR}/NAME` when VAR is not set, in order.
+DirFallbacks = Mapping[str, Sequence[Path]]
+
+
+class UnreadSecret(SecretStr):
+    """A secret a command did not read because it uses none: asking for its value is a bug, and says so."""
+
+    def get_secret_value(self) -> str:
+        """Never the secret: this command did not read it."""
+        raise HubdError(f"{self._secret_value}: this command reads no secret, yet asked for this one")
+
+
+@dataclass(frozen=True, slots=True)
+class SecretFile:
+    """A `<secret>_file` key: the path as written and where it points now (None, with the problem, if unknown)."""
+
+    key: str  # dotted, e.g. platform.client_secret_file
+    written: str
+    path: Path | None
+    problem: str | None
 
 
 def read_config_file(path: Path, what: str) -> str:
@@ -38,9 +62,13 @@ def read_config_file(path: Path, what: str) -> str:
 
 
 def parse_yaml_model(model: type[M], text: str, env: Mapping[str, str], source: str, *, top_level: str,
-                     example: str, cross_checks: CrossChecks | None = None) -> M:
+                     example: str, cross_checks: CrossChecks | None = None, read_secrets: bool = True,
+                     dir_fallbacks: DirFallbacks | None = None) -> M:
     """YAML text validated against `model` (hubd's config, the speaker's): ConfigError with one
-    `<key.path>: <problem> (line N)` line per problem, all in one pass; `example` is the file naming every key."""
+    `<key.path>: <problem> (line N)` line per problem, all in one pass; `example` is the file naming every key.
+
+    `read_secrets=False` (a command that uses no secret): secrets and their `_file` keys are neither read nor
+    checked (an unset `${VAR}` in them is no problem); each becomes an `UnreadSecret`."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as err:
@@ -49,12 +77,13 @@ def parse_yaml_model(model: type[M], text: str, env: Mapping[str, str], source: 
         raise ConfigError([f"{source}: not valid YAML: {getattr(err, 'problem', err)}{where}"]) from err
     lines: dict[KeyPath, int] = {}
     problems = _Problems()
-    data = {} if node is None else _YamlReader(model, env, lines, problems).read(node, ())
+    reader = _YamlReader(model, env, lines, problems, read_secrets=read_secrets, dir_fallbacks=dir_fallbacks)
+    data = {} if node is None else reader.read(node, ())
     if data is None and problems.lines():
         raise ConfigError(problems.lines())
     if not isinstance(data, dict):
         raise ConfigError([f"{source}: the top level must be a mapping of {top_level}"])
-    _read_secret_files(model, data, (), lines, problems)
+    _read_secret_files(model, data, (), lines, problems, read=read_secrets)
     config: M | None = None
     try:
         config = model.model_validate(data)
@@ -97,12 +126,14 @@ class _YamlReader:
     """
 
     def __init__(self, model: type[BaseModel], env: Mapping[str, str], lines: dict[KeyPath, int],
-                 problems: _Problems) -> None:
+                 problems: _Problems, *, read_secrets: bool = True, dir_fallbacks: DirFallbacks | None = None) -> None:
         self._model = model
         self._loader = yaml.SafeLoader("")
         self._env = env
         self._lines = lines
         self._problems = problems
+        self._read_secrets = read_secrets
+        self._fallbacks = dir_fallbacks or {}
 
     def read(self, node: yaml.Node, path: KeyPath) -> Any:
         """The node's value; None (and a problem reported at `path`) if it cannot be read."""
@@ -117,7 +148,11 @@ class _YamlReader:
         assert isinstance(node, yaml.ScalarNode)  # the third and last kind of node
         value = self._scalar(node, path)
         if isinstance(value, str) and "${" in value:
-            value = _ENV_RE.sub(lambda match: self._env_value(match.group(1), path), value)
+            if not self._read_secrets and _names_secret(self._model, path):
+                return value  # left as written: this command reads no secret, so it need not find one
+            value, unset = expand(value, self._env, self._fallbacks)
+            for problem in unset:
+                self._problems.add(path, problem, self._lines[path])
         return None if value is _UNREADABLE else value
 
     def _mapping(self, node: yaml.MappingNode, path: KeyPath) -> dict[str, Any] | None:
@@ -181,13 +216,89 @@ class _YamlReader:
             problem = _unknown_tag(self._model, tag, path)
         self._problems.add(path, problem, node.start_mark.line + 1)
 
-    def _env_value(self, name: str, path: KeyPath) -> str:
-        if name not in self._env:
-            hint = ("; systemd sets it for the unit, by hand set it to the directory of the secret files, e.g. "
-                    "`CREDENTIALS_DIRECTORY=/etc/credstore hubd ...`") if name == "CREDENTIALS_DIRECTORY" else ""
-            self._problems.add(path, f"environment variable {name} is not set{hint}", self._lines[path])
-            return ""
-        return self._env[name]
+
+def expand(value: str, env: Mapping[str, str], fallbacks: DirFallbacks | None = None) -> tuple[str, list[str]]:
+    """`value` with each `${VAR}` replaced, and one problem per VAR that is not set. A whole value `${VAR}/NAME`
+    whose VAR is not set but has fallbacks is the first `DIR/NAME` that exists, DIR taken from them in order."""
+    whole = _DIR_RE.fullmatch(value)
+    if whole is not None and whole.group(1) not in env and fallbacks and fallbacks.get(whole.group(1)):
+        name, rest = whole.group(1), whole.group(2)
+        unsearchable: list[str] = []
+        for directory in fallbacks[name]:
+            try:
+                os.stat(directory / rest)
+            except PermissionError:
+                unsearchable.append(str(directory))
+            except OSError:
+                continue
+            else:
+                return str(directory / rest), []
+        looked = ", ".join(str(d) for d in fallbacks[name])
+        denied = (f"; hubd may not look into {', '.join(unsearchable)} (run the command as root, e.g. with sudo)"
+                  if unsearchable else "")
+        return "", [f"environment variable {name} is not set, and {rest} is in none of the directories hubd looks "
+                    f"in instead ({looked}){denied}{_unset_hint(name)}"]
+    problems: list[str] = []
+
+    def one(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name in env:
+            return env[name]
+        problems.append(f"environment variable {name} is not set{_unset_hint(name)}")
+        return ""
+
+    return _ENV_RE.sub(one, value), problems
+
+
+def _unset_hint(name: str) -> str:
+    if name != "CREDENTIALS_DIRECTORY":
+        return ""
+    return ("; systemd sets it for the unit, by hand set it to the directory of the secret files, e.g. "
+            "`CREDENTIALS_DIRECTORY=/etc/credstore hubd ...`")
+
+
+def secret_files(model: type[BaseModel], text: str, env: Mapping[str, str],
+                 fallbacks: DirFallbacks | None = None) -> list[SecretFile]:
+    """Every `<secret>_file` key of a YAML text of `model` (at any depth), with where it points; YAML that
+    cannot be read names none (parsing it reports why)."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return []
+    reader = _YamlReader(model, env, {}, _Problems(), read_secrets=False)
+    data = None if node is None else reader.read(node, ())
+    found: list[SecretFile] = []
+    for path, written in _secret_file_keys(model, data if isinstance(data, dict) else {}, ()):
+        expanded, problems = expand(written, env, fallbacks)
+        found.append(SecretFile(_dotted(path), written, None if problems else Path(expanded),
+                                problems[0] if problems else None))
+    return found
+
+
+def _secret_file_keys(model: type[BaseModel], data: dict[str, Any], path: KeyPath) -> list[tuple[KeyPath, str]]:
+    out: list[tuple[KeyPath, str]] = []
+    for name, field in model.model_fields.items():
+        key = f"{name}_file"
+        if _is_secret(field.annotation) and isinstance(data.get(key), str):
+            out.append(((*path, key), data[key]))
+        value = data.get(name)
+        sub = _model_of(field.annotation)
+        if sub is not None and isinstance(value, dict):
+            out.extend(_secret_file_keys(sub, value, (*path, name)))
+        item_model = _model_of(_list_item(field.annotation))
+        if item_model is not None and isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    out.extend(_secret_file_keys(item_model, item, (*path, name, i)))
+    return out
+
+
+def _names_secret(model: type[BaseModel], path: KeyPath) -> bool:
+    """True if `path` is a secret field of `model` or its `<key>_file` key."""
+    last = path[-1] if path else None
+    if isinstance(last, str) and last.endswith("_file") and is_secret_path(model, (*path[:-1], last[:-5])):
+        return True
+    return is_secret_path(model, path)
 
 
 class _MergeError(Exception):
@@ -265,34 +376,40 @@ def is_secret_path(model: type[BaseModel], path: KeyPath) -> bool:
 
 
 def _read_secret_files(
-    model: type[BaseModel], data: dict[str, Any], path: KeyPath, lines: dict[KeyPath, int], problems: _Problems
+    model: type[BaseModel], data: dict[str, Any], path: KeyPath, lines: dict[KeyPath, int], problems: _Problems,
+    *, read: bool = True,
 ) -> None:
-    """Replace every `<secret>_file: PATH` (of a SecretStr field, at any depth) by the file's content."""
+    """Replace every `<secret>_file: PATH` (of a SecretStr field, at any depth) by the file's content; with
+    `read=False`, every secret (from a file or not) by an UnreadSecret."""
     for name, field in model.model_fields.items():
         annotation = field.annotation
         key = f"{name}_file"
-        if _is_secret(annotation) and key in data:
-            _read_secret_file(data, path, name, lines, problems)
+        if _is_secret(annotation) and (key in data or (not read and name in data)):
+            _read_secret_file(data, path, name, lines, problems, read=read)
         value = data.get(name)
         sub = _model_of(annotation)
         if sub is not None and isinstance(value, dict):
-            _read_secret_files(sub, value, (*path, name), lines, problems)
+            _read_secret_files(sub, value, (*path, name), lines, problems, read=read)
         item_model = _model_of(_list_item(annotation))
         if item_model is not None and isinstance(value, list):
             for i, item in enumerate(value):
                 if isinstance(item, dict):
-                    _read_secret_files(item_model, item, (*path, name, i), lines, problems)
+                    _read_secret_files(item_model, item, (*path, name, i), lines, problems, read=read)
 
 
 def _read_secret_file(
-    data: dict[str, Any], path: KeyPath, name: str, lines: dict[KeyPath, int], problems: _Problems
+    data: dict[str, Any], path: KeyPath, name: str, lines: dict[KeyPath, int], problems: _Problems, *, read: bool,
 ) -> None:
     key = f"{name}_file"
     file_path, value_path = (*path, key), (*path, name)
-    given = data.pop(key)
-    if name in data:
+    given = data.pop(key, None)
+    if given is not None and name in data:
         problems.add(file_path, f"give either {_dotted(value_path)} or {_dotted(file_path)}, not both",
                      lines.get(file_path))
+        return
+    if not read:
+        data[name] = UnreadSecret(_dotted(value_path))
+        lines.setdefault(value_path, lines.get(file_path, 0))
         return
     if file_path in problems.paths:  # an unset ${ENV_VAR} in the path: reported already
         problems.paths.add(value_path)  # and not again as "field required"

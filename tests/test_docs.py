@@ -28,8 +28,8 @@ PAGES = [README, *sorted(DOCS_DIR.glob("*.md"))]
 # Other files users read that name files and README sections.
 USER_FILES = [REPO / "config.example.yaml", REPO / "speaker.example.yaml", *sorted((REPO / "systemd").glob("*"))]
 
-# Files on the user's machine, not in the repository: hubd's config, the speaker's, Home Assistant's.
-THEIR_FILES = {"config.yaml", "speaker.yaml", "configuration.yaml", "secrets.yaml"}
+# Files on the user's machine, not in the repository: hubd's config, the speaker's, Home Assistant's, a backup's.
+THEIR_FILES = {"config.yaml", "speaker.yaml", "configuration.yaml", "secrets.yaml", "manifest.json"}
 # hubd's own MQTT topics under the default base topic look like paths into the package.
 TOPICS = ("hubd/device/", "hubd/status")
 FILE_SUFFIXES = (".py", ".yaml", ".yml", ".md", ".png", ".service", ".toml", ".json", ".html", ".sql")

@@ -41,7 +41,8 @@ def test_init_writes_a_config_without_demo_values_and_secrets_readable_only_by_t
     password = login.read_text().strip()
     assert len(password) >= 20 and password not in text  # only its hash is in the config
     assert str(config.parent / "hubd.db") in text
-    assert "wrote" in done.stdout and "CREDENTIALS_DIRECTORY=" in done.stdout
+    # The secrets are next to the config, where hubd finds them without CREDENTIALS_DIRECTORY.
+    assert "wrote" in done.stdout and f"  hubd check-config -c {config}\n" in done.stdout
 
     _fill(config, secret)
     loaded = load_config(config, env={"CREDENTIALS_DIRECTORY": str(config.parent)})
@@ -89,9 +90,13 @@ def test_init_puts_the_secrets_where_told_and_a_config_under_etc_uses_the_units_
     assert made.storage == tmp_path / "hubd.db"
 
 
-def test_without_credentials_directory_the_problem_says_how_to_set_it(tmp_path: Path) -> None:
-    config = tmp_path / "config.yaml"
-    assert _hubd("init", "-c", str(config)).returncode == 0
+def test_secrets_where_hubd_does_not_look_need_credentials_directory_and_the_problem_says_so(tmp_path: Path) -> None:
+    config, secrets = tmp_path / "config.yaml", tmp_path / "elsewhere"
+    done = _hubd("init", "-c", str(config), "--secrets-dir", str(secrets))
+    assert done.returncode == 0
+    assert f"  CREDENTIALS_DIRECTORY={secrets} hubd check-config -c {config}\n" in done.stdout
     done = _hubd("check-config", "-c", str(config), env={"PATH": "/usr/bin:/bin"})
     assert done.returncode == 2
-    assert "CREDENTIALS_DIRECTORY is not set; systemd sets it" in done.stderr
+    assert ("platform.client_secret_file: environment variable CREDENTIALS_DIRECTORY is not set, and "
+            "hubd.client-secret is in none of the directories hubd looks in instead (/etc/credstore, /run/credstore, "
+            f"/usr/lib/credstore, {tmp_path}); systemd sets it") in done.stderr

@@ -1,5 +1,5 @@
-"""The systemd unit: `systemd-analyze verify` finds nothing, its exposure score stays low, and it carries the
-hardening, descriptor and restart limits."""
+"""The systemd units: `systemd-analyze verify` finds nothing, exposure scores stay low; hubd's carries the hardening,
+descriptor and restart limits, and the backup timer's runs `hubd backup` as hubd's own user every night."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hubd_proc import REPO
 
+from hubd.cli import _parser
 from hubd.web.connections import MAX_CONNECTIONS, connection_cap
 
 MAX_EXPOSURE = 1.5
@@ -29,10 +30,10 @@ def _analyze() -> str:
     return analyze
 
 
-def _unit() -> configparser.ConfigParser:
+def _unit(name: str = "hubd.service") -> configparser.ConfigParser:
     parser = configparser.ConfigParser(strict=False, interpolation=None, delimiters=("=",))
     parser.optionxform = str  # type: ignore[assignment,method-assign]
-    parser.read_string((REPO / "systemd" / "hubd.service").read_text())
+    parser.read_string((REPO / "systemd" / name).read_text())
     return parser
 
 
@@ -89,3 +90,39 @@ def test_the_unit_passes_systemd_analyze_verify_and_keeps_its_hardening(tmp_path
     result = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True, check=False)
     # systemd-analyze exits 0 for most mistakes; any output at all is a finding.
     assert result.returncode == 0 and not (result.stdout + result.stderr).strip(), result.stdout + result.stderr
+
+
+# --- the backup timer: hubd-backup.service and hubd-backup.timer ----------------------------------------------------
+
+
+def test_the_backup_units_pass_systemd_analyze_verify_and_stay_hardened(tmp_path: Path) -> None:
+    analyze = _analyze()
+    hubd_bin = shutil.which("hubd") or str(Path(sys.executable).with_name("hubd"))
+    for name in ("hubd-backup.service", "hubd-backup.timer"):  # side by side: the timer names the service
+        (tmp_path / name).write_text((REPO / "systemd" / name).read_text().replace("/opt/hubd/bin/hubd", hubd_bin))
+    result = subprocess.run([analyze, "verify", str(tmp_path / "hubd-backup.service"),
+                             str(tmp_path / "hubd-backup.timer")], capture_output=True, text=True, check=False)
+    assert result.returncode == 0 and not (result.stdout + result.stderr).strip(), result.stdout + result.stderr
+    result = subprocess.run([analyze, "security", "--offline=yes", "--threshold=10",
+                             str(tmp_path / "hubd-backup.service")], capture_output=True, text=True, check=False)
+    found = re.search(r"Overall exposure level for hubd-backup\.service: (\d+\.\d+)", result.stdout)
+    assert found is not None, result.stdout + result.stderr
+    assert float(found.group(1)) <= 1.0 and result.returncode == 0, result.stdout  # no network at all
+
+
+def test_the_backup_runs_as_hubds_user_on_hubds_state_and_keeps_a_week() -> None:
+    hub, backup, timer = _unit(), _unit("hubd-backup.service"), _unit("hubd-backup.timer")
+    service = backup["Service"]
+    assert service["Type"] == "oneshot"
+    # hubd.service's DynamicUser is named after the unit; the same User= shares it, so the database is readable.
+    assert "User" not in hub["Service"] and service["DynamicUser"] == "yes" and service["User"] == "hubd"
+    for key in ("StateDirectory", "StateDirectoryMode", "ConfigurationDirectory", "UMask"):
+        assert service[key] == hub["Service"][key], key
+    args = service["ExecStart"].split()[1:]
+    assert args[0] == "backup" and args[-1].startswith("/var/lib/hubd/") and args[-1].endswith("/")
+    parsed = _parser().parse_args(args)
+    assert parsed.keep == 7 and str(parsed.config) == "/etc/hubd/config.yaml" and not parsed.with_secrets
+    assert "LoadCredential" not in service  # it reads no secret
+    assert timer["Timer"]["Persistent"] == "true" and timer["Timer"]["RandomizedDelaySec"]
+    assert timer["Timer"]["OnCalendar"].startswith("*-*-* ")  # nightly
+    assert timer["Install"]["WantedBy"] == "timers.target"

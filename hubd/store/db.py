@@ -11,6 +11,9 @@ Only a probe write (a file of PROBE_BYTES beside the database, then a one-page S
 disk writable again, never a caller's small write that happened to fit: so a writer that waits for
 `writable()` and then retries does so at the probe's backoff, not in a loop. Any other sqlite error is a
 plain `StoreError`.
+
+Before it migrates a database to a newer schema, it copies it beside itself (`migration_backup_path`), so an
+upgrade can be undone with `hubd restore`; a migration whose copy cannot be written does not start.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from hubd.config import StorageConfig
 from hubd.errors import StorageUnavailable, StoreError
 from hubd.lifecycle import Backoff, Clock, Health, SystemClock
 from hubd.metrics import Metrics
+from hubd.store.snapshot import copy_database_blocking, remove_file_blocking, sync_directory_blocking
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +63,11 @@ _STORAGE_ERRNOS = {
     errno.EIO: "the disk failed (I/O error)",
     errno.EROFS: "the disk is read-only",
 }
+
+
+def migration_backup_path(database: Path, old: int, new: int) -> Path:
+    """Where the copy of a database made before migrating it from schema `old` to `new` goes: beside it."""
+    return database.with_name(f"{database.name}.pre-{old}-to-{new}.bak")
 
 
 def migrations() -> list[tuple[int, str, str]]:
@@ -93,6 +102,7 @@ class Database:
         self._unwritable = asyncio.Event()
         self._writable_since: float | None = None
         self._failing_since: float | None = None
+        self.migration_backup: Path | None = None  # the copy made before the last migration this object ran
         self._failures = None if metrics is None else metrics.counter(
             "hubd_storage_failures_total", "database calls and probes the disk refused (full, read-only, I/O error)")
         if metrics is not None:
@@ -274,6 +284,8 @@ class Database:
                 f"{self._path} has schema version {current}, newer than this hubd knows ({len(known)}); "
                 "upgrade hubd or point storage.path at another file"
             )
+        if 0 < current < len(known):
+            self._backup_before_migration_blocking(conn, current, len(known))
         for version, name, sql in known[current:]:
             log.info("applying database migration %s", name)
             conn.execute("BEGIN IMMEDIATE")
@@ -285,6 +297,24 @@ class Database:
             except sqlite3.Error:
                 conn.execute("ROLLBACK")
                 raise
+
+
+    def _backup_before_migration_blocking(self, conn: sqlite3.Connection, old: int, new: int) -> None:
+        """Copy the database beside itself before migrating it; a copy that fails stops the migration."""
+        target = migration_backup_path(self._path, old, new)
+        partial = target.with_name(target.name + ".partial")
+        try:
+            remove_file_blocking(partial)  # from an attempt that died half-way
+            copy_database_blocking(conn, partial)
+            os.replace(partial, target)  # the newest copy wins: it is the state this migration starts from
+            sync_directory_blocking(target.parent)
+        except (OSError, sqlite3.Error) as err:
+            remove_file_blocking(partial)
+            raise StoreError(f"{self._path}: not migrated from schema {old} to {new}: the copy to go back to "
+                             f"cannot be written ({err}); free space beside the database, then start again") from err
+        self.migration_backup = target
+        log.info("copied %s to %s before migrating it from schema %d to %d (to go back: hubd restore --force "
+                    "with that file, then the older hubd)", self._path, target, old, new)
 
 
 def _probe_commit_blocking(conn: sqlite3.Connection) -> None:

@@ -1,0 +1,117 @@
+"""Online copies of the database, and what a database holds: schema version, newest activity, integrity.
+
+A copy is made with SQLite's online backup API inside one read transaction of the source connection. In WAL
+mode a reader never blocks hubd's writer (its commits go on into the WAL meanwhile), the copy is one
+consistent moment, and its steps never start over when another process commits (without the transaction
+they would, at every commit hubd makes). Used by `Database` before a migration, and by `hubd backup` and
+`hubd restore`, with the file chores around them (sync, ownership, leftovers). Imports nothing from hubd.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from pathlib import Path
+
+STEP_PAGES = 1024  # pages per backup step (4 MiB at SQLite's default page size)
+# When hubd recorded something it would not get back by itself: an event queued or given up on, a grant
+# stored or refreshed, a login or token of the driver, a webhook made, rotated or revoked or called. Epoch
+# seconds; a table or column a database lacks is skipped (older schemas). New tables' times belong here.
+ACTIVITY_COLUMNS = (
+    ("outbox", "created_at"), ("dead_letters", "dead_at"), ("grants", "obtained_at"),
+    ("driver_grants", "created_at"), ("driver_grants", "revoked_at"), ("driver_tokens", "created_at"),
+    ("driver_tokens", "rotated_at"), ("webhook_tokens", "created_at"), ("webhook_tokens", "rotated_at"),
+    ("webhook_tokens", "revoked_at"), ("webhook_commands", "created_at"),
+)
+
+
+def copy_database_blocking(source: sqlite3.Connection, target: Path) -> None:
+    """Copy the database `source` reads into the new file `target` (mode 0600 from the start; it must not
+    exist), synced, in rollback-journal mode so that the copy is one self-contained file."""
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(fd)
+    dest = sqlite3.connect(target, isolation_level=None)
+    try:
+        own = not source.in_transaction
+        if own:
+            source.execute("BEGIN")
+            source.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the snapshot is taken here
+        try:
+            source.backup(dest, pages=STEP_PAGES)
+        finally:
+            if own:
+                source.execute("COMMIT")
+        dest.execute("PRAGMA journal_mode=DELETE")  # commits with synchronous=FULL: on disk when this returns
+    finally:
+        dest.close()
+
+
+def replace_database_blocking(source: Path, dest: sqlite3.Connection) -> None:
+    """Make the database `dest` (held exclusively by the caller) a copy of the file `source`, in one transaction
+    that a crash rolls back. Rollback-journal mode meanwhile: in WAL mode SQLite refuses a copy whose page
+    size differs."""
+    dest.execute("PRAGMA journal_mode=DELETE")
+    src = sqlite3.connect(source, isolation_level=None)
+    try:
+        src.backup(dest)
+    finally:
+        src.close()
+    dest.execute("PRAGMA journal_mode=WAL")
+
+
+def schema_version_blocking(conn: sqlite3.Connection) -> int:
+    """The database's schema version (`PRAGMA user_version`: the number of hubd migrations applied)."""
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def newest_activity_blocking(conn: sqlite3.Connection) -> float | None:
+    """The latest time in ACTIVITY_COLUMNS (epoch seconds), or None when the database recorded nothing."""
+    newest: float | None = None
+    tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    for table, column in ACTIVITY_COLUMNS:
+        if table not in tables:
+            continue
+        if column not in {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}:
+            continue
+        value = conn.execute(f"SELECT MAX({column}) FROM {table}").fetchone()[0]  # noqa: S608 (names of ours)
+        if value is not None and (newest is None or float(value) > newest):
+            newest = float(value)
+    return newest
+
+
+def holds_tables_blocking(conn: sqlite3.Connection) -> bool:
+    """False for an empty database file (nothing created in it yet)."""
+    return int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]) > 0
+
+
+def integrity_problems_blocking(conn: sqlite3.Connection, limit: int = 5) -> list[str]:
+    """What `PRAGMA integrity_check` finds (the first `limit` problems); empty when the database is sound."""
+    rows = [str(r[0]) for r in conn.execute(f"PRAGMA integrity_check({int(limit)})")]
+    return [] if rows == ["ok"] else rows
+
+
+def sync_directory_blocking(directory: Path) -> None:
+    """fsync a directory, so that a rename in it survives a power cut."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def give_to_directory_owner_blocking(path: Path) -> None:
+    """Run as root, give a file or directory just made the owner of the directory it is in: under systemd that
+    is hubd's user (StateDirectory=), which must open the database and prune the backups."""
+    if os.geteuid() != 0:
+        return
+    parent = os.stat(path.parent)
+    if (parent.st_uid, parent.st_gid) != (0, 0):
+        os.chown(path, parent.st_uid, parent.st_gid, follow_symlinks=False)
+
+
+def remove_file_blocking(path: Path) -> None:
+    """Remove a copy and the journal files SQLite may have left beside it; a file already gone is fine."""
+    for leftover in (path, *(path.with_name(path.name + suffix) for suffix in ("-journal", "-wal", "-shm"))):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(leftover)

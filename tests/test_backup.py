@@ -1,0 +1,289 @@
+"""`hubd backup` and `hubd restore` as users run them, on an installation `hubd init` made: one private file with
+a consistent online copy of the database and the config (secrets only when asked); restore refuses a damaged
+backup, a database newer than the backup (unless --force, which keeps it beside), and writes the config and
+the secrets only when asked. Real files, real SQLite, the console script as a subprocess."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from backup_helpers import (
+    CLIENT_SECRET,
+    clean_env,
+    hubd,
+    installation,
+    manifest,
+    members,
+    ok,
+    repack,
+    rows,
+    wrote_line,
+)
+
+from hubd.backup.make import back_up
+from hubd.config import load_config
+from hubd.store.db import migrations
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    """An installation `hubd init` made, its placeholders filled, its database created, one webhook made."""
+    path = installation(tmp_path / "pi")
+    ok("db-migrate", "-c", str(path))
+    ok("webhook", "create", "-c", str(path), "--name", "kitchen")
+    return path
+
+
+def database(config: Path) -> Path:
+    return config.parents[1] / "state" / "hubd.db"
+
+
+def test_backup_is_one_private_file_with_the_database_and_the_config_and_no_secret(config: Path,
+                                                                                   tmp_path: Path) -> None:
+    out = ok("backup", "-c", str(config), str(tmp_path / "b.tar.gz"))
+    path, size = wrote_line(out)
+    assert path == tmp_path / "b.tar.gz" and size == path.stat().st_size
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    files = members(path)
+    assert list(files) == ["manifest.json", "config.yaml", "hubd.db"]
+    assert files["config.yaml"] == config.read_bytes()
+    assert CLIENT_SECRET.encode() not in gzip.decompress(path.read_bytes())
+    meta = manifest(path)
+    assert meta["schemaVersion"] == len(migrations()) and meta["secrets"] == []
+    # What was left out is named, with how to include it.
+    assert "left out the secrets (add --with-secrets" in out and "platform.client_secret_file" in out
+    assert "the login password" not in out  # not found: CREDENTIALS_DIRECTORY unset and the secrets elsewhere
+    # The database copy is a database, with the webhook.
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(files["hubd.db"])
+    assert rows(copy, "SELECT name FROM webhook_tokens") == [("kitchen",)]
+    assert rows(copy, "PRAGMA integrity_check") == [("ok",)]
+    # Never an existing file overwritten.
+    again = hubd("backup", "-c", str(config), str(path))
+    assert again.returncode == 1 and "exists already" in again.stderr and path.stat().st_size == size
+
+
+def test_with_secrets_they_come_along_and_restore_puts_them_only_where_told(config: Path, tmp_path: Path) -> None:
+    credstore = config.parents[1] / "credstore"
+    env = clean_env(CREDENTIALS_DIRECTORY=str(credstore))
+    out = ok("backup", "-c", str(config), "--with-secrets", str(tmp_path / "b.tar.gz"), env=env)
+    path, _ = wrote_line(out)
+    files = members(path)
+    assert files["secrets/hubd.client-secret"] == (CLIENT_SECRET + "\n").encode()
+    assert files["secrets/hubd.login-password"] == (credstore / "hubd.login-password").read_bytes()
+    assert "left out" not in out
+
+    out = ok("restore", "-c", str(config), str(path))  # secrets not asked for: named, not written
+    assert "add --secrets-dir DIR" in out
+    target = tmp_path / "new-credstore"
+    out = ok("restore", "-c", str(config), "--secrets-dir", str(target), str(path))
+    for name in ("hubd.client-secret", "hubd.login-password"):
+        assert (target / name).read_bytes() == (credstore / name).read_bytes()
+        assert stat.S_IMODE((target / name).stat().st_mode) == 0o600
+    # A different file there is kept beside, never overwritten.
+    (target / "hubd.client-secret").write_text("rotated since\n")
+    out = ok("restore", "-c", str(config), "--secrets-dir", str(target), str(path))
+    [kept] = target.glob("hubd.client-secret.before-restore-*")
+    assert kept.read_text() == "rotated since\n" and str(kept) in out
+    assert (target / "hubd.client-secret").read_text() == CLIENT_SECRET + "\n"
+
+
+# A writer like hubd's: WAL, nothing checkpointed (so a copy of the database file alone would hold none of its
+# rows), two rows per transaction; it says how many pairs it committed after each commit.
+_WRITER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA journal_mode=WAL")
+conn.execute("PRAGMA wal_autocheckpoint=0")
+conn.execute("CREATE TABLE IF NOT EXISTS pairs (n INTEGER, half INTEGER)")
+n = 0
+while True:
+    n += 1
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("INSERT INTO pairs VALUES (?, 0)", (n,))
+    conn.execute("INSERT INTO pairs VALUES (?, 1)", (n,))
+    conn.execute("COMMIT")
+    print(n, flush=True)
+"""
+
+
+def test_a_backup_taken_while_another_process_commits_is_one_consistent_moment(config: Path, tmp_path: Path) -> None:
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(database(config))], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert writer.stdout is not None
+        for i in range(3):
+            before = 0
+            while before < 500 * (i + 1):  # it commits on while the backups are taken
+                before = int(writer.stdout.readline())
+            path, _ = wrote_line(ok("backup", "-c", str(config), str(tmp_path / f"b{i}.tar.gz")))
+            copy = tmp_path / f"copy{i}.db"
+            copy.write_bytes(members(path)["hubd.db"])
+            [(count, pairs)] = rows(copy, "SELECT count(*), count(DISTINCT n) FROM pairs")
+            assert count == 2 * pairs, "a transaction was copied half"
+            assert pairs >= before, "rows committed before the backup began are missing (a file copy?)"
+            assert rows(copy, "PRAGMA integrity_check") == [("ok",)]
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+def test_restore_refuses_a_newer_database_unless_forced_and_then_keeps_it_beside(config: Path, tmp_path: Path) -> None:
+    path, _ = wrote_line(ok("backup", "-c", str(config), str(tmp_path / "b.tar.gz")))
+    ok("webhook", "create", "-c", str(config), "--name", "made-after-the-backup")
+
+    refused = hubd("restore", "-c", str(config), str(path))
+    assert refused.returncode == 1
+    assert "is newer than the backup: it recorded events, grants, tokens or webhooks until" in refused.stderr
+    assert "--force" in refused.stderr
+    assert len(rows(database(config), "SELECT id FROM webhook_tokens")) == 2  # untouched
+    assert not list(database(config).parent.glob("*.before-restore-*"))
+
+    out = ok("restore", "-c", str(config), "--force", str(path))
+    assert rows(database(config), "SELECT name FROM webhook_tokens") == [("kitchen",)]
+    [kept] = database(config).parent.glob("hubd.db.before-restore-*")
+    assert f"kept the database it replaces as {kept}" in out
+    assert sorted(rows(kept, "SELECT name FROM webhook_tokens")) == [("kitchen",), ("made-after-the-backup",)]
+    assert "integrity_check: ok" in out
+
+
+def test_a_new_database_that_recorded_nothing_is_not_newer(config: Path, tmp_path: Path) -> None:
+    path, _ = wrote_line(ok("backup", "-c", str(config), str(tmp_path / "b.tar.gz")))
+    for leftover in database(config).parent.iterdir():
+        leftover.unlink()
+    ok("db-migrate", "-c", str(config))  # what a hubd started before the restore would make
+    ok("restore", "-c", str(config), str(path))
+    assert rows(database(config), "SELECT name FROM webhook_tokens") == [("kitchen",)]
+
+
+def test_restore_onto_a_wiped_disk_takes_the_config_only_when_asked(config: Path, tmp_path: Path) -> None:
+    path, _ = wrote_line(ok("backup", "-c", str(config), str(tmp_path / "b.tar.gz")))
+    original = config.read_bytes()
+    shutil.rmtree(config.parents[1] / "state")
+    config.unlink()
+
+    refused = hubd("restore", "-c", str(config), str(path))
+    assert refused.returncode == 2 and "add --with-config" in refused.stderr
+    out = ok("restore", "-c", str(config), "--with-config", str(path))
+    assert config.read_bytes() == original and stat.S_IMODE(config.stat().st_mode) == 0o644
+    assert f"restored the config to {config}" in out
+    assert rows(database(config), "SELECT name FROM webhook_tokens") == [("kitchen",)]
+    assert stat.S_IMODE(database(config).stat().st_mode) == 0o600
+    assert "add --secrets-dir" not in out and "put these back by hand" in out  # made without --with-secrets
+
+    # A config that differs is kept beside, never overwritten.
+    config.write_text(original.decode().replace("level: info", "level: debug"))
+    out = ok("restore", "-c", str(config), "--with-config", str(path))
+    [kept] = config.parent.glob("config.yaml.before-restore-*")
+    assert "level: debug" in kept.read_text() and config.read_bytes() == original
+
+
+def test_restore_refuses_a_damaged_or_foreign_file_and_changes_nothing(config: Path, tmp_path: Path) -> None:
+    path, _ = wrote_line(ok("backup", "-c", str(config), str(tmp_path / "b.tar.gz")))
+    before = database(config).read_bytes()
+
+    def flip_a_database_byte(files: dict[str, bytes]) -> None:
+        db = bytearray(files["hubd.db"])
+        db[len(db) // 2] ^= 0xFF
+        files["hubd.db"] = bytes(db)
+
+    def tamper_the_config(files: dict[str, bytes]) -> None:
+        files["config.yaml"] += b"\n# edited\n"
+
+    for name, change in (("db", flip_a_database_byte), ("config", tamper_the_config)):
+        bad = tmp_path / f"bad-{name}.tar.gz"
+        repack(path, bad, change)
+        done = hubd("restore", "-c", str(config), "--force", str(bad))
+        assert done.returncode == 1 and "does not match its checksum; the file is damaged" in done.stderr, name
+    cut = tmp_path / "cut.tar.gz"
+    cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    done = hubd("restore", "-c", str(config), "--force", str(cut))
+    assert done.returncode == 1 and "damaged or cut short" in done.stderr
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("not a backup")
+    done = hubd("restore", "-c", str(config), "--force", str(foreign))
+    assert done.returncode == 1 and "is not a hubd backup" in done.stderr
+
+    assert database(config).read_bytes() == before
+    assert not list(database(config).parent.glob("*.before-restore-*"))
+    assert sorted(p.name for p in database(config).parent.iterdir()) == ["hubd.db"]  # no copy left behind
+
+
+def test_a_backup_of_a_schema_this_hubd_does_not_know_is_refused(config: Path, tmp_path: Path) -> None:
+    path, _ = wrote_line(ok("backup", "-c", str(config), str(tmp_path / "b.tar.gz")))
+
+    def from_the_future(files: dict[str, bytes]) -> None:
+        meta = json.loads(files["manifest.json"])
+        meta["schemaVersion"], meta["hubdVersion"] = len(migrations()) + 1, "9.9.9"
+        files["manifest.json"] = json.dumps(meta).encode()
+
+    newer = tmp_path / "newer.tar.gz"
+    repack(path, newer, from_the_future)
+    done = hubd("restore", "-c", str(config), "--force", str(newer))
+    assert done.returncode == 1
+    assert f"newer than this hubd knows ({len(migrations())}); restore it with hubd 9.9.9 or newer" in done.stderr
+
+
+def test_keep_leaves_the_newest_backups_in_a_directory(config: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    loaded = load_config(config, env={}, secrets=False)
+    backups = tmp_path / "backups"
+    day_s = 86400.0
+    for night in range(4):
+        assert back_up(config, loaded, backups, into_directory=True, with_secrets=False, keep=2,
+                       clock=lambda night=night: 1_800_000_000.0 + night * day_s) == 0
+    assert sorted(os.listdir(backups)) == ["hubd-backup-20270117T080000Z.tar.gz",
+                                           "hubd-backup-20270118T080000Z.tar.gz"]
+    assert stat.S_IMODE(backups.stat().st_mode) == 0o700
+    assert f"kept the newest 2 backups in {backups}; removed hubd-backup-20270116T080000Z.tar.gz" in \
+        capsys.readouterr().out
+    done = hubd("backup", "-c", str(config), "--keep", "2", str(tmp_path / "one-file.tar.gz"))
+    assert done.returncode == 1 and "--keep needs a directory" in done.stderr
+
+
+def test_restore_leaves_no_receipts_of_the_backups_broker_session(config: Path, tmp_path: Path) -> None:
+    conn = sqlite3.connect(database(config))
+    conn.execute("INSERT INTO mqtt_receipts (mid, topic, digest, batch) VALUES (7, 'hubd/device/bell-1/event', 1, 1)")
+    conn.commit()
+    conn.close()
+    path, _ = wrote_line(ok("backup", "-c", str(config), str(tmp_path / "b.tar.gz")))
+    ok("restore", "-c", str(config), str(path))
+    assert rows(database(config), "SELECT count(*) FROM mqtt_receipts") == [(0,)]
+    assert rows(database(config), "SELECT name FROM webhook_tokens") == [("kitchen",)]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can hand files to another user")
+def test_run_as_root_what_backup_and_restore_make_belongs_to_hubds_user(config: Path, tmp_path: Path) -> None:
+    # Under systemd, hubd's state directory belongs to its (dynamic) user, and the nightly backup runs as that user.
+    state = database(config).parent
+    hubs_user = 61234
+    os.chown(state, hubs_user, hubs_user)
+    path, _ = wrote_line(ok("backup", "-c", str(config), str(state / "backups") + "/"))
+    assert (path.parent.stat().st_uid, path.stat().st_uid) == (hubs_user, hubs_user)
+    for leftover in state.glob("hubd.db*"):
+        leftover.unlink()
+    ok("restore", "-c", str(config), str(path))
+    assert (database(config).stat().st_uid, database(config).stat().st_gid) == (hubs_user, hubs_user)
+
+
+def test_a_database_that_cannot_be_read_is_replaced_only_with_force_and_moved_aside(config: Path,
+                                                                                    tmp_path: Path) -> None:
+    path, _ = wrote_line(ok("backup", "-c", str(config), str(tmp_path / "b.tar.gz")))
+    garbage = b"this was a database before the SD card failed\n" * 100
+    database(config).write_bytes(garbage)
+    refused = hubd("restore", "-c", str(config), str(path))
+    assert refused.returncode == 1 and "cannot be read as a database" in refused.stderr and "--force" in refused.stderr
+    assert database(config).read_bytes() == garbage
+    out = ok("restore", "-c", str(config), "--force", str(path))
+    [moved] = database(config).parent.glob("hubd.db.before-restore-*")
+    assert moved.read_bytes() == garbage and f"to {moved}" in out
+    assert rows(database(config), "SELECT name FROM webhook_tokens") == [("kitchen",)]
