@@ -187,16 +187,23 @@ class Zigbee2MqttDialect(Dialect):
                                             f"{self._max_devices}, so nothing changed")]
         out: list[DeviceInput] = []
         devices: dict[str, Z2mDevice] = {}
+        names: dict[str, str] = {}  # friendly_name → the ieee_address that has it
         left_out: dict[str, str] = {}
         previous, self._entries = self._entries, {}
         for index, raw in enumerate(data):
             entry = self._entry(raw, index, previous)
             out += [InputRejected("config", f"{topic}: {p}; fix it in zigbee2mqtt") for p in entry.problems]
+            named = names.get(entry.device.name) if entry.device is not None else None
             if entry.ieee is not None and entry.ieee in devices:
                 out.append(InputRejected("config", f"{topic}: entry {index}: ieee_address {entry.ieee} is listed "
                                                    "twice; hubd keeps the first"))
+            elif named is not None and entry.device is not None:
+                out.append(InputRejected("config", f"{topic}: entry {index}: friendly_name {entry.device.name!r} of "
+                                                   f"{entry.ieee} is also {named}'s, so their states share one topic; "
+                                                   f"hubd keeps {named}: rename one of them in zigbee2mqtt"))
             elif entry.device is not None:
                 devices[entry.ieee or ""] = entry.device
+                names[entry.device.name] = entry.ieee or ""
             elif entry.name is None and entry.ieee in self._devices:  # malformed now: keep what it was
                 devices[entry.ieee or ""] = self._devices[entry.ieee or ""]
             elif entry.name is not None:
