@@ -461,3 +461,15 @@ def test_a_full_state_costs_the_same_with_ten_devices_as_with_a_thousand() -> No
         return calls
 
     assert work(10) == work(1_000)  # nothing per message is proportional to the number of devices
+
+
+def test_two_devices_with_one_friendly_name_keep_the_first_and_say_so() -> None:
+    first = entries("ikea_LED1545G12_bulb")[0]
+    second = {**first, "ieee_address": "0x0000000000000099"}
+    inputs = announce(make(), [first, second])
+
+    assert list(configs(inputs)) == [first["ieee_address"]]
+    assert rejected(inputs) == [
+        f"zigbee2mqtt/bridge/devices: entry 1: friendly_name {first['friendly_name']!r} of 0x0000000000000099 is also "
+        f"{first['ieee_address']}'s, so their states share one topic; hubd keeps {first['ieee_address']}: rename one "
+        "of them in zigbee2mqtt"]
