@@ -126,7 +126,8 @@ def test_common_value_templates_are_read_directly() -> None:
     templates = Templates()
     direct = [ROUND, KEY, STATE, "{{ value }}", "{{value_json.temperature}}", " {{ value_json['a'][0] }}\n",
               "{{ value | int(default=7) }}", "{{ value_json.x | multiply(0.1) | round(2) }}", "{{ value_json }}",
-              "{{ value_json.x | round(1, method='floor', default=none) }}"]
+              "{{ value_json.x | round(1, method='floor', default=none) }}", "{{ value_json.tempc | is_defined }}",
+              "{{ value_json.x | default(0) }}", "{{ value_json.x | d('') | float }}"]
     jinja = [SCALED, "{{ value_json.items }}", "{{ value_json.__class__ }}", "{{ value_json.a | lower }}",
              "{{ value_json[value] }}", "{{ value_json.a }} °C", "{% if value %}{{ value }}{% endif %}",
              "{{ value | float(-1) }}", "{{ value_json.x | round(value_json.digits) }}"]
@@ -145,7 +146,11 @@ EQUIVALENCE_TEMPLATES = [
     "{{ value_json.temperature | float(0) }}", "{{ value_json.temperature | round(1, 'floor') }}",
     "{{ value_json.temperature | int(base=16) }}", "{{ value_json.temperature | multiply(0.1) }}",
     "{{ value_json.temperature | add(1) | round }}", "{{ value_json.on | bool }}", "{{ value_json.on | bool(none) }}",
-    "{{ value_json.temperature | float | round(1) }}", SCALED,
+    "{{ value_json.temperature | float | round(1) }}", SCALED, "{{ value_json.temperature | default(0) }}",
+    "{{ value_json.a.b | default('x') }}", "{{ value_json[5] | default('none') }}", "{{ value_json.list[1] | d(7) }}",
+    "{{ value_json.temperature | default(0, true) }}", "{{ value_json.temperature | is_defined }}",
+    "{{ value_json.temperature | default(0) | float }}", "{{ value_json['items'] | default(2) }}",
+    "{{ value_json | default('not json') }}", "{{ value | default('empty', true) }}",
 ]
 EQUIVALENCE_PAYLOADS = [
     "", " ", "21.56", "-3", "  7 ", "hot", "0x1f", "nan", "inf", "1e400", "true", "null", '"text"', "{not json",

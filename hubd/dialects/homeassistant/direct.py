@@ -1,7 +1,8 @@
 """The direct reading of the commonest value templates, in hubd's process: no Jinja, no render process.
 
-`{{ value_json.temperature }}`, `{{ value_json["x"] }}`, `{{ value | float | round(1) }}`: one expression of
-`value` or `value_json` read through keys, attributes and indexes by constants and hubd's pure number filters with
+`{{ value_json.temperature }}`, `{{ value_json["x"] }}`, `{{ value | float | round(1) }}`,
+`{{ value_json.tempc | is_defined }}`, `{{ value_json.x | default(0) }}`: one expression of `value` or `value_json`
+read through keys, attributes and indexes by constants, hubd's pure number filters and Jinja's `default` with
 constant arguments (`direct_reader`, from Jinja's parse of the template). It does the same operations Jinja's
 compiled code does, on plain JSON values only (dict keys and list items, never an attribute: less than the sandbox
 allows), and steps aside (None) for anything else: a value that is not a plain JSON value, a key that is missing,
@@ -15,8 +16,10 @@ every step is a lookup or a number filter on one value (`round` bounds its preci
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
+import jinja2
+import jinja2.filters
 from jinja2 import nodes
 
 from hubd.dialects.homeassistant.filters import FILTERS
@@ -84,12 +87,17 @@ def direct_reader(tree: nodes.Template, filters: Mapping[str, Callable[..., Any]
 # getitem (a["b"] when that succeeds), and yields `str(result)`: a direct reading does the same, and steps aside
 # (raises) for anything else: a missing key, another type, a filter that fails.
 _PLAIN = frozenset({str, int, float, bool, type(None), dict, list})
-_DIRECT_FILTERS = frozenset({"float", "int", "round", "multiply", "add", "bool"})
+_DIRECT_FILTERS = frozenset({"float", "int", "round", "multiply", "add", "bool", "is_defined"})
+_DEFAULT_FILTERS = ("default", "d")  # Jinja's own: the value, or a constant where a key is missing
 _Reader = Callable[[Payload], Any]
 
 
 class _Aside(Exception):
     """A value the direct reading is not sure to treat as Jinja does: Jinja renders the message."""
+
+
+class _Missing(Exception):
+    """The last key, attribute or index read is not there: Jinja's Undefined, which `default` replaces."""
 
 
 def _value(payload: Payload) -> Any:
@@ -120,6 +128,8 @@ def _reader(node: nodes.Node, filters: Mapping[str, Callable[..., Any]]) -> _Rea
         if inner is None or node.ctx != "load" or type(arg) is not nodes.Const or type(arg.value) not in (str, int):
             return None
         return _read_key(inner, arg.value, (dict, list))
+    if type(node) is nodes.Filter and node.name in _DEFAULT_FILTERS:
+        return _default_reader(node, filters)
     if type(node) is nodes.Filter:
         func = filters.get(node.name)
         if func is None or node.name not in _DIRECT_FILTERS or func is not FILTERS[node.name] or node.node is None \
@@ -141,13 +151,47 @@ def _reader(node: nodes.Node, filters: Mapping[str, Callable[..., Any]]) -> _Rea
     return None
 
 
-def _read_key(inner: _Reader, key: Any, types: tuple[type, ...]) -> _Reader:
-    """`inner`'s value[key], for a value of one of these exact types."""
+def _default_reader(node: nodes.Filter, filters: Mapping[str, Callable[..., Any]]) -> _Reader | None:
+    """`x | default(value, boolean)` with constant arguments, where `x` is a reading: Jinja's own filter."""
+    if filters.get(node.name) is not jinja2.filters.FILTERS["default"] or node.node is None \
+            or node.dyn_args is not None or node.dyn_kwargs is not None or node.kwargs \
+            or len(node.args) > 2 or any(type(a) is not nodes.Const for a in node.args):
+        return None
+    values = [cast(nodes.Const, a).value for a in node.args]
+    fallback = values[0] if values else ""
+    boolean = values[1] if len(values) > 1 else False
+    if type(fallback) not in _PLAIN or type(boolean) is not bool:
+        return None
+    inner = _reader(node.node, filters)
+    if inner is None:
+        return None
+
     def read(payload: Payload) -> Any:
-        found = inner(payload)
+        try:
+            value = inner(payload)
+        except _Missing:
+            return fallback
+        return fallback if boolean and not value else value
+
+    return read
+
+
+def _read_key(inner: _Reader, key: Any, types: tuple[type, ...]) -> _Reader:
+    """`inner`'s value[key], for a value of one of these exact types; _Missing when there is no such key (Jinja's
+    Undefined), and stepping aside when `inner` itself was missing (Undefined's attribute is Jinja's error)."""
+    def read(payload: Payload) -> Any:
+        try:
+            found = inner(payload)
+        except _Missing:
+            raise _Aside from None
         if type(found) not in types:
             raise _Aside
-        return found[key]
+        try:
+            return found[key]
+        except (KeyError, IndexError, TypeError):
+            if isinstance(key, str) and hasattr(found, key):
+                raise _Aside from None  # Jinja's getitem then reads the attribute (`value_json['items']`)
+            raise _Missing from None
 
     return read
 

@@ -164,11 +164,11 @@ class RenderProcess:
         fd = proc.stdin.fileno()
         view = memoryview(data)
         while view:
-            if not _wait(fd, select.POLLOUT, deadline):
-                raise _Lost("took no request within the deadline")
             try:
-                written = os.write(fd, view)
+                written = os.write(fd, view)  # a request fits the pipe's buffer: it goes at once, without a poll
             except BlockingIOError:
+                if not _wait(fd, select.POLLOUT, deadline):
+                    raise _Lost("took no request within the deadline") from None
                 continue
             except OSError as err:  # BrokenPipeError: it died
                 raise _Lost(f"ended ({_ended(proc.poll())}: {err.strerror})") from None
