@@ -40,7 +40,8 @@ GARAGE = "20500de464ec"  # the ESPHome board of tests/fixtures/homeassistant/esp
 HALL_BULB = "zigbee2mqtt_0x000b57fffec6a5b2"  # zigbee2mqtt's identifier of the bulb, as discovery announces it
 BUTTON = "zigbee2mqtt_0x0017880104e45520"
 DOORBELL = {"device": "Front Door Button", "event": "single"}
-BATTERY_REASON = "no platform interface for device_class battery"
+BATTERY_REASON = ("a device's diagnostic entity (entity_category diagnostic): never exported, as Home Assistant never "
+                  "exposes one to a voice assistant")
 
 
 def send_fixture(rig: Rig, name: str, *, states: bool = True) -> None:
@@ -132,7 +133,7 @@ async def test_api_devices_and_the_status_page_show_the_source_and_why_an_entity
             return [u for u in body["unexported"] if u["name"] == "Fern Sensor"]
         plant = await rig.hub.wait_for(plant_listed, what="the plant sensor under unexported")
         assert plant == [{"source": "homeassistant", "name": "Fern Sensor",
-                          "entities": [f"sensor.battery: {BATTERY_REASON}"]}]
+                          "entities": ["sensor.battery: no platform interface for device_class battery"]}]
         assert "plant1" not in await devices(rig)
 
         status, page = await rig.hub.get("/")
@@ -210,13 +211,15 @@ async def test_an_empty_retained_config_removes_the_entity_and_the_last_exported
     second = rig.events("AddOrUpdateReport", endpoint=GARAGE)[-1].message["payload"]["endpoints"][0]
     assert {c["interface"] for c in second["capabilities"]} == {"Temperature", "Switch"}
 
-    # The binary sensor (no device_class) was never exported: the light's config is the last exported one.
+    # The door's binary sensor (no device_class: an on/off sensor) is the last exported entity: its removal deletes
+    # the device.
     send(rig, "homeassistant/sensor/garagedoor1/garage_temperature/config", "", retain=True)
     send(rig, "homeassistant/light/garagedoor1/garage_esp_status_led/config", "", retain=True)
+    send(rig, "homeassistant/binary_sensor/garagedoor1/garage_door_position/config", "", retain=True)
     await rig.wait_events(1, "DeleteReport", endpoint=GARAGE)
     assert GARAGE not in await devices(rig)
     _, body = await rig.hub.get("/api/devices")
-    assert [u["name"] for u in body["unexported"]] == ["GarageDoor1"]
+    assert body["unexported"] == []
     await settle(rig)
     assert len(rig.events("DeleteReport", endpoint=GARAGE)) == 1
 

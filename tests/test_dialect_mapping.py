@@ -42,7 +42,10 @@ def test_the_mapping_table_of_the_contract() -> None:
 
     assert ops(mapping.binary("garage_door")) == {"Switch": ()}
     assert mapping.binary("smoke") is not None and mapping.binary("smoke").display_type == "alarm"  # type: ignore
-    assert mapping.binary("battery") is None and mapping.sensor("pressure", "hPa") is None
+    assert ops(mapping.binary("battery")) == {"Switch": ()} and ops(mapping.binary(None)) == {"Switch": ()}
+    assert mapping.sensor("pressure", "hPa") is None
+    assert mapping.sensor(None, " ") is None and mapping.sensor(None, "") is None  # a blank unit is no unit
+    assert ops(mapping.sensor(None, "°F")) == {"Temperature": ()}  # type: ignore[arg-type]
     assert ops(mapping.cover(position=True, set_position=True, open_close=True, stop=True)) == {
         "Switch": ("On", "Off"), "Position": ("Set", "Adjust"), "MotionSwitch": ("Off",)}
     climate = mapping.climate(modes=["off", "heat", "cool", "auto"], settable_mode=True, target=True,
@@ -51,6 +54,7 @@ def test_the_mapping_table_of_the_contract() -> None:
     assert ops(climate) == {"Temperature": ("Set", "Adjust"), "Mode": ("Auto", "Cool", "Heat"), "Switch": ("On", "Off")}
     assert ops(mapping.fan(speed=True))["FanSpeed"][:4] == ("Set", "SetMax", "SetMin", "Adjust")
     assert ops(mapping.scene()) == {"Switch": ("On",)} and ops(mapping.lock()) == {"Switch": ()}
+    assert ops(mapping.lock(can_lock=True)) == {"Switch": ("On",)} and ops(mapping.siren()) == {"Switch": ("On", "Off")}
     assert mapping.doorbell().capabilities == ()
 
 

@@ -191,16 +191,33 @@ def test_a_scene_turns_on() -> None:
         [("scenes/movie", "ACTIVATE")]
 
 
-def test_a_lock_is_read_only_and_never_commanded() -> None:
+def test_a_lock_is_locked_by_voice_and_never_unlocked() -> None:
     dialect = make()
     config = {"name": "Front", "uniq_id": "lock1", "cmd_t": "lock/set", "stat_t": "lock/state"}
     lock = configs(dialect.decode("homeassistant/lock/lock1/config", raw(config), NOW, True))["lock1"]
 
     assert lock.config.displayType == "door"
-    assert [(c.interface, c.supportedOperations) for c in lock.config.capabilities] == [("Switch", ())]
+    assert [(c.interface, c.supportedOperations) for c in lock.config.capabilities] == [("Switch", ("On",))]
     assert states(publish(dialect, "lock/state", "LOCKED")) == {"lock1": {"Switch": "On"}}
-    with pytest.raises(CommandRefused):
+    assert _sent(dialect.encode_control("lock1", lock.route, request("Switch", "On", "On"))) == [("lock/set", "LOCK")]
+    with pytest.raises(CommandRefused, match="never unlocks"):
         dialect.encode_control("lock1", lock.route, request("Switch", "Off", "Off"))
+    read_only = configs(dialect.decode("homeassistant/lock/lock2/config",
+                                       raw({"name": "Back", "uniq_id": "lock2", "stat_t": "lock2/state"}), NOW, True))
+    assert [(c.interface, c.supportedOperations) for c in read_only["lock2"].config.capabilities] == [("Switch", ())]
+
+
+def test_a_siren_is_a_switch() -> None:
+    dialect = make()
+    config = {"name": "Alarm", "uniq_id": "siren1", "cmd_t": "siren/set", "stat_t": "siren/state",
+              "dev": {"ids": ["siren-1"], "name": "Hall Siren"}}
+    siren = configs(dialect.decode("homeassistant/siren/siren1/config", raw(config), NOW, True))["siren-1"]
+
+    assert siren.config.displayType == "switch"
+    assert [(c.interface, c.supportedOperations) for c in siren.config.capabilities] == [("Switch", ("On", "Off"))]
+    assert states(publish(dialect, "siren/state", "ON")) == {"siren-1": {"Switch": "On"}}
+    assert states(publish(dialect, "siren/state", '{"state": "OFF", "tone": "fire"}')) == {"siren-1": {"Switch": "Off"}}
+    assert _sent(dialect.encode_control("siren-1", siren.route, request("Switch", "On", "On"))) == [("siren/set", "ON")]
 
 
 def test_a_command_topic_with_wildcards_is_refused_with_the_config() -> None:

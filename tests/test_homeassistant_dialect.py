@@ -33,13 +33,14 @@ from hubd.dialects.base import (
 )
 
 ESP = "20500de464ec"
+DOOR = f"{ESP}-garage_door_position"  # its binary sensor without a device class, split off: Switch is the LED's
 WEATHER = "zigbee2mqtt_0x0017880104e45522"
 
 
 def test_an_esphome_board_is_one_endpoint_named_after_its_device_with_its_make_and_notes() -> None:
     found = configs(announce(make(), "esphome_garagedoor1_sht3x"))
 
-    assert list(found) == [ESP]
+    assert list(found) == [ESP, DOOR]
     device = found[ESP]
     assert device.config.displayName == "GarageDoor1"
     assert device.config.displayType == "light"  # its status LED is a light
@@ -50,8 +51,12 @@ def test_an_esphome_board_is_one_endpoint_named_after_its_device_with_its_make_a
     notes = {n.name: n for n in device.origin.entities}
     assert device.origin.source == "homeassistant"
     assert notes["sensor.garage_temperature"].exported
-    assert not notes["binary_sensor.garage_door_position"].exported
-    assert "device_class" in notes["binary_sensor.garage_door_position"].reason
+    # A binary sensor without a device class is an on/off sensor, as Home Assistant shows it; the board's status
+    # LED (a light: its primary function) keeps Switch, so the door splits off, named after the board and itself.
+    assert "binary_sensor.garage_door_position" not in notes
+    door = found[DOOR]
+    assert door.config.displayName == "GarageDoor1 Garage Door Position" and door.config.displayType == "unknown"
+    assert operations(door) == {"Switch": ()}
 
 
 def test_an_esphome_board_reports_its_sensors_and_light_and_availability() -> None:
@@ -60,9 +65,11 @@ def test_an_esphome_board_reports_its_sensors_and_light_and_availability() -> No
 
     inputs = replay_states(dialect, "esphome_garagedoor1_sht3x")
 
-    assert states(inputs) == {ESP: {"Temperature": 21.5, "Humidity": 48, "Switch": "On"}}
-    assert [i for i in inputs if isinstance(i, AvailabilityReceived)] == [AvailabilityReceived(ESP, True)]
-    assert publish(dialect, "garagedoor1/status", "offline") == [AvailabilityReceived(ESP, False)]
+    assert states(inputs) == {ESP: {"Temperature": 21.5, "Humidity": 48, "Switch": "On"}, DOOR: {"Switch": "Off"}}
+    assert [i for i in inputs if isinstance(i, AvailabilityReceived)] == [AvailabilityReceived(ESP, True),
+                                                                          AvailabilityReceived(DOOR, True)]
+    assert publish(dialect, "garagedoor1/status", "offline") == [AvailabilityReceived(ESP, False),
+                                                                  AvailabilityReceived(DOOR, False)]
     stamp = next(i for i in inputs if isinstance(i, StateReceived)).samples[0].time_of_sample
     assert stamp == "2023-11-14T22:13:20.000Z"
 
@@ -226,7 +233,8 @@ def test_entities_hubd_cannot_export_are_listed_with_the_reason() -> None:
     notes = {n.name: (n.exported, n.reason) for n in found.origin.entities}
 
     assert notes["sensor.pressure"] == (False, "no platform interface for device_class atmospheric_pressure")
-    assert notes["sensor.battery"] == (False, "no platform interface for device_class battery")
+    assert notes["sensor.battery"] == (False, "a device's diagnostic entity (entity_category diagnostic): never "
+                                              "exported, as Home Assistant never exposes one to a voice assistant")
     assert notes["sensor.temperature"] == (True, "")
 
 
@@ -566,7 +574,8 @@ def test_availability_is_restored_with_its_templates_payloads_and_mode() -> None
 
     assert publish(dialect, "zigbee2mqtt/bridge/state", {"state": "offline"}) == \
         [AvailabilityReceived("zigbee2mqtt_0x000b57fffec6a5b2", False)]
-    assert publish(dialect, "garagedoor1/status", "online") == [AvailabilityReceived(ESP, True)]
+    assert publish(dialect, "garagedoor1/status", "online") == [AvailabilityReceived(ESP, True),
+                                                                 AvailabilityReceived(DOOR, True)]
 
     config = {"stat_t": "t/state", "dev_cla": "motion", "uniq_id": "m1", "avty_mode": "all",
               "avty": [{"t": "t/a"}, {"t": "t/b", "pl_avail": "1", "pl_not_avail": "0"}]}

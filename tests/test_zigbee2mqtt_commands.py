@@ -36,16 +36,18 @@ def test_light_controls_publish_zigbee2mqtt_set_payloads() -> None:
     assert control(dialect, go, "Switch", "Off", "Off") == [(topic, {"state": "OFF"})]
     assert control(dialect, go, "Brightness", "Set", 50) == [(topic, {"brightness": 127})]
     assert control(dialect, go, "Brightness", "Set", 0) == [(topic, {"state": "OFF"})]
-    assert control(dialect, go, "ColorTemperature", "Set", 0) == [(topic, {"color_temp": 500})]  # warmest
-    assert control(dialect, go, "ColorTemperature", "Set", 62) == [(topic, {"color_temp": 283})]
-    assert control(dialect, go, "Color", "Set", 0xFF8800) == [(topic, {"color": {"hex": "#ff8800"}})]
+    # A colour or colour temperature turns an off light on, as Home Assistant's turn_on does.
+    assert control(dialect, go, "ColorTemperature", "Set", 0) == [(topic, {"state": "ON", "color_temp": 500})]
+    assert control(dialect, go, "ColorTemperature", "Set", 62) == [(topic, {"state": "ON", "color_temp": 283})]
+    assert control(dialect, go, "Color", "Set", 0xFF8800) == [(topic, {"state": "ON", "color": {"hex": "#ff8800"}})]
 
 
 def test_an_ikea_bulb_takes_colour_temperature_on_its_own_mired_scale() -> None:
     dialect = make()
     bulb = configs(announce(dialect, entries("ikea_LED1545G12_bulb")))[BULB]
 
-    assert control(dialect, bulb, "ColorTemperature", "Set", 41) == [("zigbee2mqtt/bulb/set", {"color_temp": 370})]
+    assert control(dialect, bulb, "ColorTemperature", "Set", 41) == \
+        [("zigbee2mqtt/bulb/set", {"state": "ON", "color_temp": 370})]
     with pytest.raises(CommandRefused, match="Color"):
         control(dialect, bulb, "Color", "Set", 0xFF0000)
 
@@ -114,8 +116,9 @@ def test_a_lock_a_sensor_and_a_foreign_route_refuse_controls() -> None:
     lock = configs(announce(dialect, entries("danalock_V3-BTZB_lock")))[LOCK]
     contact = configs(announce(dialect, entries("aqara_MCCGQ11LM_contact", "danalock_V3-BTZB_lock")))[CONTACT]
 
-    with pytest.raises(CommandRefused, match="never locks or unlocks"):
+    with pytest.raises(CommandRefused, match="never unlocks"):
         control(dialect, lock, "Switch", "Off", "Off")
+    assert control(dialect, lock, "Switch", "On", "On") == [("zigbee2mqtt/Front door lock/set", {"state": "LOCK"})]
     with pytest.raises(CommandRefused, match="binary"):
         control(dialect, contact, "Switch", "On", "On")
     with pytest.raises(CommandRefused, match="not a zigbee2mqtt address"):

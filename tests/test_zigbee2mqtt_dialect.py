@@ -274,12 +274,12 @@ def test_a_trv_with_an_off_mode_is_switched_by_its_system_mode() -> None:
                      {IMMAX: {"Switch": "Off"}}, {IMMAX: {"Mode": "Auto", "Switch": "On"}}, {IMMAX: {"Mode": "Heat"}}]
 
 
-def test_a_lock_is_read_only_and_reports_locked_as_on() -> None:
+def test_a_lock_is_locked_by_voice_and_reports_locked_as_on() -> None:
     dialect = make()
     lock = configs(announce(dialect, entries("danalock_V3-BTZB_lock")))[LOCK]
 
     assert lock.config.displayType == "door"
-    assert operations(lock) == {"Switch": ()}
+    assert operations(lock) == {"Switch": ("On",)}  # locking only: there is no Switch.Off to unlock with
     assert states(replay_states(dialect, "danalock_V3-BTZB_lock")) == {LOCK: {"Switch": "Off"}}
 
 

@@ -179,6 +179,10 @@ class Origin:
 
     source: str  # "native", "homeassistant" or "zigbee2mqtt"
     entities: tuple[EntityNote, ...] = ()
+    # Why hubd chose the displayName when it is not the source's own ("" when it is): e.g. "its name
+    # '0x000b57fffec6a5c2' is an identifier, so it is named after its model". Such a name may get a word where two
+    # devices would share it.
+    naming: str = ""
 
 
 def load_config(canonical: str) -> DeviceConfig:

@@ -93,19 +93,21 @@ def switch(*, outlet: bool = False, reported: bool = True) -> Part:
     return Part("socket" if outlet else "switch", (_cap("Switch", ("On", "Off"), reported),))
 
 
-def binary(device_class: str | None) -> Part | None:
-    """A binary sensor by its device class: contact (open = On), motion (detected = On), alarm (alarm = On)."""
-    if device_class in CONTACT_CLASSES or device_class in MOTION_CLASSES:
-        return Part("unknown", (_cap("Switch", (), True),))
+def binary(device_class: str | None) -> Part:
+    """A binary sensor by its device class: alarm (alarm = On) for leak, smoke, gas, CO and tamper; any other (a
+    contact, motion, or one without a class hubd knows: a garage door, a Shelly input) is an on/off sensor (open,
+    detected, on = On), as Home Assistant shows it."""
     if device_class in ALARM_CLASSES:
         return Part("alarm", (_cap("Switch", (), True),))
-    return None
+    return Part("unknown", (_cap("Switch", (), True),))
 
 
 def sensor(device_class: str | None, unit: str | None) -> Part | None:
-    """A temperature (°C) or humidity (%) sensor; a temperature unit without a device class counts too."""
-    if device_class == "temperature" or (device_class is None and unit is not None and is_temperature_unit(unit)
-                                         and unit != ""):
+    """A temperature (°C) or humidity (%) sensor; without a device class, a reading whose unit is a temperature
+    unit (°C, °F, K) counts too: a blank or whitespace unit is no unit (Tasmota's analog input is not 812 °C)."""
+    classless_temperature = device_class is None and unit is not None and unit.strip() != "" \
+        and is_temperature_unit(unit)
+    if device_class == "temperature" or classless_temperature:
         return Part("unknown", (_cap("Temperature", (), True),))
     if device_class == "humidity":
         return Part("unknown", (_cap("Humidity", (), True),))
@@ -154,9 +156,25 @@ def scene() -> Part:
     return Part("scene", (_cap("Switch", ("On",), False),))
 
 
-def lock() -> Part:
-    """A lock, read-only at most (locked = On): the platform never unlocks a door."""
-    return Part("door", (_cap("Switch", (), True),))
+def lock(*, can_lock: bool = False) -> Part:
+    """A lock (locked = On): locking by voice where the lock takes commands (Switch.On), unlocking never (no
+    Switch.Off: the platform answers that directive E_NOT_SUPPORTED_DIRECTIVE)."""
+    return Part("door", (_cap("Switch", ("On",) if can_lock else (), True),))
+
+
+def siren(*, reported: bool = True) -> Part:
+    """A siren: a switch (On sounds it, Off stops it)."""
+    return Part("switch", (_cap("Switch", ("On", "Off"), reported),))
+
+
+# A device's primary function keeps its endpoint (and decides its display type) before its sensors: a plug is its
+# relay, not its power meter; a thermostat keeps Temperature for its setpoint.
+ACTUATOR_TYPES = frozenset({"light", "socket", "switch", "curtain", "thermostat", "ac", "fan", "door", "scene"})
+
+
+def primary_rank(part: Part) -> int:
+    """0 for a device's primary function (light, relay, cover, climate, fan, lock), 1 for sensors (for plan_ranked)."""
+    return 0 if part.display_type in ACTUATOR_TYPES else 1
 
 
 def doorbell() -> Part:

@@ -59,12 +59,15 @@ def write_rows_blocking(conn: sqlite3.Connection, rows: DeviceRows) -> None:
 
 
 def _origin_json(origin: Origin) -> str:
-    if not origin.entities:
-        return "{}"
-    return json.dumps({"entities": [[e.name, e.exported, e.reason] for e in origin.entities]},
-                      separators=(",", ":"))
+    data: dict[str, object] = {}
+    if origin.entities:
+        data["entities"] = [[e.name, e.exported, e.reason] for e in origin.entities]
+    if origin.naming:
+        data["naming"] = origin.naming
+    return json.dumps(data, separators=(",", ":")) if data else "{}"
 
 
 def _load_origin(dialect: str, text: str) -> Origin:
     data = json.loads(text) if text else {}
-    return Origin(dialect, tuple(EntityNote(str(n), bool(x), str(r)) for n, x, r in data.get("entities", ())))
+    return Origin(dialect, tuple(EntityNote(str(n), bool(x), str(r)) for n, x, r in data.get("entities", ())),
+                  str(data.get("naming", "")))

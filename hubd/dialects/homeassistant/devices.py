@@ -28,12 +28,12 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from hubd.devices.model import ADDITIONAL_INFO_MAX_CHARS, DeviceConfig, EntityNote, Origin, Route
-from hubd.dialects import mapping
+from hubd.dialects import mapping, naming
 from hubd.dialects.homeassistant.actuators import Climate
 from hubd.dialects.homeassistant.discovery import (
     DEFAULT_AVAILABILITY_MODE,
@@ -92,8 +92,9 @@ class Record:
 
     @property
     def exported(self) -> bool:
-        """Whether the platform gets it (a part, or a doorbell)."""
-        return self.included and (self.entity.part is not None or self.doorbell is not None)
+        """Whether the platform gets it (a part, or a doorbell); never a config or diagnostic entity."""
+        return self.included and not self.entity.setting and (self.entity.part is not None or
+                                                              self.doorbell is not None)
 
     def tokens(self) -> tuple[tuple[str, ...], ...]:
         """What ties it to other entities of its device (itself alone without a device block)."""
@@ -149,7 +150,7 @@ def assign_doorbells(records: Sequence[Record], declared: Sequence[tuple[Globs, 
         candidates = []
         for record in records:
             possible = record.entity.press_events()
-            if not record.included or possible is None or not globs.any(names_of(record)):
+            if not record.included or record.entity.setting or possible is None or not globs.any(names_of(record)):
                 continue
             if possible and event.casefold() not in {p.casefold() for p in possible}:
                 continue
@@ -174,8 +175,12 @@ def device_id_of(records: Sequence[Record]) -> str:
     return mapping.endpoint_id(first.unique_id or f"{first.component}_{first.key[1]}")
 
 
-def device_endpoints(records: Sequence[Record]) -> list[DeviceEndpoint]:
-    """The endpoints of one device's records (sets each record's `endpoint`); [] when nothing is exported."""
+def device_endpoints(records: Sequence[Record],
+                     previous: Mapping[str, DeviceEndpoint] | None = None) -> list[DeviceEndpoint]:
+    """The endpoints of one device's records (sets each record's `endpoint`); [] when nothing is exported.
+
+    `previous`: the endpoints announced before, by id: a name hubd chose (not the device's own) stays as it was
+    while the device's entities arrive."""
     for record in records:
         record.endpoint = None
     exported = [r for r in records if r.exported]
@@ -189,15 +194,17 @@ def device_endpoints(records: Sequence[Record]) -> list[DeviceEndpoint]:
     device_id = pinned or device_id
     by_part_key = _part_keys(exported)
     parts = {k: r.entity.part or mapping.doorbell() for k, r in by_part_key.items()}
-    device = next((r.device for r in sorted(records, key=lambda r: r.key) if r.device is not None), None)
-    base_name = (device.name if device else None) or next((r.name for r in exported if r.name), None) or device_id
+    ordered = sorted(records, key=lambda r: r.key)
+    device = next((r.device for r in ordered if r.device is not None), None)
+    base_name, why = _device_name(device, ordered, device_id, previous or {})
     out = []
-    for planned in mapping.plan(device_id, parts):
+    ranks = {k: mapping.primary_rank(part) for k, part in parts.items()}  # a device's primary function first
+    for planned in mapping.plan_ranked(device_id, parts, ranks):
         members = [by_part_key[k] for k in planned.keys]
         for record in members:
             record.endpoint = planned.endpoint_id
         if planned.split:
-            name = f"{base_name} {members[0].name or members[0].object_id}"
+            name = naming.part_name(base_name, members[0].name or members[0].object_id)
             shown: Iterable[Record] = members
         else:
             name = base_name
@@ -206,10 +213,27 @@ def device_endpoints(records: Sequence[Record]) -> list[DeviceEndpoint]:
         config = DeviceConfig(displayName=name, displayType=planned.display_type, capabilities=planned.capabilities,
                               recommendRoomName=device.suggested_area if device else None,
                               additionalInfo=_additional_info(device, members))
+        origin = Origin(DIALECT, tuple(note_of(r) for r in sorted(shown, key=lambda r: r.key)), why)
         out.append(DeviceEndpoint(planned.endpoint_id, config, Route(DIALECT, _address(device_id, members, planned)),
-                                  Origin(DIALECT, tuple(_note(r) for r in sorted(shown, key=lambda r: r.key))),
-                                  tuple(r.key for r in members)))
+                                  origin, tuple(r.key for r in members)))
     return out
+
+
+def _device_name(device: DeviceInfo | None, records: Sequence[Record], device_id: str,
+                 previous: Mapping[str, DeviceEndpoint]) -> tuple[str, str]:
+    """The device's name and why hubd chose it ("" for the device's own): its `device.name`; without one, the name
+    it was announced with before (not one that changes as its entities arrive), else its first entity's; an
+    identifier is never a name (hubd.dialects.naming)."""
+    identifiers = [device_id, *(device.identifiers if device else ()), *(c[1] for c in device.connections)] \
+        if device else [device_id, *(r.unique_id for r in records if r.unique_id)]
+    if device is None or not device.name:
+        before = previous.get(device_id)
+        if before is not None and before.origin.naming:
+            return before.config.displayName, before.origin.naming
+    given = (device.name if device else None) or next((r.name for r in records if r.name), None)
+    kind = next((r.entity.part.display_type for r in records if r.entity.part is not None), "device")
+    return naming.device_name(given, identifiers, device.manufacturer if device else None,
+                              device.model if device else None, "device" if kind == "unknown" else kind)
 
 
 def _part_keys(records: Sequence[Record]) -> dict[str, Record]:
@@ -220,9 +244,14 @@ def _part_keys(records: Sequence[Record]) -> dict[str, Record]:
     return {(r.object_id if counts[r.object_id] == 1 else f"{r.object_id}_{r.component}"): r for r in records}
 
 
-def _note(record: Record) -> EntityNote:
+def note_of(record: Record) -> EntityNote:
+    """What the status page says of one entity: exported, or why not."""
     if not record.included:
         return EntityNote(record.label, False, "left out by homeassistant.include/exclude")
+    if record.entity.setting:
+        return EntityNote(record.label, False, f"a device's {record.entity.category} entity (entity_category "
+                                               f"{record.entity.category}): never exported, as Home Assistant never "
+                                               "exposes one to a voice assistant")
     if record.exported:
         if record.doorbell not in (None, ANY_EVENT):
             return EntityNote(record.label, True, f"a declared doorbell: {record.doorbell!r} is a DoorbellPress")

@@ -33,7 +33,7 @@ from hubd.dialects.base import (
 )
 from hubd.dialects.homeassistant.actuators import Climate, Cover, Fan, Scene, Switch
 from hubd.dialects.homeassistant.book import EntityBook
-from hubd.dialects.homeassistant.devices import DIALECT, Globs, Record, names_of, read_address
+from hubd.dialects.homeassistant.devices import DIALECT, Globs, Record, names_of, note_of, read_address
 from hubd.dialects.homeassistant.discovery import (
     COMPONENTS,
     DEVICE_COMPONENT,
@@ -48,7 +48,7 @@ from hubd.dialects.homeassistant.discovery import (
 )
 from hubd.dialects.homeassistant.entities import Entity
 from hubd.dialects.homeassistant.lights import Light
-from hubd.dialects.homeassistant.sensors import BinarySensor, Event, Lock, Sensor, Trigger
+from hubd.dialects.homeassistant.sensors import BinarySensor, Event, Lock, Sensor, Siren, Trigger
 from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
 from hubd.dialects.payload import MAX_PAYLOAD_BYTES
 
@@ -58,7 +58,7 @@ MAX_ENTITIES = 20_000
 # Config keys hubd never reads (presentation, Home Assistant's own registry, options of features hubd does not
 # map): neither kept in memory nor written into the Route address. A key an entity starts to read must leave
 # these (the restore tests compare every fixture's routes and states before and after a restart).
-_UNUSED = frozenset({"icon", "entity_picture", "options", "enabled_by_default", "entity_category",
+_UNUSED = frozenset({"icon", "entity_picture", "options", "enabled_by_default",
                      "default_entity_id", "object_id", "group", "state_class", "suggested_display_precision",
                      "force_update", "expire_after", "encoding", "optimistic", "platform", "min_humidity",
                      "max_humidity"})
@@ -73,7 +73,7 @@ _RECORD_KEYS = frozenset({"device", "origin", "name", "unique_id", "availability
 _NOT_KEPT = _UNUSED | _RECORD_KEYS  # what an entity's conf leaves out once built (with _UNUSED_PREFIXES)
 _CLASSES: dict[str, type[Entity]] = {
     "sensor": Sensor, "binary_sensor": BinarySensor, "lock": Lock, "event": Event, "device_automation": Trigger,
-    "switch": Switch, "scene": Scene, "cover": Cover, "climate": Climate, "fan": Fan, "light": Light,
+    "switch": Switch, "scene": Scene, "cover": Cover, "climate": Climate, "fan": Fan, "light": Light, "siren": Siren,
 }
 
 
@@ -223,8 +223,7 @@ class HomeAssistantDialect(Dialect):
             if all(r.endpoint is None for r in records):
                 first = records[0]
                 name = (first.device.name if first.device else None) or first.unique_id or first.label
-                out[name] = [f"{r.label}: {r.entity.reason if r.included else 'left out by include/exclude'}"
-                             for r in records]
+                out[name] = [f"{r.label}: {note_of(r).reason}" for r in records]
         return out
 
     # Discovery configs.

@@ -25,6 +25,7 @@ from hubd.dialects.homeassistant.discovery import Conf, ConfigProblem
 from hubd.dialects.homeassistant.templates import Compiled, Payload, TemplateError, Templates
 
 ECHO = "echo:"
+SETTING_CATEGORIES = frozenset({"config", "diagnostic"})
 # Payloads that mean "unknown" rather than a value (Home Assistant's PAYLOAD_NONE, and what templates give).
 UNKNOWN = frozenset({"", "None", "none", "null", "unknown", "unavailable"})
 
@@ -60,6 +61,10 @@ class Entity:
         self.part: mapping.Part | None = None
         self.reason = f"no platform interface for {self.component or 'this component'} (not in the mapping table)"
         self.device_class = conf.text("device_class")
+        self.category = conf.text("entity_category")
+        # Home Assistant never exposes a config or diagnostic entity to a voice assistant: nor does hubd (a plug's
+        # "power outage memory" switch must not become the plug).
+        self.setting = self.category in SETTING_CATEGORIES
         self.qos = conf.qos()
         self.retain = conf.flag("retain", False)
         self._compiled: dict[str, Compiled] = {}
@@ -87,6 +92,8 @@ class Entity:
         source = self.conf.text(key)
         if source is None:
             return None
+        if not source.strip():
+            raise ConfigProblem(f"{key}: empty; leave it out, or give a template such as {{{{ value_json.state }}}}")
         try:
             compiled = self.templates.compile(source)
         except TemplateError as err:

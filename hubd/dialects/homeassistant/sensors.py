@@ -1,7 +1,9 @@
-"""Home Assistant entities that only report: sensor, binary_sensor, lock, event, device_automation.
+"""Home Assistant entities that report (and the two that take only simple commands): sensor, binary_sensor, lock,
+siren, event, device_automation.
 
-Temperature (°F and K converted) and humidity sensors; contact, motion and alarm binary sensors (open,
-detected, alarm = On); a lock read-only (locked = On; never commanded); an `event` entity (a doorbell when its
+Temperature (°F and K converted) and humidity sensors; binary sensors (alarm = On for leak, smoke, gas, CO,
+tamper; open, detected or on = On for every other, with or without a class); a lock (locked = On; locked by
+voice, never unlocked); a siren (a switch); an `event` entity (a doorbell when its
 device_class is doorbell) and a device_automation trigger, which press a declared doorbell. See
 entities.py for the Entity contract. Imports the entity base and the mapping.
 """
@@ -12,8 +14,9 @@ import json
 from typing import Any
 
 from hubd.dialects import mapping
+from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
 from hubd.dialects.homeassistant.discovery import Conf, ConfigProblem
-from hubd.dialects.homeassistant.entities import UNKNOWN, Entity, Reading, StateProblem, number
+from hubd.dialects.homeassistant.entities import ECHO, UNKNOWN, Entity, Reading, StateProblem, number, target_value
 from hubd.dialects.homeassistant.templates import Payload, Templates
 
 # A sensor whose value is a button's action (zigbee2mqtt's legacy `action` and `click` sensors).
@@ -71,9 +74,6 @@ class BinarySensor(Entity):
         self.payload_off = conf.string("payload_off", "OFF")
         self.compile("value_template")
         self.part = mapping.binary(self.device_class)
-        if self.part is None:
-            self.reason = mapping.unmapped_reason("binary_sensor", self.device_class) + \
-                ("" if self.device_class else "; give it one (door, motion, moisture, ...)")
         if not conf.has("state_topic"):
             self.part, self.reason = None, "no state_topic"
 
@@ -96,7 +96,7 @@ class BinarySensor(Entity):
 
 
 class Lock(Entity):
-    """`lock`: read-only on the platform (locked = On); hubd never locks or unlocks."""
+    """`lock` (locked = On): locked by voice through its command topic; never unlocked (no Switch.Off)."""
 
     component = "lock"
 
@@ -104,11 +104,14 @@ class Lock(Entity):
         super().__init__(conf, templates)
         self.locked = {conf.text("state_locked", "LOCKED")}
         self.unlocked = {conf.text("state_unlocked", "UNLOCKED"), conf.text("state_open", "OPEN")}
+        self.payload_lock = conf.payload("payload_lock", "LOCK")
         self.compile("value_template")
-        if conf.has("state_topic"):
-            self.part = mapping.lock()
+        self.compile("command_template")
+        can_lock = bool(conf.text("command_topic")) and self.payload_lock is not None
+        if conf.has("state_topic") or can_lock:
+            self.part = mapping.lock(can_lock=can_lock)
         else:
-            self.reason = "a lock without a state_topic: nothing to report, and hubd never unlocks"
+            self.reason = "a lock without a state_topic or a command_topic: nothing to report or do"
 
     def topics(self) -> list[tuple[str, str]]:
         return self.state_topics((("state_topic", "state"),))
@@ -120,6 +123,60 @@ class Lock(Entity):
         if text in self.unlocked:
             return Reading({"Switch": "Off"})
         return Reading()  # locking, unlocking, jammed: no Switch value
+
+    def command(self, request: ControlRequest) -> list[Outgoing]:
+        if request.interface != "Switch" or target_value(request) != "On" or self.payload_lock is None:
+            raise CommandRefused("hubd locks a door (Switch.On) but never unlocks one from the platform")
+        payload = self.render_command("command_template", self.payload_lock, {"value": self.payload_lock})
+        return [self.publish("command_topic", payload)]
+
+
+class Siren(Entity):
+    """`siren`: a switch that sounds it (On) and stops it (Off), with Home Assistant's payloads and states."""
+
+    component = "siren"
+
+    def __init__(self, conf: Conf, templates: Templates) -> None:
+        super().__init__(conf, templates)
+        self.payload_on = conf.string("payload_on", "ON")
+        self.payload_off = conf.string("payload_off", "OFF")
+        self.state_on = conf.string("state_on", self.payload_on)
+        self.state_off = conf.string("state_off", self.payload_off)
+        self.compile("state_value_template")
+        self.compile("command_template")
+        self.compile("command_off_template")
+        if not conf.text("command_topic"):
+            raise ConfigProblem("command_topic: missing; a siren needs it")
+        self.part = mapping.siren(reported=conf.has("state_topic"))
+
+    def topics(self) -> list[tuple[str, str]]:
+        return self.state_topics((("state_topic", "state"),)) + \
+            self.echoes((("state_topic", "command_topic", "command_template", "state"),))
+
+    def read(self, role: str, payload: Payload) -> Reading:
+        echo = role.startswith(ECHO)
+        text = payload.text.strip() if echo else self.render_value("state_value_template", payload)
+        if text.startswith("{"):  # a siren's JSON state: {"state": "ON", ...}
+            try:
+                found = json.loads(text)
+            except ValueError:
+                found = None
+            text = str(found.get("state")) if isinstance(found, dict) and "state" in found else text
+        if text in (self.state_on, self.payload_on):
+            return Reading({"Switch": "On"})
+        if text in (self.state_off, self.payload_off):
+            return Reading({"Switch": "Off"})
+        if text in UNKNOWN:
+            return Reading()
+        raise StateProblem(f"{text[:40]!r} is neither {self.state_on!r} nor {self.state_off!r}")
+
+    def command(self, request: ControlRequest) -> list[Outgoing]:
+        if request.interface != "Switch":
+            return super().command(request)
+        on = target_value(request) == "On"
+        raw = self.payload_on if on else self.payload_off
+        key = "command_template" if on or "command_off_template" not in self._compiled else "command_off_template"
+        return [self.publish("command_topic", self.render_command(key, raw, {"value": raw}))]
 
 
 class Event(Entity):

@@ -296,10 +296,10 @@ def _lock(f: dict[str, dict[str, Any]], endpoint: str, where: str, outlet: bool,
         return "a lock without a binary state feature"
     if not _is_state(state["property"], endpoint):
         return f"a lock of a setting ({state['property']}, e.g. a child lock), not a door lock"
-    if not access_of(state) & PUBLISHED:
-        return "a lock whose state is never published: nothing to report, and hubd never unlocks"
+    if not access_of(state) & (PUBLISHED | SETTABLE):
+        return "a lock whose state is neither published nor settable: nothing to report or do"
     return Feature("lock", state["property"], {"state": state["property"]}, {"state": access_of(state)},
-                   _on_off(state, "LOCK", "UNLOCK"), endpoint or "Lock", RANK_SENSOR, (f"{where}.state",))
+                   _on_off(state, "LOCK", "UNLOCK"), endpoint or "Lock", RANK_ACTUATOR, (f"{where}.state",))
 
 
 # Generic exposes.

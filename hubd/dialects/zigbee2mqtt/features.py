@@ -4,8 +4,8 @@
 the property behind each interface (no `/set`: no operations; published: proactively reported; published or
 `/get`: retrievable). `read` turns a device's state object (zigbee2mqtt publishes all of it each time) into
 interface values; `command` turns a control request into the `/set` object zigbee2mqtt takes (`{"state": "ON"}`,
-`{"brightness_l1": 128}`, `{"color": {"hex": "#ff8800"}}`, `{"occupied_heating_setpoint": 21}`); `get` the
-`/get` object for a refresh. Imports the mapping, the exposes reader and the seam's command types.
+`{"brightness_l1": 128}`, `{"color": {"hex": "#ff8800"}}`, `{"occupied_heating_setpoint": 21}`). Imports the
+mapping, the exposes reader and the seam's command types.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def part(feature: Feature) -> mapping.Part | None:
         found = mapping.fan(speed="speed" in props or "mode" in props,
                             settable_speed=bool((_bits(feature, "speed") | _bits(feature, "mode")) & SETTABLE))
     elif feature.kind == "lock":
-        found = mapping.lock()
+        found = mapping.lock(can_lock=True)  # its access decides (below): locked by voice only where /set works
     elif feature.kind == "binary":
         found = mapping.binary(str(opts.get("device_class")))
     elif feature.kind == "numeric":
@@ -132,8 +132,8 @@ def command(feature: Feature, request: ControlRequest) -> dict[str, Any]:
     """The `/set` object for a request; CommandRefused when the feature cannot do it."""
     props, opts, interface = feature.props, feature.opts, request.interface
     role = _ROLES.get(feature.kind, {}).get(interface)
-    if feature.kind == "lock":
-        raise CommandRefused("hubd never locks or unlocks a door from the platform")
+    if feature.kind == "lock" and (interface != "Switch" or request.value != "On"):
+        raise CommandRefused("hubd locks a door (Switch.On) but never unlocks one from the platform")
     if role is None or feature.kind in ("binary", "numeric", "doorbell"):
         raise CommandRefused(f"a zigbee2mqtt {feature.kind} takes no {interface}.{request.operation}")
     if feature.kind == "fan" and interface == "FanSpeed" and "speed" not in props:
@@ -141,7 +141,7 @@ def command(feature: Feature, request: ControlRequest) -> dict[str, Any]:
     if not _bits(feature, role) & SETTABLE:
         raise CommandRefused(f"zigbee2mqtt does not let {props.get(role, role)} be set (its access has no /set)")
     value = _target(request)
-    if interface == "Switch" and feature.kind in ("light", "switch", "fan"):
+    if interface == "Switch" and feature.kind in ("light", "switch", "fan", "lock"):
         return {props["state"]: opts.get("on") if value == "On" else opts.get("off")}
     if feature.kind == "light":
         return _light_command(feature, interface, _number(request, value))
@@ -241,11 +241,14 @@ def _light_command(feature: Feature, interface: str, value: float) -> dict[str, 
         if value <= 0:
             return {props["state"]: opts.get("off")}
         return {props["brightness"]: mapping.brightness_value(value, float(opts.get("brightness_max") or 254))}
+    # A colour or colour temperature also turns the light on, as Home Assistant's turn_on does (in Zigbee these
+    # commands leave an off light off; its brightness command turns it on by itself).
+    on = {props["state"]: opts.get("on")} if _bits(feature, "state") & SETTABLE else {}
     if interface == "ColorTemperature":
         low, high = _pair(opts.get("mireds"), (150, 500))
-        return {props["color_temp"]: mapping.mireds_from_percent(value, low, high)}
+        return {**on, props["color_temp"]: mapping.mireds_from_percent(value, low, high)}
     red, green, blue = mapping.rgb_parts(int(value))
-    return {props["color"]: {"hex": f"#{red:02x}{green:02x}{blue:02x}"}}
+    return {**on, props["color"]: {"hex": f"#{red:02x}{green:02x}{blue:02x}"}}
 
 
 def _cover_command(feature: Feature, interface: str, value: StateValue, request: ControlRequest) -> dict[str, Any]:
