@@ -18,7 +18,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from hubd.devices import conformance
@@ -33,6 +33,7 @@ from hubd.devices.changes import (
 )
 from hubd.devices.device import Device
 from hubd.devices.model import MAX_DEVICE_ID_CHARS, Route, StateSample, valid_device_id
+from hubd.devices.names import NameIndex
 from hubd.dialects.base import (
     AvailabilityReceived,
     ConfigReceived,
@@ -93,12 +94,14 @@ class DeviceRegistry:
         self._failures = MessageFailures(metrics)
         self._refusals = RefusalLog(log)
         self._presses: dict[str, deque[float]] = {}  # device → when its last presses came (a burst is a problem)
+        self._names = NameIndex()  # displayName → devices, so that a name hubd chose gets a word where two share it
         metrics.gauge("hubd_devices", "devices known", lambda: float(len(self._devices)))
 
     async def start(self) -> None:
         """Load the persisted devices."""
         for device in await self._db.call(load_devices_blocking):
             self._devices[device.device_id] = device
+            self._names.add(device.device_id, device.config.displayName)
         log.info("loaded %d devices", len(self._devices))
 
     async def run(self) -> None:
@@ -212,7 +215,9 @@ class DeviceRegistry:
                 self._devices[device_id].last_seen = decoded.received_at
             return
         if isinstance(item, DeviceGone):
-            if self._devices.pop(device_id, None) is not None:
+            gone = self._devices.pop(device_id, None)
+            if gone is not None:
+                self._names.remove(device_id, gone.config.displayName)
                 work.changes.append(DeviceRemoved(device_id))
                 work.dirty.pop(device_id, None)
                 work.deleted.add(device_id)
@@ -261,6 +266,8 @@ class DeviceRegistry:
         device_id = item.device_id
         existing = self._devices.get(device_id)
         config, renamed = conformance.conform_config(item.config)
+        if item.origin.naming:  # a name hubd chose (a model's, say): a word where another device has it
+            config = replace(config, displayName=self._names.distinct(device_id, config, existing))
         if existing is not None and existing.config.canonical() == config.canonical():
             if existing.route != item.route or existing.origin != item.origin:  # no news for the platform
                 existing.route, existing.origin = item.route, item.origin
@@ -271,6 +278,9 @@ class DeviceRegistry:
             log.warning("%s: the platform refuses digits and punctuation in names, so %s",
                         topic, "; ".join(f"{r.field} {r.old!r} is sent as {r.new!r}" if r.new is not None
                                          else f"{r.field} {r.old!r} is left out" for r in renamed))
+        if existing is not None:
+            self._names.remove(device_id, existing.config.displayName)
+        self._names.add(device_id, config.displayName)
         if existing is None:
             device = Device(device_id, config, route=item.route, origin=item.origin)
             self._devices[device_id] = device

@@ -45,6 +45,7 @@ from hubd.dialects.homeassistant.discovery import (
     EntityConfig,
     parse_topic,
     read_configs,
+    room_readings,
 )
 from hubd.dialects.homeassistant.entities import Entity
 from hubd.dialects.homeassistant.lights import Light
@@ -63,9 +64,8 @@ _UNUSED = frozenset({"icon", "entity_picture", "options", "enabled_by_default",
                      "force_update", "expire_after", "encoding", "optimistic", "platform", "min_humidity",
                      "max_humidity"})
 _UNUSED_PREFIXES = ("json_attributes_", "effect", "preset_mode", "fan_mode", "swing_mode", "swing_horizontal_mode",
-                    "action_", "current_temperature_", "current_humidity_", "target_humidity_", "temperature_high_",
-                    "temperature_low_", "aux_", "white_", "rgbw_", "rgbww_", "flash", "transition", "tilt_",
-                    "oscillation_", "direction_", "last_reset_")
+                    "action_", "current_temperature_", "current_humidity_", "target_humidity_", "aux_", "white_",
+                    "rgbw_", "rgbww_", "flash", "transition", "tilt_", "oscillation_", "direction_", "last_reset_")
 # Keys the record reads when it is made (device_endpoints writes them back into the address from the record).
 _RECORD_KEYS = frozenset({"device", "origin", "name", "unique_id", "availability", "availability_topic",
                           "availability_template", "availability_mode", "payload_available",
@@ -242,6 +242,7 @@ class HomeAssistantDialect(Dialect):
             configs = read_configs(where, payload)
         except ConfigProblem as err:
             return [InputRejected("config", f"{topic}: {err}")]
+        configs = [c for entity in configs for c in (entity, *room_readings(entity))]
         announced = self._device_configs.setdefault(topic, set()) if where.component == DEVICE_COMPONENT else None
         via = f"{where.node_id}/{where.object_id}" if where.node_id else where.object_id
         if announced is not None and not payload.strip():
