@@ -50,7 +50,7 @@ DISCOVERY_PREFIX = "bench-ha"  # hubd's homeassistant.discovery_prefix in the di
 Z2M_HA_BASE = "bench-z2m-ha"  # the base topic of the zigbee2mqtt that announces half the discovery devices
 Z2M_BASE = "bench-z2m"  # hubd's zigbee2mqtt.base_topic in the zigbee2mqtt scenario
 COORDINATOR = "0x00124b00120144ae"
-_UNSAFE_ID = re.compile(r"[^A-Za-z0-9._-]")  # CONTRACT.md 6: endpointIds keep A-Za-z0-9._- only
+_UNSAFE_ID = re.compile(r"[^A-Za-z0-9._-]")  # docs/devices.md: endpointIds keep A-Za-z0-9._- only
 _SEQ = -987654321  # stands for SEQ while a payload template is built
 # hubd's counters of messages it could not use: all should stay 0 during a scenario.
 PROBLEM_METRICS = ("hubd_device_messages_invalid_total", "hubd_device_messages_failed_total",

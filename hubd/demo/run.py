@@ -164,8 +164,9 @@ async def run_demo(build: Callable[[HubdConfig], Supervisor], *, state_dir: Path
                 if not result.ok:
                     raise RuntimeError(f"binding the demo user failed: {result.reply}")
                 print(f"bound platform user {DEMO_USER!r} through the driver's login page and AcceptGrant; "
-                      f"devices change every few seconds, the doorbell rings every {doorbell_every_s:.0f} s "
-                      "and the speakers tagged 'announce' say so through the webhook. Ctrl-C stops.", flush=True)
+                      "devices change every few seconds, the doorbell rings at random (every "
+                      f"{doorbell_every_s:.0f} s on average) and the speakers tagged 'announce' say so through the "
+                      "webhook. Ctrl-C stops.", flush=True)
                 helpers.append(group.create_task(fleet.run_random(RANDOM_INTERVAL_S), name="demo.devices"))
                 helpers.append(group.create_task(_discovery_script(sim, discovered, DirectiveClient(
                     hub_url, token=result.user_token, vendor_path=config.http.vendor_path)), name="demo.discovery"))
