@@ -30,6 +30,7 @@ from hubd.devices.changes import (
     DeviceRemoved,
     DoorbellPressed,
     StatesChanged,
+    describe,
 )
 from hubd.devices.device import Device
 from hubd.devices.model import MAX_DEVICE_ID_CHARS, Route, StateSample, valid_device_id
@@ -93,6 +94,7 @@ class DeviceRegistry:
                                         "device messages ignored as invalid, by kind", "kind")
         self._failures = MessageFailures(metrics)
         self._refusals = RefusalLog(log)
+        self._command_errors = RefusalLog(log, what="failed speaker commands", line="%s: %s%s")
         self._presses: dict[str, deque[float]] = {}  # device → when its last presses came (a burst is a problem)
         self._names = NameIndex()  # displayName → devices, so that a name hubd chose gets a word where two share it
         metrics.gauge("hubd_devices", "devices known", lambda: float(len(self._devices)))
@@ -109,6 +111,7 @@ class DeviceRegistry:
         while True:
             await asyncio.sleep(REFUSAL_WINDOW_S)
             self._refusals.flush()
+            self._command_errors.flush()
 
     async def stop(self) -> None:
         """Nothing to release."""
@@ -150,7 +153,9 @@ class DeviceRegistry:
         `receipts`: of the batch's QoS 1 messages, committed with the changes they caused (hubd.store.receipts);
         a batch that changes nothing commits nothing (a redelivery of it would change nothing either)."""
         work = _Batch()
+        tracing = log.isEnabledFor(logging.DEBUG)  # one line per device message, at debug only
         for decoded in batch:
+            first, refused = len(work.changes), []
             for item in decoded.inputs:
                 try:
                     self._apply(item, decoded, work)
@@ -158,10 +163,14 @@ class DeviceRegistry:
                     self._invalid.inc(label=input_kind(item))
                     self._refusals.refused(decoded.topic, str(err))
                     self._rejected(decoded, str(err))
+                    refused.append(str(err))
                 except Exception as err:  # a bug for this message must not stop the others (nor hubd)
                     self._invalid.inc(label=input_kind(item))
                     self._failures.record(log, decoded.topic, "hubd", err)
                     self._rejected(decoded, f"hubd failed on it ({type(err).__name__}: {err})")
+                    refused.append(f"hubd failed on it ({type(err).__name__})")
+            if tracing:
+                self._trace(decoded, work.changes[first:], refused)
         if not work.changes and not work.dirty and not work.deleted:
             return
         rows = DeviceRows(tuple(device_row(d) for d in work.dirty.values()), tuple(sorted(work.deleted)))
@@ -243,6 +252,24 @@ class DeviceRegistry:
                 work.dirty[device_id] = device
         else:
             work.changes.append(CommandResultReceived(device_id, item.result, decoded.received_at))
+            if item.result.status == "error":  # a speaker's failed command: a problem to show, and to log
+                what = f"command {item.result.command_id} failed: {item.result.message or 'no reason given'}"
+                self._command_errors.refused(self.label(device_id), what)
+                if self._rejections is not None:
+                    self._rejections.noticed(self.label(device_id), what, decoded.received_at)
+
+    def _trace(self, decoded: Decoded, changes: Sequence[Change], refused: list[str]) -> None:
+        said = [describe(c, self.label(c.device_id)) for c in changes]
+        said += [f"refused: {why}" for why in refused]
+        if not said:
+            rejected = [i.reason for i in decoded.inputs if isinstance(i, InputRejected)]
+            said = [f"refused: {why}" for why in rejected] or ["nothing changed"]
+        log.debug("MQTT %s (%s): %s", decoded.topic, decoded.source or "?", "; ".join(said))
+
+    def label(self, device_id: str) -> str:
+        """A device as log lines name it: its name and its endpointId ("Desk Lamp (lamp-1)")."""
+        device = self._devices.get(device_id)
+        return f"{device.config.displayName} ({device_id})" if device is not None else device_id
 
     def _count_press(self, device: Device, decoded: Decoded) -> None:
         """Every press is sent; a burst of them (a bouncing button, a flood) is shown as a problem."""
