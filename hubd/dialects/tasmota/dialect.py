@@ -143,6 +143,7 @@ class TasmotaDialect(Dialect):
             own = mapping.endpoint_id(mac)
             self._use(Known(mac, tuple(sorted(endpoints, key=lambda e: (e[0] != own, e[0])))))
             self._announced.update({device_id: None for device_id, _ in endpoints})
+            self._to_poll[mac] = None
 
     def claims(self, topic: str) -> bool:
         """Topics under the discovery prefix, and the topics of known devices."""

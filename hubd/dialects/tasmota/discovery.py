@@ -93,10 +93,11 @@ class TasmotaInfo:
         return "Tasmota device"
 
     def is_name(self, text: str) -> bool:
-        """Whether `text` is a name a person gave (not blank, not a default, not one of the device's identifiers)."""
+        """Whether `text` is a name a person gave: not blank, not a default, not the MAC nor Tasmota's identifiers
+        (`tasmota_49A3BC`, the host name `tasmota-49A3BC-0956`); a topic a person chose ("kitchen") is a name."""
         text = text.strip()
         return bool(text) and not _DEFAULT_NAME_RE.match(text) and not _IDENTIFIER_RE.match(text) \
-            and text.casefold() not in {self.mac.casefold(), self.topic.casefold(), self.host.casefold()}
+            and text.casefold() != self.mac.casefold()
 
     def identities(self) -> tuple[str, ...]:
         """What a `doorbells` or include/exclude glob may match: names, topic, host name and MAC."""
