@@ -230,7 +230,7 @@ def test_a_restarted_dialect_reads_states_from_the_kept_routes_before_the_config
     routes = [(k, c.route) for k, c in found.items()]
 
     restarted = make()
-    restarted.restore(routes + [("other", Route("tasmota", "{not json"))])
+    restarted.restore([*routes, ("other", Route("tasmota", "{not json"))])
     assert ("tasmota_49A3BC/tele/STATE", 1) in restarted.subscriptions()
     assert states(publish(restarted, "tasmota_49A3BC/tele/STATE", {"POWER1": "OFF", "POWER2": "ON"})) == \
         {BASIC: {"Switch": "Off"}, f"{BASIC}-relay2": {"Switch": "On"}}
