@@ -227,7 +227,8 @@ def missing_in_code(text: str) -> list[str]:
     out = []
     for word in text.split():
         path = repo_path(word, roots=TOP_LEVEL | PACKAGE_DIRS)
-        if path and path not in TOPICS_NOT_PATHS and not (REPO / path).exists() and not any(f.endswith("/" + path) for f in PACKAGE_FILES):
+        if path and path not in TOPICS_NOT_PATHS and not (REPO / path).exists() \
+                and not any(f.endswith("/" + path) for f in PACKAGE_FILES):
             out.append(path)
     return out
 
