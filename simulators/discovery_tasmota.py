@@ -4,8 +4,8 @@ Owns TasmotaBulb: an RGBCW bulb (a Sonoff B1, say) with Tasmota's defaults (SetO
 `%prefix%/%topic%/`): its retained discovery config on `tasmota/discovery/<MAC>/config` and sensors on `/sensors`
 (the shape Tasmota's own discovery driver, xdrv_12_discovery.ino in arendst/Tasmota, builds), its LWT
 (`tele/<topic>/LWT`, `Online` retained, `Offline` its last will), its `tele/<topic>/STATE`, and the commands it
-obeys on `cmnd/<topic>/<Command>`: `POWER1`, `Dimmer`, `CT`, `Color2` and `STATE`, each answered with the light's state on `stat/<topic>/RESULT` as
-Tasmota answers. Must not import hubd.
+obeys on `cmnd/<topic>/<Command>`: `POWER1`, `Dimmer`, `CT`, `Color2` and `STATE`, each answered with the
+light's state on `stat/<topic>/RESULT` as Tasmota answers. Must not import hubd.
 """
 
 from __future__ import annotations
