@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from mosquitto import Mosquitto, publish
 from rig import Rig, announced, changes, devices, invalid_total, send, settle, states_of, wait_change, wait_devices
 
@@ -104,24 +103,19 @@ async def test_a_device_also_seen_through_legacy_discovery_is_imported_once_nati
     assert changes(rig, RELAY) == [{"Switch": "On"}]
 
 
-async def test_a_native_config_after_the_legacy_one_is_imported_beside_the_discovery_device(
-        make_rig: MakeRig) -> None:
-    # Live, discovery read the relay first: Home Assistant discovery decides when a config comes, so its device
-    # stays until its configs are cleared; the native one is imported beside it (docs/devices.md says so).
+async def test_a_native_config_after_the_legacy_one_takes_the_device_over(make_rig: MakeRig) -> None:
+    # Live, discovery read the relay first; when its native config comes, the device is the native import's: the
+    # discovery device is gone (DeleteReport) and the native one announced, one device as the contract says.
     rig = await make_rig(hub_overrides=BOTH)
     send(rig, LEGACY["topic"], LEGACY["payload"], retain=True)
     await wait_devices(rig, "FB6A07")
     send(rig, f"tasmota/discovery/{RELAY}/config", native_relay(), retain=True)
-    found = await wait_devices(rig, RELAY, "FB6A07")
-    assert (found[RELAY]["source"], found["FB6A07"]["source"]) == ("tasmota", "homeassistant")
-
-    send(rig, LEGACY["topic"], "", retain=True)  # the legacy configs cleared (SetOption19 0 on a legacy build)
+    await wait_devices(rig, RELAY)
     await rig.hub.wait_for(lambda: _without(rig, "FB6A07"), what="the discovery device gone")
-    assert RELAY in await devices(rig)
+    assert (await devices(rig))[RELAY]["source"] == "tasmota"
+    assert not await invalid_total(rig.hub, 1)
 
 
-@pytest.mark.xfail(strict=True, reason="Home Assistant discovery's restore drops a route left to a native import "
-                   "without removing its device (hubd/dialects/homeassistant/dialect.py restore); the lead's change")
 async def test_after_a_restart_a_device_imported_both_ways_is_one_native_device(make_rig: MakeRig) -> None:
     rig = await make_rig(hub_overrides=BOTH)
     send(rig, LEGACY["topic"], LEGACY["payload"], retain=True)

@@ -90,6 +90,7 @@ class TasmotaDialect(Dialect):
         self._infos: dict[str, TasmotaInfo] = {}  # MAC → its last good config
         self._sensors: dict[str, dict[str, object]] = {}  # MAC → the `sn` of its sensors message
         self._devices: dict[str, Known] = {}  # MAC → the device imported
+        self._generation = 0  # changes when a MAC comes or goes (native_generation)
         self._topics: dict[str, tuple[str, str]] = {}  # device topic → (MAC, what comes there: LWT, STATE, ...)
         self._announced: dict[str, tuple[str, Route, Origin] | None] = {}  # endpoint → what it was (None: restored)
         self._left_out: dict[str, tuple[str, list[str]]] = {}  # MAC → (name, why it is not imported)
@@ -181,6 +182,10 @@ class TasmotaDialect(Dialect):
         """The command topics (`cmnd/<topic>/...`) of the devices this dialect imports."""
         return any(topic.startswith(known.first.topics.cmnd) for known in self._devices.values())
 
+    def native_generation(self) -> int:
+        """Changes whenever a device comes or goes."""
+        return self._generation
+
     def imports_natively(self, announced: Announced) -> bool:
         """A device announced through Home Assistant discovery that is a Tasmota device imported here: one of its
         identifiers or connections is its MAC, or (Tasmota's legacy SetOption19 1 configs) the MAC's last six
@@ -260,6 +265,8 @@ class TasmotaDialect(Dialect):
                     self._announced.pop(endpoint_id, None)
         if before is None or before.topics() != known.topics():
             self._to_poll[mac] = None
+        if before is None:
+            self._generation += 1
         self._use(known, before)
         for item in built.configs:
             seen = (item.config.canonical(), item.route, item.origin)
@@ -272,6 +279,7 @@ class TasmotaDialect(Dialect):
         known = self._devices.pop(mac, None)
         if known is None:
             return []
+        self._generation += 1
         for topic in known.topics():
             self._topics.pop(topic, None)
             self._unsubscribe.append(topic)
