@@ -14,6 +14,11 @@
   online, then every state is the device's whole state on `<base>/<friendly_name>`: 10 keys (the fixture's
   battery, humidity, linkquality, power_outage_count, pressure, temperature, voltage, plus device_temperature,
   update and update_available), only `temperature` changing. endpointId: the ieee_address.
+- **tasmota** (`tasmota: {enabled: true}`): N Tasmota devices with a DS18B20, each announcing itself as Tasmota
+  does (a retained `<prefix>/<MAC>/config` in the shape of tests/fixtures/tasmota/atomlite2_rgb_light.json with
+  no relay, its `/sensors` and a retained `tele/<topic>/LWT` Online), then every state is its
+  `tele/<topic>/SENSOR` as tests/fixtures/tasmota/docs_sensors.json's DS18B20 (`Time`, `Id`, `TempUnit` beside
+  the Temperature). endpointId: the MAC.
 
 Each starts its own hubd (own database, own platform user, only that import enabled), binds the user,
 publishes the retained messages, and waits until the platform has every expected endpointId
@@ -45,12 +50,13 @@ from bench.load import StateShape, device_id
 from bench.rig import Hubd
 from bench.scenarios import Contender, Result, Rig
 
-IMPORTS = ("discovery", "zigbee2mqtt")
+IMPORTS = ("discovery", "zigbee2mqtt", "tasmota")
 DISCOVERY_PREFIX = "bench-ha"  # hubd's homeassistant.discovery_prefix in the discovery scenario
 Z2M_HA_BASE = "bench-z2m-ha"  # the base topic of the zigbee2mqtt that announces half the discovery devices
 Z2M_BASE = "bench-z2m"  # hubd's zigbee2mqtt.base_topic in the zigbee2mqtt scenario
+TASMOTA_PREFIX = "bench-tasmota/discovery"  # hubd's tasmota.discovery_prefix in the tasmota scenario
 COORDINATOR = "0x00124b00120144ae"
-_UNSAFE_ID = re.compile(r"[^A-Za-z0-9._-]")  # CONTRACT.md 6: endpointIds keep A-Za-z0-9._- only
+_UNSAFE_ID = re.compile(r"[^A-Za-z0-9._-]")  # docs/devices.md: endpointIds keep A-Za-z0-9._- only
 _SEQ = -987654321  # stands for SEQ while a payload template is built
 # hubd's counters of messages it could not use: all should stay 0 during a scenario.
 PROBLEM_METRICS = ("hubd_device_messages_invalid_total", "hubd_device_messages_failed_total",
@@ -238,7 +244,46 @@ def zigbee2mqtt_fleet(devices: int) -> Fleet:
                          "state_bytes": len(shape(0, 10_000)[1]) if devices else 0})
 
 
-FLEETS: dict[str, Callable[[int], Fleet]] = {"discovery": discovery_fleet, "zigbee2mqtt": zigbee2mqtt_fleet}
+# --- tasmota -------------------------------------------------------------------------------------------------------
+
+def _tasmota_config(i: int) -> dict[str, Any]:
+    """Device i's discovery config: Tasmota 15's keys, no relay, FullTopic %prefix%/%topic%/."""
+    mac = f"B0B0B0{i:06X}"
+    return {"ip": "192.0.2.10", "dn": f"Sensor {i}", "fn": [f"Sensor {i}", None, None, None, None, None, None, None],
+            "hn": f"bench-tas-{i:05d}", "mac": mac, "md": "ESP32-DevKit", "ty": 0, "if": 0, "cam": 0,
+            "ofln": "Offline", "onln": "Online", "state": ["OFF", "ON", "TOGGLE", "HOLD"], "sw": "15.0.1.4",
+            "t": f"bench-tas-{i:05d}", "ft": "%prefix%/%topic%/", "tp": ["cmnd", "stat", "tele"], "rl": [0] * 32,
+            "swc": [-1] * 28, "swn": [None] * 28, "btn": [0] * 32,
+            "so": {"4": 0, "11": 0, "13": 0, "17": 0, "20": 0, "30": 0, "68": 0, "73": 0, "82": 0, "114": 0,
+                   "117": 0}, "lk": 1, "lt_st": 0, "bat": 0, "dslp": 0, "sho": [], "sht": [], "ver": 1}
+
+
+def _tasmota_reading(temperature: float) -> dict[str, Any]:
+    return {"Time": "2026-08-18T12:00:00", "DS18B20": {"Id": "030597946B04", "Temperature": temperature},
+            "TempUnit": "C"}
+
+
+def tasmota_fleet(devices: int) -> Fleet:
+    retained: list[tuple[str, bytes]] = []
+    topics, heads, tails, ids = [], [], [], set()
+    for i in range(devices):
+        config = _tasmota_config(i)
+        where = f"{TASMOTA_PREFIX}/{config['mac']}"
+        retained += [(f"{where}/config", _json(config)),
+                     (f"{where}/sensors", _json({"sn": _tasmota_reading(20.9), "ver": 1})),
+                     (f"tele/{config['t']}/LWT", b"Online")]
+        topics.append(f"tele/{config['t']}/SENSOR")
+        head, tail = _split(_tasmota_reading(_SEQ))
+        heads.append(head)
+        tails.append(tail)
+        ids.add(endpoint_id(config["mac"]))
+    shape = _shape(topics, heads, tails)
+    return Fleet("tasmota", {"tasmota": {"enabled": True, "discovery_prefix": TASMOTA_PREFIX}}, TASMOTA_PREFIX,
+                 retained, ids, shape, {"state_bytes": len(shape(0, 10_000)[1]) if devices else 0})
+
+
+FLEETS: dict[str, Callable[[int], Fleet]] = {"discovery": discovery_fleet, "zigbee2mqtt": zigbee2mqtt_fleet,
+                                             "tasmota": tasmota_fleet}
 
 
 # --- running one ------------------------------------------------------------------------------------------------
@@ -388,11 +433,11 @@ class _DecodeTimer:
 
 def decode_costs(devices: int, *, states: int = 2_000, rounds: int = 15, templates: bool = False) -> dict[str, float]:
     """µs per state message in each dialect's decode, in this process (no broker, no hubd): hubd's own topics
-    ("native"), "discovery" and "zigbee2mqtt" (with `templates`, also the discovery fleet's two value templates
-    apart). The best of `rounds` rounds of `states` messages each; the dialects take turns round by round, so that
-    a machine whose speed drifts meanwhile weighs on all of them alike."""
+    ("native"), "discovery", "zigbee2mqtt" and "tasmota" (with `templates`, also the discovery fleet's two value
+    templates apart). The best of `rounds` rounds of `states` messages each; the dialects take turns round by round,
+    so that a machine whose speed drifts meanwhile weighs on all of them alike."""
     timers = [_DecodeTimer("native", devices), _DecodeTimer("discovery", devices),
-              _DecodeTimer("zigbee2mqtt", devices)]
+              _DecodeTimer("zigbee2mqtt", devices), _DecodeTimer("tasmota", devices)]
     if templates:
         esphome = _DecodeTimer("discovery", devices, only=lambda i: i % 2 == 0)
         esphome.name = "discovery, {{ value | float | round(1) }}"
@@ -418,7 +463,7 @@ def decode_costs(devices: int, *, states: int = 2_000, rounds: int = 15, templat
 
 def measured_decode_costs(devices: int) -> dict[str, float]:
     """`decode_costs` once per fleet size in this bench run (the first import to start measures them, its hubd
-    idle after the warm-up): both imports then report figures taken side by side with the native ones."""
+    idle after the warm-up): every import then reports figures taken side by side with the native ones."""
     if devices not in _COSTS:
         time.sleep(1.0)  # what the warm-up left to hubd (outbox deletes) is done
         _COSTS[devices] = decode_costs(devices)

@@ -300,7 +300,7 @@ TRIGGER = {"type": "tts", "devices": {"isAll": True}, "data": {"text": "hi"}}
 
 
 def _create_webhook(hub: Hubd, name: str) -> dict[str, Any]:
-    """`hubd webhook create -c CONFIG --name NAME` (CONTRACT.md 1)."""
+    """`hubd webhook create -c CONFIG --name NAME` (docs/cli.md)."""
     argv = [sys.executable, "-m", "hubd", "webhook", "create", "-c", str(hub.config_path), "--name", name]
     out = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=hub.workdir)
     if out.returncode != 0:

@@ -130,7 +130,7 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     components.append(controls)
     webhook = WebhookService(db, registry, commands, per_minute=config.webhook.per_minute,
                              per_day=config.webhook.per_day, metrics=metrics,
-                             trusted_proxies=config.http.trusted_proxies)
+                             trusted_proxies=config.http.trusted_proxies, notices=journal)
     components.append(webhook)
     # Public: what the platform (directives, account linking) and a browser logging in must reach. Local: the
     # status page and API, and the webhook, for the LAN only (a listener of their own with http.local_port).

@@ -271,6 +271,30 @@ class Zigbee2MqttConfig(_Model):
         return value
 
 
+class TasmotaConfig(_Model):
+    """Tasmota devices imported natively from their own discovery (`<discovery_prefix>/<MAC>/config`)."""
+
+    enabled: bool = False
+    discovery_prefix: str = "tasmota/discovery"
+    include: list[str] = Field(default_factory=lambda: ["*"])  # globs over names, topic, host name and MAC
+    exclude: list[str] = Field(default_factory=list)
+
+    @field_validator("discovery_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        if not value or value.startswith("/") or value.endswith("/") or not _TOPIC_SEGMENT_RE.match(value):
+            raise ValueError("must be Tasmota's discovery prefix, without '+', '#', or a leading/trailing '/', "
+                             "e.g. 'tasmota/discovery'")
+        return value
+
+    @field_validator("include", "exclude")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        if any(not pattern.strip() for pattern in value):
+            raise ValueError("a pattern is empty; write a glob (fnmatch) such as 'Kitchen*' or 'A4CF12*'")
+        return value
+
+
 class DoorbellConfig(_Model):
     """A button whose press is a DoorbellPress: `device` globs over its name or identifiers, `event` is the press."""
 
@@ -298,6 +322,7 @@ class HubdConfig(_Model):
     log: LogConfig = LogConfig()
     homeassistant: HomeAssistantConfig = HomeAssistantConfig()
     zigbee2mqtt: Zigbee2MqttConfig = Zigbee2MqttConfig()
+    tasmota: TasmotaConfig = TasmotaConfig()
     doorbells: list[DoorbellConfig] = Field(default_factory=list)
 
 

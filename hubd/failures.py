@@ -41,52 +41,55 @@ class MessageFailures:
 
 
 class RefusalLog:
-    """WARNING lines for refused device messages: one per topic and reason per minute, at most
-    REFUSALS_PER_MINUTE a minute in all; the rest counted and summed up by `flush()`."""
+    """WARNING lines for refusals: one per subject and reason per minute, at most REFUSALS_PER_MINUTE a minute in
+    all; the rest counted and summed up by `flush()`. `what` names them in the summary ("refused device messages",
+    "refused webhook calls"); `line` is the format of one line (subject, reason, hint)."""
 
-    def __init__(self, log: logging.Logger, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, log: logging.Logger, *, what: str = "refused device messages",
+                 line: str = "ignored message on %s: %s%s", clock: Callable[[], float] = time.monotonic) -> None:
         self._log = log
+        self._what = what
+        self._line = line
         self._clock = clock
-        self._keys: OrderedDict[tuple[str, str], float] = OrderedDict()  # (topic, reason) → when it was logged
+        self._keys: OrderedDict[tuple[str, str], float] = OrderedDict()  # (subject, reason) → when it was logged
         self._window_start = clock()
         self._lines = 0
-        self._quiet: OrderedDict[str, int] = OrderedDict()  # topic → refusals not logged since the last flush
+        self._quiet: OrderedDict[str, int] = OrderedDict()  # subject → refusals not logged since the last flush
         self._quiet_total = 0
-        self._quiet_topics = 0  # distinct topics among them (counted past MAX_KEYS too)
+        self._quiet_subjects = 0  # distinct subjects among them (counted past MAX_KEYS too)
 
-    def refused(self, topic: str, reason: str, hint: str = "") -> None:
-        """One refused message: logged unless the same topic and reason was within the minute, or the minute's
-        lines are used up."""
+    def refused(self, subject: str, reason: str, hint: str = "") -> None:
+        """One refusal: logged unless the same subject and reason was within the minute, or the minute's lines are
+        used up."""
         now = self._clock()
         if now - self._window_start >= REFUSAL_WINDOW_S:
             self.flush()
-        key = (topic, reason)
+        key = (subject, reason)
         logged = self._keys.get(key)
         if (logged is not None and now - logged < REFUSAL_WINDOW_S) or self._lines >= REFUSALS_PER_MINUTE:
             self._quiet_total += 1
-            count = self._quiet.get(topic)
+            count = self._quiet.get(subject)
             if count is None:
-                self._quiet_topics += 1
+                self._quiet_subjects += 1
                 if len(self._quiet) >= MAX_KEYS:
                     self._quiet.popitem(last=False)
-            self._quiet[topic] = (count or 0) + 1
+            self._quiet[subject] = (count or 0) + 1
             return
         self._lines += 1
         self._keys[key] = now
         self._keys.move_to_end(key)
         if len(self._keys) > MAX_KEYS:
             self._keys.popitem(last=False)
-        self._log.warning("ignored message on %s: %s%s", topic, reason, hint)
+        self._log.warning(self._line, subject, reason, hint)
 
     def flush(self) -> None:
         """Sum up what was not logged since the last flush (one line), and start a new minute."""
         if self._quiet_total:
-            total, topics = self._quiet_total, self._quiet_topics
             busiest = sorted(self._quiet.items(), key=lambda item: -item[1])[:3]
-            self._log.warning("%d more refused device messages on %d topic(s) not logged one by one (most on %s); "
-                              "the status page's Problems counts them all", total, topics,
-                              ", ".join(f"{topic} ({count})" for topic, count in busiest))
+            self._log.warning("%d more %s on %d topic(s) not logged one by one (most on %s); the status page's "
+                              "Problems counts them all", self._quiet_total, self._what, self._quiet_subjects,
+                              ", ".join(f"{subject} ({count})" for subject, count in busiest))
         self._quiet = OrderedDict()
-        self._quiet_total = self._quiet_topics = 0
+        self._quiet_total = self._quiet_subjects = 0
         self._window_start = self._clock()
         self._lines = 0

@@ -18,7 +18,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from hubd.devices import conformance
@@ -30,9 +30,11 @@ from hubd.devices.changes import (
     DeviceRemoved,
     DoorbellPressed,
     StatesChanged,
+    describe,
 )
 from hubd.devices.device import Device
 from hubd.devices.model import MAX_DEVICE_ID_CHARS, Route, StateSample, valid_device_id
+from hubd.devices.names import NameIndex
 from hubd.dialects.base import (
     AvailabilityReceived,
     ConfigReceived,
@@ -92,13 +94,16 @@ class DeviceRegistry:
                                         "device messages ignored as invalid, by kind", "kind")
         self._failures = MessageFailures(metrics)
         self._refusals = RefusalLog(log)
+        self._command_errors = RefusalLog(log, what="failed speaker commands", line="%s: %s%s")
         self._presses: dict[str, deque[float]] = {}  # device → when its last presses came (a burst is a problem)
+        self._names = NameIndex()  # displayName → devices, so that a name hubd chose gets a word where two share it
         metrics.gauge("hubd_devices", "devices known", lambda: float(len(self._devices)))
 
     async def start(self) -> None:
         """Load the persisted devices."""
         for device in await self._db.call(load_devices_blocking):
             self._devices[device.device_id] = device
+            self._names.add(device.device_id, device.config.displayName)
         log.info("loaded %d devices", len(self._devices))
 
     async def run(self) -> None:
@@ -106,6 +111,7 @@ class DeviceRegistry:
         while True:
             await asyncio.sleep(REFUSAL_WINDOW_S)
             self._refusals.flush()
+            self._command_errors.flush()
 
     async def stop(self) -> None:
         """Nothing to release."""
@@ -147,7 +153,9 @@ class DeviceRegistry:
         `receipts`: of the batch's QoS 1 messages, committed with the changes they caused (hubd.store.receipts);
         a batch that changes nothing commits nothing (a redelivery of it would change nothing either)."""
         work = _Batch()
+        tracing = log.isEnabledFor(logging.DEBUG)  # one line per device message, at debug only
         for decoded in batch:
+            first, refused = len(work.changes), []
             for item in decoded.inputs:
                 try:
                     self._apply(item, decoded, work)
@@ -155,10 +163,14 @@ class DeviceRegistry:
                     self._invalid.inc(label=input_kind(item))
                     self._refusals.refused(decoded.topic, str(err))
                     self._rejected(decoded, str(err))
+                    refused.append(str(err))
                 except Exception as err:  # a bug for this message must not stop the others (nor hubd)
                     self._invalid.inc(label=input_kind(item))
                     self._failures.record(log, decoded.topic, "hubd", err)
                     self._rejected(decoded, f"hubd failed on it ({type(err).__name__}: {err})")
+                    refused.append(f"hubd failed on it ({type(err).__name__})")
+            if tracing:
+                self._trace(decoded, work.changes[first:], refused)
         if not work.changes and not work.dirty and not work.deleted:
             return
         rows = DeviceRows(tuple(device_row(d) for d in work.dirty.values()), tuple(sorted(work.deleted)))
@@ -212,7 +224,9 @@ class DeviceRegistry:
                 self._devices[device_id].last_seen = decoded.received_at
             return
         if isinstance(item, DeviceGone):
-            if self._devices.pop(device_id, None) is not None:
+            gone = self._devices.pop(device_id, None)
+            if gone is not None:
+                self._names.remove(device_id, gone.config.displayName)
                 work.changes.append(DeviceRemoved(device_id))
                 work.dirty.pop(device_id, None)
                 work.deleted.add(device_id)
@@ -238,6 +252,24 @@ class DeviceRegistry:
                 work.dirty[device_id] = device
         else:
             work.changes.append(CommandResultReceived(device_id, item.result, decoded.received_at))
+            if item.result.status == "error":  # a speaker's failed command: a problem to show, and to log
+                what = f"command {item.result.command_id} failed: {item.result.message or 'no reason given'}"
+                self._command_errors.refused(self.label(device_id), what)
+                if self._rejections is not None:
+                    self._rejections.noticed(self.label(device_id), what, decoded.received_at)
+
+    def _trace(self, decoded: Decoded, changes: Sequence[Change], refused: list[str]) -> None:
+        said = [describe(c, self.label(c.device_id)) for c in changes]
+        said += [f"refused: {why}" for why in refused]
+        if not said:
+            rejected = [i.reason for i in decoded.inputs if isinstance(i, InputRejected)]
+            said = [f"refused: {why}" for why in rejected] or ["nothing changed"]
+        log.debug("MQTT %s (%s): %s", decoded.topic, decoded.source or "?", "; ".join(said))
+
+    def label(self, device_id: str) -> str:
+        """A device as log lines name it: its name and its endpointId ("Desk Lamp (lamp-1)")."""
+        device = self._devices.get(device_id)
+        return f"{device.config.displayName} ({device_id})" if device is not None else device_id
 
     def _count_press(self, device: Device, decoded: Decoded) -> None:
         """Every press is sent; a burst of them (a bouncing button, a flood) is shown as a problem."""
@@ -261,6 +293,8 @@ class DeviceRegistry:
         device_id = item.device_id
         existing = self._devices.get(device_id)
         config, renamed = conformance.conform_config(item.config)
+        if item.origin.naming:  # a name hubd chose (a model's, say): a word where another device has it
+            config = replace(config, displayName=self._names.distinct(device_id, config, existing))
         if existing is not None and existing.config.canonical() == config.canonical():
             if existing.route != item.route or existing.origin != item.origin:  # no news for the platform
                 existing.route, existing.origin = item.route, item.origin
@@ -271,6 +305,9 @@ class DeviceRegistry:
             log.warning("%s: the platform refuses digits and punctuation in names, so %s",
                         topic, "; ".join(f"{r.field} {r.old!r} is sent as {r.new!r}" if r.new is not None
                                          else f"{r.field} {r.old!r} is left out" for r in renamed))
+        if existing is not None:
+            self._names.remove(device_id, existing.config.displayName)
+        self._names.add(device_id, config.displayName)
         if existing is None:
             device = Device(device_id, config, route=item.route, origin=item.origin)
             self._devices[device_id] = device

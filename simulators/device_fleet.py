@@ -1,6 +1,6 @@
 """The MQTT side of simulated devices: one paho session per device, and DeviceFleet to drive them.
 
-Owns the device end of CONTRACT.md 3: retained config, availability (online, offline, last will),
+Owns the device end of hubd's topics (docs/mqtt.md): retained config, availability (online, offline, last will),
 state, event, and answering `set` and `command`. paho runs in its own thread per device
 (loop_start); its callbacks only hand over to the event loop with call_soon_threadsafe, and all
 behaviour runs there. Also the broker options shared by the simulator command lines. Must not

@@ -1,6 +1,6 @@
 """The simulated device kinds except the speaker (simulators.speaker): sensors, actuators, a doorbell.
 
-Pure behaviour on top of simulators.sim_device (PROTOCOL.md 6 and 9): capabilities, realistic random
+Pure behaviour on top of simulators.sim_device (docs/devices.md): capabilities, realistic random
 changes, hold times and curtain travel. Must not import hubd nor paho.
 """
 
@@ -72,7 +72,7 @@ class _BinarySensor(SimDevice):
 
 
 class ContactSensor(_BinarySensor):
-    """A door or window contact: Switch On = open, Off = closed (PROTOCOL.md 9)."""
+    """A door or window contact: Switch On = open, Off = closed (docs/devices.md)."""
 
     kind = "contact"
     label = "Door Sensor"

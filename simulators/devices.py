@@ -42,7 +42,7 @@ DEFAULT_ROOMS: Mapping[str, str] = MappingProxyType({
     "climate": "Living Room", "contact": "Hallway", "motion": "Hallway", "light": "Kitchen",
     "curtain": "Bedroom", "ac": "Bedroom", "doorbell": "Entrance", "speaker": "Living Room",
 })
-# Display names carry no digits (PROTOCOL.md 8), so the second light of a room is "... Light Two".
+# Display names carry no digits (the platform refuses them), so the second light of a room is "... Light Two".
 NUMBER_WORDS = ("", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight", "Nine", "Ten")
 DEMO_CURTAIN_TRAVEL_S = 8.0
 

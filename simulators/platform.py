@@ -1,10 +1,10 @@
 """The smart-speaker platform simulator's server: token host, event gateway and failure report on one port.
 
-Plays SPEC.md's {auth_url} and {base_url} on one port, validates every message strictly (the rules
-live in simulators.platform_validate, the token rules in simulators.platform_tokens), records what it
+Plays the platform's {auth_url} and {base_url} (docs/platform.md) on one port, validates every message strictly
+(the rules live in simulators.platform_validate, the token rules in simulators.platform_tokens), records what it
 accepted for tests and the demo (simulators.platform_records), and injects faults on request (also over
 the /sim/* routes of simulators.platform_control). A user who binds again (a new code exchange) starts
-with no known endpoints (PROTOCOL.md D24: an unbind is not signalled, a new binding is a new start), so
+with no known endpoints (an unbind is not signalled, a new binding is a new start), so
 the hub must announce its devices again. Never imports hubd: it is the outside world.
 """
 

@@ -1,4 +1,4 @@
-"""The platform's side of directives (PROTOCOL.md 5): Discover, control and ReportState sent to a hub.
+"""The platform's side of directives (docs/platform.md): Discover, control and ReportState sent to a hub.
 
 Builds the messages, POSTs them to `{hub}{vendor_path}` with a user token, and checks every reply field
 by field: HTTP 200 with JSON within 3 s, the request's messageId echoed, no authorization, the reply
@@ -35,7 +35,7 @@ from simulators.platform_validate import (
     _unique_ids,
 )
 
-REPLY_DEADLINE_S = 3.0  # PROTOCOL.md 5.3
+REPLY_DEADLINE_S = 3.0  # the platform waits 3 s for a reply (docs/platform.md)
 COMMANDS = ("discover", "control", "report-state")
 
 
@@ -60,7 +60,7 @@ class DirectiveReply:
 
 
 def discover_message(token: str, *, namespace: str = "Service", message_id: str | None = None) -> dict[str, Any]:
-    """A Discover directive (header only; PROTOCOL.md 5 allows the payload to be missing)."""
+    """A Discover directive (header only; the platform may leave the payload out)."""
     return {"header": _header(f"{namespace}.Discovery", "Discover", token, message_id)}
 
 
@@ -89,7 +89,7 @@ def report_state_message(token: str, endpoint_id: str, *, namespace: str = "Serv
 
 
 def validate_directive_reply(reply: object, request: Mapping[str, Any], brand: str = "Service") -> DirectiveReply:
-    """Check a reply against the directive it answers (PROTOCOL.md 5, 5.5, DIFF-10, DIFF-14); MessageInvalid."""
+    """Check a reply against the directive it answers (docs/platform.md); MessageInvalid."""
     root = _require_object(reply, "$")
     header = _require_object(root.get("header"), "header")
     if "authorization" in header:

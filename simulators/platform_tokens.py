@@ -1,6 +1,6 @@
 """The platform simulator's token authority: authorization codes, access tokens and refresh tokens, per user.
 
-Owns what PROTOCOL.md 14 and RFC 6749 say about them: a code is single use and lives 10 minutes, a
+Owns what the platform and RFC 6749 say about them: a code is single use and lives 10 minutes, a
 refresh rotates both tokens, a new code exchange ends the user's old refresh token; and the token
 endpoint's rules for one request (client authentication by HTTP Basic or in the body, never both; the
 two grant types), whose every refusal is an OAuthError (RFC 6749 5.2). No I/O: simulators.platform

@@ -1,6 +1,6 @@
-"""Pure validators for the platform simulator: SPEC.md's wire shapes, checked field by field.
+"""Pure validators for the platform simulator: the platform's wire shapes (docs/platform.md), checked field by field.
 
-Owns the rules (PROTOCOL.md 1-4, 6, 7, 14 fill what SPEC.md leaves open) and nothing else: no
+Owns the rules (the platform's specification and what docs/platform.md adds to it) and nothing else: no
 state, no I/O. Every failure is a MessageInvalid naming the JSON path and the reason.
 Imports nothing from hubd: the simulator plays the outside world.
 """
@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs, parse_qsl, urlsplit
 
-# PROTOCOL.md 7: the 41 documented values.
+# The 41 documented display types (docs/devices.md).
 DISPLAY_TYPES = frozenset({
     "light", "switch", "socket", "irController", "curtain", "panel", "tv", "fan", "remoteController", "ac",
     "airPurifier", "scene", "cleanBot", "projector", "dehumidifier", "thermostat", "humidifier", "door",
@@ -27,7 +27,7 @@ DISPLAY_TYPES = frozenset({
     "ventilation", "windowPusher", "feeder", "waterDetector", "alarm", "airer", "heater", "atomizedGlass",
 })
 
-# PROTOCOL.md 5.5: the v2 error names an ErrorResponse may carry.
+# docs/platform.md: the v2 error names an ErrorResponse may carry.
 ERROR_NAMES = frozenset({
     "E_AUTHORIZATION_EXPIRED", "E_INVALID_AUTHORIZATION", "E_NO_SUCH_ENDPOINT", "E_NOT_SUPPORTED_DIRECTIVE",
     "E_VALUE_OUT_OF_RANGE", "E_ENDPOINT_BUSY", "E_CHANNEL_NOT_FOUND", "E_INTERNAL_ERROR",
@@ -36,7 +36,7 @@ ERROR_NAMES = frozenset({
     "E_MEDIA_FAVORITE_NOT_FOUND", "E_MEDIA_NO_PREV", "E_MEDIA_NO_NEXT",
 })
 
-# Event name -> namespace suffix after the brand word (SPEC.md 4.2).
+# Event name -> namespace suffix after the brand word (docs/platform.md).
 EVENT_NAMESPACES = {
     "ChangeReport": "",
     "AddOrUpdateReport": ".Discovery",
@@ -60,7 +60,7 @@ _CAPABILITY_FIELDS = ("interface", "supportedOperations", "proactivelyReported",
 
 @dataclass(frozen=True, slots=True)
 class InterfaceRule:
-    """What PROTOCOL.md 6 allows for one capability interface."""
+    """What the platform allows for one capability interface (docs/devices.md, Interfaces)."""
 
     operations: frozenset[str]
     enum: frozenset[str] | None = None  # the allowed string values of an enum interface
@@ -123,7 +123,7 @@ class AsyncEvent:
 
 
 def validate_event(message: object, brand: str = "Service") -> AsyncEvent:
-    """Check one POST /async/events body against SPEC.md 2 and 4.2; raise MessageInvalid."""
+    """Check one POST /async/events body against the platform's rules (docs/platform.md); raise MessageInvalid."""
     root = _require_object(message, "$")
     header = _require_object(_field(root, "$", "header"), "header")
     name = _string(_field(header, "header", "name"), "header.name")
@@ -178,7 +178,7 @@ def validate_accept_grant_reply(reply: object, brand: str = "Service") -> bool:
 
 
 def validate_user_auth(data: object, path: str = "data") -> str:
-    """Check a driver UserAuth object (SPEC.md 2.7, PROTOCOL.md 10); return its userToken."""
+    """Check a driver UserAuth object (docs/driver.md); return its userToken."""
     optional = ("expiredTime", "ext1", "ext2", "ext3", "ext4", "ext5")
     auth = _keys(data, path, ("userId", "userToken", "expiresIn", "refreshToken"), optional)
     _string(auth["userId"], f"{path}.userId")
@@ -197,7 +197,7 @@ def validate_user_auth(data: object, path: str = "data") -> str:
 
 
 def validate_driver_reply(reply: object) -> Any:
-    """Check a /driver/command success envelope (SPEC.md 2.7: status 0 and data); return data."""
+    """Check a /driver/command success envelope (docs/driver.md: status 0 and data); return data."""
     body = _require_object(reply, "$")
     status = _field(body, "$", "status")
     if type(status) is not int:
@@ -208,7 +208,7 @@ def validate_driver_reply(reply: object) -> Any:
 
 
 def validate_authorize_url(data: object, callback_url: str) -> str:
-    """Check the OAuth command's data (SPEC.md 4.5): /oauth/authorize with callbackURL; return the URL."""
+    """Check the OAuth command's data (docs/driver.md): /oauth/authorize with callbackURL; return the URL."""
     url = _string(data, "data")
     parts = urlsplit(url)
     if not parts.scheme or not parts.netloc or parts.path != "/oauth/authorize":
@@ -219,7 +219,7 @@ def validate_authorize_url(data: object, callback_url: str) -> str:
 
 
 def validate_redirect(location: str, callback_url: str) -> tuple[str, dict[str, str]]:
-    """Check the authorize redirect keeps the callback (SPEC.md 4.5); return (mode, added parameters)."""
+    """Check the authorize redirect keeps the callback (docs/driver.md); return (mode, added parameters)."""
     got, want = urlsplit(location), urlsplit(callback_url)
     if (got.scheme, got.netloc, got.path) != (want.scheme, want.netloc, want.path):
         raise MessageInvalid("Location", f"{location!r} does not lead to the callback {callback_url!r}")
@@ -230,7 +230,7 @@ def validate_redirect(location: str, callback_url: str) -> tuple[str, dict[str, 
         added.remove(pair)
     params = dict(added)
     v1 = {"userId", "userToken", "expiresIn"}
-    # SPEC.md 4.5 says what the redirect must hold, not that it holds nothing else (hubd adds refreshToken).
+    # The platform says what the redirect must hold, not that it holds nothing else (hubd adds refreshToken).
     if len(params) == len(added) and all(params.values()):
         if "code" in params and not v1 & set(params):
             return "oauth2", params
@@ -241,7 +241,7 @@ def validate_redirect(location: str, callback_url: str) -> tuple[str, dict[str, 
 
 
 def failure_report_sign(user_id: str, client_id: str, client_secret: str) -> str:
-    """The sign field of a failure report (SPEC.md 4.4): lowercase hex HMAC-SHA256."""
+    """The sign field of a failure report (docs/platform.md): lowercase hex HMAC-SHA256."""
     text = f"userId={user_id}&clientId={client_id}"
     return hmac.new(client_secret.encode(), text.encode(), hashlib.sha256).hexdigest()
 

@@ -1,7 +1,7 @@
 """What a simulated device is (pure, no MQTT): capabilities, states, the `set` rules, recorded input.
 
 Owns SimDevice (the base of every kind in simulators.device_models and simulators.speaker), the
-interface value rules of PROTOCOL.md 6 and the state/event payloads of CONTRACT.md 3. Time is passed
+interface value rules of docs/devices.md and the state/event payloads of docs/mqtt.md. Time is passed
 in as monotonic seconds, so everything here is testable without a clock. Must not import hubd (the
 simulators play the outside world) nor paho.
 """
@@ -22,13 +22,13 @@ log = logging.getLogger(__name__)
 
 PHYSICAL_INTERACTION = "PHYSICAL_INTERACTION"
 COLOR_MAX = 0xFFFFFF
-PERCENT_ADJUST_STEP = 10.0  # PROTOCOL.md 6: the default Adjust step of a percentage
+PERCENT_ADJUST_STEP = 10.0  # the platform's default Adjust step of a percentage
 
 T = TypeVar("T")
 
 
 def utc_now_ms() -> str:
-    """The current time as ISO 8601 UTC with milliseconds and Z (PROTOCOL.md 14)."""
+    """The current time as ISO 8601 UTC with milliseconds and Z (as the platform wants it)."""
     now = datetime.now(UTC)
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
@@ -76,7 +76,7 @@ def parse_set(payload: bytes) -> SetDirective:
 
 @dataclass(frozen=True, slots=True)
 class InterfaceSpec:
-    """One capability of a device and the rules for its value (PROTOCOL.md 6)."""
+    """One capability of a device and the rules for its value (docs/devices.md)."""
 
     name: str
     operations: tuple[str, ...]
@@ -120,7 +120,7 @@ class InterfaceSpec:
         return int(value) if float(value).is_integer() else round(value, 1)
 
     def resolve(self, directive: SetDirective, current: object, rng: random.Random) -> object:
-        """The new value a directive asks for (CONTRACT.md 3 `set` rules)."""
+        """The new value a directive asks for (docs/mqtt.md's `set` rules)."""
         if directive.value is not None:
             return self.coerce(directive.value)
         op = directive.operation
@@ -222,7 +222,7 @@ class SimDevice:
     """A simulated device: its config, its current states and how it reacts to set and time."""
 
     kind: ClassVar[str] = ""
-    label: ClassVar[str] = "Device"  # the default display name is "<room> <label>" (no digits, PROTOCOL.md 8)
+    label: ClassVar[str] = "Device"  # the default display name is "<room> <label>" (no digits: the platform's rule)
     display_type: ClassVar[str] = "unknown"
     accepts_commands: ClassVar[bool] = False
 

@@ -1,6 +1,6 @@
 """The simulated speaker: a Volume device that takes tts/audio/asr commands, and its command line.
 
-Owns `B/device/ID/command` handling (CONTRACT.md 3): records every command, speaks tts through
+Owns `B/device/ID/command` handling (docs/mqtt.md): records every command, speaks tts through
 espeak-ng into a WAV file when espeak-ng is installed (else logs the text), logs audio and asr, and
 answers on `command/result`. Must not import hubd.
 """

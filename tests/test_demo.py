@@ -20,6 +20,8 @@ DISCOVERY_BUTTON = "zigbee2mqtt_0x0017880104e45520"
 Z2M_CONTACT = "0x00158d00091e7bd6"
 Z2M_BULB = "0x000b57fffec6a5c2"
 Z2M_BUTTON = "0x00158d0002b5c7e1"
+# The demo's Tasmota bulb (simulators.discovery_tasmota), imported natively from Tasmota's discovery: its MAC.
+TASMOTA_BULB = "A4CF12D4E5F6"
 BUTTON_PRESSED = re.compile(rf"DoorbellPress +user=demo-user +{Z2M_BUTTON} ")
 DISCOVERY_BUTTON_PRESSED = re.compile(rf"DoorbellPress +user=demo-user +{DISCOVERY_BUTTON} ")
 DOOR_OPENED = re.compile(rf"ChangeReport +user=demo-user +{Z2M_CONTACT}: Switch=On\b")
@@ -46,7 +48,8 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
             lines.append(line)
             text = "".join(lines)
             if "speakers ▶ sim-speaker-1 done" in text and "Living Room Bulb obeyed" in text \
-                    and "Hallway Bulb obeyed" in text and BUTTON_PRESSED.search(text) \
+                    and "Hallway Bulb obeyed" in text and "Kitchen Light obeyed" in text \
+                    and BUTTON_PRESSED.search(text) \
                     and DISCOVERY_BUTTON_PRESSED.search(text) and DOOR_OPENED.search(text):
                 break
         text = "".join(lines)
@@ -87,6 +90,11 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         assert f"Brightness.Set 40 to {Z2M_BULB}: Response Brightness=40" in text, text
         assert ('Living Room Bulb obeyed {"brightness":102} on zigbee2mqtt-home/Living Room Bulb/set: state ON, '
                 "brightness 102/254") in text, text
+        # The Tasmota bulb, imported natively: switched on at the wall, then dimmed from the platform.
+        assert f"{TASMOTA_BULB} (Kitchen Light)" in added, text
+        assert re.search(rf"ChangeReport +user=demo-user +{TASMOTA_BULB}: Switch=On\b", text), text
+        assert f"Brightness.Set 40 to {TASMOTA_BULB}: Response Brightness=40" in text, text
+        assert "tasmota ▶ Kitchen Light obeyed 40 on cmnd/tasmota_D4E5F6/Dimmer: power ON, dimmer 40" in text, text
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=20)
         assert proc.returncode == 0, text + rest

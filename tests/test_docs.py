@@ -10,6 +10,8 @@ import ast
 import importlib
 import re
 import shlex
+import subprocess
+import sys
 import typing
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,9 +208,9 @@ def test_the_checks_catch_a_miss() -> None:
 # --- (b) strings in hubd/: log lines, help texts, error messages -------------------------------------------------
 
 
-def hubd_strings() -> Iterator[tuple[str, int, str]]:
-    """(file, line, text) of every string constant in hubd/, f-string parts included."""
-    for file in sorted((REPO / "hubd").rglob("*.py")):
+def hubd_strings(package: str = "hubd") -> Iterator[tuple[str, int, str]]:
+    """(file, line, text) of every string constant (docstrings too) in a package, f-string parts included."""
+    for file in sorted((REPO / package).rglob("*.py")):
         tree = ast.parse(file.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
@@ -216,6 +218,8 @@ def hubd_strings() -> Iterator[tuple[str, int, str]]:
 
 
 PACKAGE_FILES = [str(p.relative_to(REPO)) for p in (REPO / "hubd").rglob("*") if p.is_file()]
+# MQTT topics that begin with a package folder's name: Tasmota's discovery prefix is no path to hubd/dialects/tasmota.
+TOPICS_NOT_PATHS = frozenset({"tasmota/discovery"})
 
 
 def missing_in_code(text: str) -> list[str]:
@@ -225,7 +229,8 @@ def missing_in_code(text: str) -> list[str]:
     out = []
     for word in text.split():
         path = repo_path(word, roots=TOP_LEVEL | PACKAGE_DIRS)
-        if path and not (REPO / path).exists() and not any(f.endswith("/" + path) for f in PACKAGE_FILES):
+        if path and path not in TOPICS_NOT_PATHS and not (REPO / path).exists() \
+                and not any(f.endswith("/" + path) for f in PACKAGE_FILES):
             out.append(path)
     return out
 
@@ -233,6 +238,19 @@ def missing_in_code(text: str) -> list[str]:
 def test_no_string_in_hubd_names_a_missing_file() -> None:
     missing = [f"{file}:{line}: {path}" for file, line, text in hubd_strings() for path in missing_in_code(text)]
     assert missing == []
+
+
+def test_no_string_or_help_of_the_simulators_names_a_missing_file() -> None:
+    strings = [f"{file}:{line}: {path}" for file, line, text in hubd_strings("simulators")
+               for path in missing_in_code(text)]
+    helps = []
+    for command in (["platform"], ["platform", "serve"], ["platform", "bind"], ["platform", "control"],
+                    ["devices"], ["speaker"], ["discovery"], ["zigbee2mqtt"]):
+        done = subprocess.run([sys.executable, "-m", "simulators", *command, "--help"], capture_output=True,
+                              text=True, cwd=REPO, timeout=60, check=False)
+        assert done.returncode == 0, (command, done.stderr)
+        helps += [f"python -m simulators {' '.join(command)} --help: {path}" for path in missing_in_code(done.stdout)]
+    assert strings + helps == []
 
 
 def test_the_string_check_catches_a_miss() -> None:
@@ -429,6 +447,22 @@ def test_readme_has_two_commands_and_ci_runs_the_test_command() -> None:
     assert demo.endswith("hubd demo") and "python -m pytest" in tests
     ci_lines = [line.strip() for line in (REPO / ".ci" / "run").read_text().splitlines()]
     assert tests in ci_lines, f"{tests!r} is not a line of .ci/run"
+
+
+def test_the_readme_shows_what_hubd_init_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hubd.cli import main
+
+    root = tmp_path / "root"
+    config, credstore = root / "etc" / "hubd" / "config.yaml", root / "etc" / "credstore"
+    config.parent.mkdir(parents=True)
+    assert main(["init", "-c", str(config), "--secrets-dir", str(credstore),
+                 "--storage", "/var/lib/hubd/hubd.db"]) == 0
+    printed = [line.replace(str(root), "") for line in capsys.readouterr().out.splitlines()]
+    # Under /etc the secrets are in a credential store hubd looks in by itself: no CREDENTIALS_DIRECTORY to set.
+    printed[-1] = re.sub(r"^  \S+=\S+ ", "  ", printed[-1])
+    shown = [line.removeprefix("# ") for line in README.read_text().splitlines()
+             if line.startswith("# ") and any(line[2:].startswith(p) for p in ("wrote ", "next: ", "  hubd "))]
+    assert shown == printed
 
 
 def test_systemd_unit_and_readme_agree() -> None:

@@ -337,16 +337,21 @@ def test_a_basic_light_reads_its_attribute_topics_through_its_templates() -> Non
     assert states(out) == {"lamp1": {"Switch": "On", "Brightness": 40, "Color": 0x00FF00}}
 
 
-def test_a_thermostat_reports_its_target_and_mode_with_its_limits() -> None:
+def test_a_thermostat_reports_its_target_and_mode_with_its_limits_and_its_room_temperature_apart() -> None:
     dialect = make()
-    device = configs(announce(dialect, "z2m_climate_tuya_TS0601_thermostat"))["zigbee2mqtt_0x0017882104a44559"]
+    found = configs(announce(dialect, "z2m_climate_tuya_TS0601_thermostat"))
+    device = found["zigbee2mqtt_0x0017882104a44559"]
+    room = found["zigbee2mqtt_0x0017882104a44559-current_temperature"]  # as the native import's local_temperature
+    assert room.config.displayName == "thermostat Room temperature"  # "TS0601" is a model code: left out
+    assert operations(room) == {"Temperature": ()} and room.config.displayType == "unknown"
 
     assert device.config.displayType == "thermostat"
     assert operations(device) == {"Mode": ("Auto", "Heat"), "Switch": ("On", "Off"), "Temperature": ("Set", "Adjust")}
     assert (device.config.additionalInfo["minTemperature"], device.config.additionalInfo["maxTemperature"]) == \
         ("5", "35")
     assert states(replay_states(dialect, "z2m_climate_tuya_TS0601_thermostat")) == \
-        {"zigbee2mqtt_0x0017882104a44559": {"Temperature": 21.5, "Mode": "Heat", "Switch": "On"}}
+        {"zigbee2mqtt_0x0017882104a44559": {"Temperature": 21.5, "Mode": "Heat", "Switch": "On"},
+         "zigbee2mqtt_0x0017882104a44559-current_temperature": {"Temperature": 19.8}}
 
 
 def test_a_cover_reports_its_position_and_that_it_is_open() -> None:

@@ -7,8 +7,9 @@ doorbell press.
 Beside hubd's own simulated devices, three announce themselves with Home Assistant MQTT discovery as real
 ones do (an ESPHome sensor, and a bulb and a button of a zigbee2mqtt on base topic zigbee2mqtt), and a
 simulated zigbee2mqtt bridge (base topic zigbee2mqtt-home) brings a zigbee2mqtt home that hubd imports
-natively; a button of each zigbee2mqtt is declared as a doorbell. Short scripts show a reading, a door
-opening, a click of each button and a control of each bulb. Picks free ports when the usual ones are taken
+natively, and a simulated Tasmota bulb announces itself with Tasmota's own discovery, which hubd imports natively
+too; a button of each zigbee2mqtt is declared as a doorbell. Short scripts show a reading, a door opening, a click
+of each button, the Tasmota bulb switched on and a control of each bulb. Picks free ports when the usual ones are taken
 (a mosquitto may already hold 1883). The hub itself comes from the builder cli.py hands in (`hubd.app.build`).
 """
 
@@ -45,6 +46,7 @@ DOORBELL_BUTTON_ACTION = "single"  # the zigbee2mqtt buttons' click that makes t
 Z2M_BASE_TOPIC = "zigbee2mqtt-home"
 # Devices of simulators.zigbee2mqtt_bridge's demo home; the button is a doorbell.
 Z2M_CONTACT, Z2M_DOORBELL, Z2M_BULB = "Back Door Contact", "Garden Gate Button", "Living Room Bulb"
+TASMOTA_BULB, TASMOTA_MAC = "Kitchen Light", "A4CF12D4E5F6"  # simulators.discovery_tasmota's bulb; the MAC is its id
 DISCOVERY_IMPORT_TIMEOUT_S = 30.0
 LIGHT_BRIGHTNESS_PERCENT = 40
 
@@ -90,6 +92,7 @@ async def run_demo(build: Callable[[HubdConfig], Supervisor], *, state_dir: Path
     # The simulators are optional product code beside hubd; import them only for the demo.
     from simulators.devices import make_demo_fleet
     from simulators.discovery_demo import make_demo_discovery_devices
+    from simulators.discovery_tasmota import TasmotaBulb
     from simulators.platform import PlatformSimulator
     from simulators.platform_binding import bind_user
     from simulators.platform_directives import DirectiveClient
@@ -110,6 +113,7 @@ async def run_demo(build: Callable[[HubdConfig], Supervisor], *, state_dir: Path
     # is under its base topic, so they come in through discovery beside the bridge's home.
     discovered = make_demo_discovery_devices("127.0.0.1", mqtt_port)
     bridge = make_demo_bridge("127.0.0.1", mqtt_port, base_topic=Z2M_BASE_TOPIC)
+    tasmota = TasmotaBulb("127.0.0.1", mqtt_port, mac=TASMOTA_MAC, device_name=TASMOTA_BULB)
     config = HubdConfig.model_validate({
         "storage": {"path": str(directory / "hubd.db"), "synchronous": "normal"},
         "mqtt": {"host": "127.0.0.1", "port": mqtt_port, "embedded": True, "client_id": "hubd-demo"},
@@ -124,6 +128,7 @@ async def run_demo(build: Callable[[HubdConfig], Supervisor], *, state_dir: Path
         # natively; a click of either zigbee2mqtt's button is a doorbell.
         "homeassistant": {"enabled": True},
         "zigbee2mqtt": {"enabled": True, "base_topic": Z2M_BASE_TOPIC},
+        "tasmota": {"enabled": True},
         "doorbells": [{"device": discovered[2].name, "event": DOORBELL_BUTTON_ACTION},
                       {"device": Z2M_DOORBELL, "event": DOORBELL_BUTTON_ACTION}],
     })
@@ -156,6 +161,7 @@ async def run_demo(build: Callable[[HubdConfig], Supervisor], *, state_dir: Path
                                         press_every_s=doorbell_every_s)
                 await fleet.start()
                 await bridge.start()
+                await _start_one(hub_url, tasmota, TASMOTA_MAC, {"Switch"}, "Tasmota's discovery")
                 await _start_discovered(hub_url, discovered)
                 helpers.append(group.create_task(_print_events(sim), name="demo.print"))
                 result = await bind_user(hub_url=hub_url, vendor_path=config.http.vendor_path, sim=sim,
@@ -164,13 +170,16 @@ async def run_demo(build: Callable[[HubdConfig], Supervisor], *, state_dir: Path
                 if not result.ok:
                     raise RuntimeError(f"binding the demo user failed: {result.reply}")
                 print(f"bound platform user {DEMO_USER!r} through the driver's login page and AcceptGrant; "
-                      f"devices change every few seconds, the doorbell rings every {doorbell_every_s:.0f} s "
-                      "and the speakers tagged 'announce' say so through the webhook. Ctrl-C stops.", flush=True)
+                      "devices change every few seconds, the doorbell rings at random (every "
+                      f"{doorbell_every_s:.0f} s on average) and the speakers tagged 'announce' say so through the "
+                      "webhook. Ctrl-C stops.", flush=True)
                 helpers.append(group.create_task(fleet.run_random(RANDOM_INTERVAL_S), name="demo.devices"))
                 helpers.append(group.create_task(_discovery_script(sim, discovered, DirectiveClient(
                     hub_url, token=result.user_token, vendor_path=config.http.vendor_path)), name="demo.discovery"))
                 helpers.append(group.create_task(_zigbee2mqtt_script(sim, bridge, DirectiveClient(
                     hub_url, token=result.user_token, vendor_path=config.http.vendor_path)), name="demo.zigbee2mqtt"))
+                helpers.append(group.create_task(_tasmota_script(sim, tasmota, DirectiveClient(
+                    hub_url, token=result.user_token, vendor_path=config.http.vendor_path)), name="demo.tasmota"))
             except Exception as err:  # any setup failure ends the demo with one clear line
                 print(f"hubd demo: {err}", file=sys.stderr, flush=True)
                 supervisor.request_stop()
@@ -183,6 +192,7 @@ async def run_demo(build: Callable[[HubdConfig], Supervisor], *, state_dir: Path
             for device in discovered:
                 await device.stop()
             await bridge.stop()
+            await tasmota.stop()
     finally:
         await sim.stop()
     return code
@@ -196,17 +206,23 @@ async def _start_discovered(hub_url: str, devices: tuple[Any, Any, Any]) -> None
         (light, _discovered_id(light), set()),
         (button, None, set()),  # nothing connects after it
     )
-    async with aiohttp.ClientSession() as session:
-        for device, endpoint, states in waits:
+    for device, endpoint, states in waits:
+        if endpoint is None:
             await device.start()
-            if endpoint is None:
-                continue
-            deadline = time.monotonic() + DISCOVERY_IMPORT_TIMEOUT_S
-            while not await _shown(session, f"{hub_url}/api/devices", endpoint, states):
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"hubd did not import {endpoint} from Home Assistant discovery in "
-                                       f"{DISCOVERY_IMPORT_TIMEOUT_S:.0f} s")
-                await asyncio.sleep(0.1)
+        else:
+            await _start_one(hub_url, device, endpoint, states, "Home Assistant discovery")
+
+
+async def _start_one(hub_url: str, device: Any, endpoint: str, states: set[str], source: str) -> None:
+    """Start one device and return once hubd shows it online with these states."""
+    await device.start()
+    async with aiohttp.ClientSession() as session:
+        deadline = time.monotonic() + DISCOVERY_IMPORT_TIMEOUT_S
+        while not await _shown(session, f"{hub_url}/api/devices", endpoint, states):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"hubd did not import {endpoint} from {source} in "
+                                   f"{DISCOVERY_IMPORT_TIMEOUT_S:.0f} s")
+            await asyncio.sleep(0.1)
 
 
 async def _shown(session: aiohttp.ClientSession, url: str, endpoint: str, states: set[str]) -> bool:
@@ -269,6 +285,30 @@ async def _zigbee2mqtt_script(sim: Any, bridge: Any, directives: Any) -> None:
         await _dim(directives, bulb.ieee_address, bulb.friendly_name, bridge.received, bulb.state)
     except (TimeoutError, RuntimeError, ValueError, aiohttp.ClientError) as err:  # a show: the demo goes on
         _say(f"zigbee2mqtt ▶ the demo script stopped: {err!r}")
+    finally:
+        await directives.close()
+
+
+async def _tasmota_script(sim: Any, bulb: Any, directives: Any) -> None:
+    """Once the platform knows the Tasmota bulb: switched on at the wall, then dimmed from the platform."""
+    try:
+        try:
+            await sim.wait_until(lambda: TASMOTA_MAC in _added(sim), timeout_s=DISCOVERY_IMPORT_TIMEOUT_S)
+        except TimeoutError:
+            _say(f"tasmota ▶ the platform got no AddOrUpdateReport for {TASMOTA_MAC} in "
+                 f"{DISCOVERY_IMPORT_TIMEOUT_S:.0f} s; is tasmota enabled?")
+            return
+        await bulb.turn(True)
+        _say(f"tasmota ▶ {TASMOTA_BULB} switched on: {{\"POWER\":\"ON\",...}} on stat/{bulb.topic}/RESULT")
+        heard = len(bulb.commands)
+        reply = await directives.control(TASMOTA_MAC, "Brightness.Set", {"value": LIGHT_BRIGHTNESS_PERCENT})
+        shown = ", ".join(f"{k}={v}" for k, v in reply.states.items()) or reply.error_message
+        _say(f"platform ▶ Brightness.Set {LIGHT_BRIGHTNESS_PERCENT} to {TASMOTA_MAC}: {reply.name} {shown}")
+        for command in bulb.commands[heard:]:
+            _say(f"tasmota ▶ {TASMOTA_BULB} obeyed {command.payload.decode()} on {command.topic}: "
+                 f"power {bulb.state['POWER']}, dimmer {bulb.state['Dimmer']}")
+    except (TimeoutError, RuntimeError, ValueError, aiohttp.ClientError) as err:  # a show: the demo goes on
+        _say(f"tasmota ▶ the demo script stopped: {err!r}")
     finally:
         await directives.close()
 

@@ -21,6 +21,11 @@ class DeviceAnnounced:
     device: Device
     endpoint: dict[str, Any]
 
+    @property
+    def device_id(self) -> str:
+        """The announced device's endpointId."""
+        return self.device.device_id
+
 
 @dataclass(frozen=True, slots=True)
 class DeviceRemoved:
@@ -67,3 +72,19 @@ class CommandResultReceived:
 
 
 Change = DeviceAnnounced | DeviceRemoved | StatesChanged | DoorbellPressed | AvailabilityChanged | CommandResultReceived
+
+
+def describe(change: Change, name: str) -> str:
+    """One change in a log line, the device named `name` ("Desk Lamp (lamp-1)")."""
+    if isinstance(change, DeviceAnnounced):
+        return f"{name} announced ({change.device.config.displayType}, " \
+               f"{', '.join(c.interface for c in change.device.config.capabilities) or 'no capabilities'})"
+    if isinstance(change, DeviceRemoved):
+        return f"{name} removed"
+    if isinstance(change, StatesChanged):
+        return f"{name}: " + ", ".join(f"{s.interface}={s.value}" for s in change.changed)
+    if isinstance(change, DoorbellPressed):
+        return f"{name} pressed"
+    if isinstance(change, AvailabilityChanged):
+        return f"{name} {'online' if change.online else 'offline'}"
+    return f"{name} answered command {change.result.command_id}: {change.result.status}"

@@ -13,6 +13,7 @@ hubd.errors and hubd.spoken.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -31,6 +32,9 @@ class Renamed:
     field: str
     old: str
     new: str | None  # None: nothing speakable was left, the optional field is left out
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
 def conform_config(config: DeviceConfig) -> tuple[DeviceConfig, list[Renamed]]:
@@ -52,13 +56,18 @@ def conform_config(config: DeviceConfig) -> tuple[DeviceConfig, list[Renamed]]:
         if room != config.recommendRoomName:
             renamed.append(Renamed("recommendRoomName", config.recommendRoomName, room))
     capabilities = tuple(_capability(c) for c in config.capabilities)
+    info = config.additionalInfo
+    if any(_CONTROL.search(v) for v in info.values()):
+        # zigbee2mqtt's software_build_id "1.31\x00", say: the platform takes text, not control characters.
+        info = {k: _CONTROL.sub("", v) for k, v in info.items()}
     names = [c.interface for c in capabilities]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise DeviceMessageInvalid(f"capabilities list an interface twice: {twice}")
-    if not renamed and capabilities == config.capabilities:
+    if not renamed and capabilities == config.capabilities and info is config.additionalInfo:
         return config, []
-    return replace(config, displayName=display, recommendRoomName=room, capabilities=capabilities), renamed
+    return replace(config, displayName=display, recommendRoomName=room, capabilities=capabilities,
+                   additionalInfo=info), renamed
 
 
 def interface_name(name: str, namespace: str = "Service") -> str:

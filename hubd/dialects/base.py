@@ -245,6 +245,16 @@ class Dialect(ABC):
         there: a light of discovery on a zigbee2mqtt lock's /set, say)."""
         return False
 
+    def native_generation(self) -> int:
+        """A number that changes whenever the devices this dialect imports natively change (for `imports_natively`:
+        a device discovery imported before its native config came is then left to it)."""
+        return 0
+
+    def pending_inputs(self) -> list[DeviceInput]:
+        """Inputs the dialect made outside a decode since the last call (devices it now leaves to another
+        dialect: gone); the bridge hands them on before the batch that caused them. Default: none."""
+        return []
+
     def imports_natively(self, announced: Announced) -> bool:
         """Whether this dialect imports the device a Home Assistant discovery config describes itself (so that
         discovery leaves it alone: one device, one import)."""

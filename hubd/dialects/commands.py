@@ -9,11 +9,14 @@ Imports the seam and the device model only; the bridge comes in through the `Pub
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from hubd.devices.model import Route
 from hubd.dialects.base import CommandRefused, ControlRequest, Dialect, Outgoing, PublishRules
+
+log = logging.getLogger(__name__)
 
 
 class Publisher(Protocol):
@@ -53,6 +56,8 @@ class DeviceCommands:
         """Publish each message in order (the whole call bounded by timeout_s, when given)."""
         for message in messages:
             await self._publisher.publish(message, timeout_s=timeout_s)
+            log.debug("command published on %s: %s", message.topic,
+                      message.payload[:300].decode("utf-8", errors="replace"))
 
     def _checked(self, device_id: str, route: Route, messages: list[Outgoing]) -> list[Outgoing]:
         for message in messages:

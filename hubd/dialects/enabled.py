@@ -39,6 +39,12 @@ def _zigbee2mqtt(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
     return Zigbee2MqttDialect(config.zigbee2mqtt, config.doorbells)
 
 
+def _tasmota(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
+    from hubd.dialects.tasmota.dialect import TasmotaDialect
+
+    return TasmotaDialect(config.tasmota, config.doorbells)
+
+
 def _homeassistant(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
     from hubd.dialects.homeassistant.dialect import HomeAssistantDialect
 
@@ -48,15 +54,17 @@ def _homeassistant(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
 KINDS: tuple[DialectKind, ...] = (
     DialectKind("native", lambda config: True, _native),
     DialectKind("zigbee2mqtt", lambda config: config.zigbee2mqtt.enabled, _zigbee2mqtt),
+    DialectKind("tasmota", lambda config: config.tasmota.enabled, _tasmota),
     DialectKind("homeassistant", lambda config: config.homeassistant.enabled, _homeassistant),
 )
 
 
 def publish_rules(config: HubdConfig) -> PublishRules:
     """Where hubd may publish device commands: never under its own topics (but its devices' set and command), a
-    discovery prefix, a zigbee2mqtt bridge's requests, or `$` topics."""
+    discovery prefix (Home Assistant's, Tasmota's), a zigbee2mqtt bridge's requests, or `$` topics."""
     return PublishRules(config.mqtt.base_topic, (f"{config.homeassistant.discovery_prefix}/",
-                                                 f"{config.zigbee2mqtt.base_topic}/bridge/"))
+                                                 f"{config.zigbee2mqtt.base_topic}/bridge/",
+                                                 f"{config.tasmota.discovery_prefix}/"))
 
 
 def build_dialects(config: HubdConfig) -> list[Dialect]:

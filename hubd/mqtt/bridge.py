@@ -240,6 +240,7 @@ class MqttBridge:
                 self._inflight.begin(step)
                 decoded = [self._set_aside(step.messages[0], step.deaths)] if step.set_aside \
                     else self._decode(step.messages)
+                decoded = self._pending_inputs() + decoded  # before: a device another dialect just took over
                 added, removed = self._subscriptions.changes()
                 if added and self._subscribe_first:  # a device reaches the platform once its states reach hubd
                     await self._subscriptions.subscribe_now(added)
@@ -283,6 +284,16 @@ class MqttBridge:
                 continue
             self._received.inc(label=input_kind(decoded.inputs[0]) if decoded.inputs else "none")
             out.append(decoded)
+        return out
+
+    def _pending_inputs(self) -> list[Decoded]:
+        """What the dialects made outside a decode (a device another dialect now imports natively: gone)."""
+        out = []
+        for dialect in self._dialects:
+            inputs = dialect.pending_inputs()
+            if inputs:
+                out.append(Decoded(f"({dialect.name}: devices now imported by another dialect)", time.time(), False,
+                                   tuple(inputs), dialect.name))
         return out
 
     def _set_aside(self, message: Message, deaths: int) -> Decoded:

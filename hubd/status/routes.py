@@ -121,6 +121,8 @@ class StatusRoutes:
                 item["sn"] = device.config.sn or device.device_id
                 item["tags"] = list(device.config.tags)
             item["source"] = device.origin.source
+            if device.origin.naming:  # the name is hubd's choice, not the source's: why
+                item["naming"] = device.origin.naming
             item["entities"] = _entities(device)
             out.append(item)
         return out

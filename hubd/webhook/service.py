@@ -25,7 +25,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
@@ -33,6 +33,7 @@ from hubd.devices.model import Route
 from hubd.dialects.base import CommandRefused
 from hubd.dialects.commands import DeviceCommands
 from hubd.errors import ConfigError, MqttUnavailable, StorageUnavailable, StoreError
+from hubd.failures import RefusalLog
 from hubd.metrics import Metrics
 from hubd.ratelimit import FailureThrottle
 from hubd.registry import DeviceRegistry
@@ -67,6 +68,13 @@ PUBLISH_TIMEOUT_S = 5.0
 USAGE_MAX_AGE_S = 5.0  # the list of webhooks the status page shows is read from SQLite at most this often
 
 
+class Notices(Protocol):
+    """Where refused calls are listed for the status page (`hubd.journal.EventJournal`)."""
+
+    def noticed(self, subject: str, problem: str, at: float) -> None:
+        """Something went wrong for `subject`."""
+
+
 class WebhookService:
     """The webhook routes and the housekeeping of their tables."""
 
@@ -74,8 +82,10 @@ class WebhookService:
 
     def __init__(self, db: Database, registry: DeviceRegistry, commands: DeviceCommands, *, per_minute: int,
                  per_day: int, metrics: Metrics, clock: Callable[[], float] = time.time,
-                 trusted_proxies: Sequence[str] = ()) -> None:
+                 trusted_proxies: Sequence[str] = (), notices: Notices | None = None) -> None:
         self._db = db
+        self._notices = notices  # the event journal: refused calls are the status page's problems
+        self._refusals = RefusalLog(log, what="refused webhook calls", line="webhook: %s refused: %s%s")
         self._registry = registry
         self._device_commands = commands
         self._clock = clock
@@ -167,7 +177,7 @@ class WebhookService:
         if isinstance(found, store.RetiredToken):
             # A URL that worked once (a stale automation): not a guess, so it blocks nothing.
             self._calls.inc(label="retired_token")
-            return _error(404, _retired(found))
+            return self._refuse(f"a retired webhook ({address})", 404, _retired(found), now)
 
         live = found
         key = (live.id, live.token_hash)
@@ -176,19 +186,24 @@ class WebhookService:
             self._limits.load(key, counts, now)
         refusal = self._limits.admit(key, now)
         self._counted.set()
+        subject = f"webhook {live.id} ({live.name})"
         if refusal is not None:
             self._calls.inc(label="limited")
-            return _limited(refusal)
+            message = _limit_message(refusal)
+            return self._refuse(subject, 429, message, now, _error(429, message, [Problem("(limit)", message)],
+                                                                  retry_after=refusal.retry_after_s))
 
         try:
             trigger = await self._read(request, live.default_action)
             chosen = select(speakers(self._registry.devices()), trigger.devices)
         except TriggerInvalid as err:
             self._calls.inc(label="invalid")
-            return _error(422, summary(err.problems), err.problems)
+            return self._refuse(subject, 422, summary(err.problems), now, _error(422, summary(err.problems),
+                                                                                err.problems))
         except NoMatch as err:
             self._calls.inc(label="no_match")
-            return _error(422, err.problem.message, [err.problem])
+            return self._refuse(subject, 422, err.problem.message, now, _error(422, err.problem.message,
+                                                                              [err.problem]))
         return await self._dispatch(live, trigger, chosen, now)
 
     async def _find(self, token: str, source: str, now: float) -> store.LiveToken | store.RetiredToken | None:
@@ -215,15 +230,26 @@ class WebhookService:
         if wait > 0:
             self._calls.inc(label="guessing")
             failures = self._guesses.failures(source, now)
-            return _error(429, f"too many unknown webhook tokens from {address}; check the URL and try again later",
-                          [Problem("(address)", f"{failures} unknown tokens; the wait doubles with each further one, "
-                                                f"up to {GUESS_CAP_S / 60:.0f} minutes")],
-                          retry_after=max(1, int(wait + 0.999)))
+            message = f"too many unknown webhook tokens from {address}; check the URL and try again later"
+            return self._refuse(f"unknown tokens from {address}", 429, message, now, _error(
+                429, message, [Problem("(address)", f"{failures} unknown tokens; the wait doubles with each further "
+                                                    f"one, up to {GUESS_CAP_S / 60:.0f} minutes")],
+                retry_after=max(1, int(wait + 0.999))))
         self._guesses.fail(source, now)
         if self._guesses.failures(source, now) == GUESS_FREE:
             log.warning("webhook: %s presented %d unknown tokens; its further guesses must wait", address, GUESS_FREE)
         self._calls.inc(label="unknown_token")
-        return _error(404, "unknown webhook token; check the URL, or make a new one with `hubd webhook create`")
+        return self._refuse(f"unknown tokens from {address}", 404, "unknown webhook token; check the URL, or make a "
+                            "new one with `hubd webhook create`", now)
+
+    def _refuse(self, subject: str, status: int, message: str, now: float,
+                response: web.Response | None = None) -> web.Response:
+        """A refused call: logged (one line per subject and reason a minute), listed under the status page's
+        problems, answered with `response` (by default the JSON error with `message`)."""
+        self._refusals.refused(subject, f"{status}: {message}")
+        if self._notices is not None:
+            self._notices.noticed(subject, f"a webhook call refused, {status}: {message}", now)
+        return response if response is not None else _error(status, message)
 
     async def _read(self, request: web.Request, default_action: dict[str, Any] | None) -> Trigger:
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
@@ -329,11 +355,10 @@ async def prune(db: Database, limits: CallLimiter, now: float) -> None:
     limits.forget_idle(now)
 
 
-def _limited(refusal: Refusal) -> web.Response:
-    message = (f"this webhook was called {refusal.limit} times or more in the last {refusal.window} "
-               f"({refusal.limit_key} is {refusal.limit}); stop calling and try again in {refusal.retry_after_s} s "
-               "(refused calls count too)")
-    return _error(429, message, [Problem("(limit)", message)], retry_after=refusal.retry_after_s)
+def _limit_message(refusal: Refusal) -> str:
+    return (f"this webhook was called {refusal.limit} times or more in the last {refusal.window} "
+            f"({refusal.limit_key} is {refusal.limit}); stop calling and try again in {refusal.retry_after_s} s "
+            "(refused calls count too)")
 
 
 def _retired(token: store.RetiredToken) -> str:

@@ -166,7 +166,12 @@ class Cover(Entity):
 
 
 class Climate(Entity):
-    """`climate` → thermostat (`ac` with a cool mode): Temperature (the target), Mode, Switch."""
+    """`climate` → thermostat (`ac` with a cool mode): Temperature (the setpoint of its current mode), Mode, Switch.
+
+    With one target (`temperature_*`), that target; with a low/high pair (`temperature_low_*`, `temperature_high_*`,
+    as zigbee2mqtt announces a thermostat with heating and cooling setpoints), the high one in cool mode and the low
+    one otherwise, read and set by the last mode. Its room temperature and humidity are sensors of their own
+    (discovery.room_readings), split off the device."""
 
     component = "climate"
 
@@ -176,14 +181,23 @@ class Climate(Entity):
         self.unit = conf.text("temperature_unit", "C")
         self.step = conf.number("temp_step", 0.1) or 0.1
         for key in ("mode_state_template", "temperature_state_template", "temperature_command_template",
-                    "mode_command_template", "power_command_template"):
+                    "mode_command_template", "power_command_template", "temperature_low_state_template",
+                    "temperature_high_state_template", "temperature_low_command_template",
+                    "temperature_high_command_template"):
             self.compile(key)
         has = conf.has
+        self.pair = not (has("temperature_state_topic") or has("temperature_command_topic")) and \
+            any(has(f"temperature_{side}_{kind}_topic") for side in ("low", "high") for kind in ("state", "command"))
+        self._mode: str | None = None  # the last mode read (its setpoint is the Temperature), for a low/high pair
+        self._setpoints: dict[str, float] = {}  # "low"/"high" → the last °C read
+        target = has("temperature_state_topic") or (self.pair and (has("temperature_low_state_topic") or
+                                                                    has("temperature_high_state_topic")))
+        settable = has("temperature_command_topic") or (self.pair and (has("temperature_low_command_topic") or
+                                                                        has("temperature_high_command_topic")))
         self.part = mapping.climate(
             modes=self.modes if has("mode_command_topic") or has("mode_state_topic") else (),
-            settable_mode=has("mode_command_topic"), target=has("temperature_state_topic"),
-            settable_target=has("temperature_command_topic"), power=has("power_command_topic"),
-            reported=has("mode_state_topic") or has("temperature_state_topic"))
+            settable_mode=has("mode_command_topic"), target=target, settable_target=settable,
+            power=has("power_command_topic"), reported=has("mode_state_topic") or target)
         if not self.part.capabilities:
             self.part, self.reason = None, "a climate with no mode or target temperature topics"
 
@@ -195,37 +209,61 @@ class Climate(Entity):
         return (mapping.celsius(low, self.unit) or low, mapping.celsius(high, self.unit) or high)
 
     def topics(self) -> list[tuple[str, str]]:
-        return self.state_topics((("mode_state_topic", "mode"), ("temperature_state_topic", "target"))) + \
+        return self.state_topics((("mode_state_topic", "mode"), ("temperature_state_topic", "target"),
+                                  ("temperature_low_state_topic", "target_low"),
+                                  ("temperature_high_state_topic", "target_high"))) + \
             self.echoes((("mode_state_topic", "mode_command_topic", "mode_command_template", "mode"),
                          ("temperature_state_topic", "temperature_command_topic", "temperature_command_template",
                           "target")))
 
     def read(self, role: str, payload: Payload) -> Reading:
         echo = role.startswith(ECHO)
+        if role.endswith(("target_low", "target_high")):
+            side = role.rsplit("_", 1)[-1]
+            value = number(self.render_value(f"temperature_{side}_state_template", payload),
+                           f"the {side} setpoint")
+            celsius = None if value is None else mapping.celsius(value, self.unit)
+            if celsius is None:
+                return Reading()
+            self._setpoints[side] = celsius
+            return Reading({"Temperature": celsius} if side == self._side() else {})
         if role.endswith("target"):
             text = payload.text.strip() if echo else self.render_value("temperature_state_template", payload)
             value = number(text, "the target temperature")
             celsius = None if value is None else mapping.celsius(value, self.unit)
             return Reading({} if celsius is None else {"Temperature": celsius})
         text = payload.text.strip() if echo else self.render_value("mode_state_template", payload)
+        self._mode = text
+        values: dict[str, StateValue] = {}
+        if self.pair and (setpoint := self._setpoints.get(self._side())) is not None:
+            values["Temperature"] = setpoint  # the mode changed which setpoint is the target
         if text == mapping.OFF_MODE:
-            return Reading({"Switch": "Off"})
+            return Reading({**values, "Switch": "Off"})
         platform = mapping.platform_mode(text)
         if platform is not None:
-            return Reading({"Mode": platform, "Switch": "On"})
-        return Reading()
+            return Reading({**values, "Mode": platform, "Switch": "On"})
+        return Reading(values)
 
     def command(self, request: ControlRequest) -> list[Outgoing]:
         if request.interface == "Temperature":
             value = mapping.from_celsius(target_number(request), self.unit)
             value = round(round(value / self.step) * self.step, 4)
+            if self.pair:
+                mode = request.states.get("Mode")
+                side = "high" if (mode == "Cool" if isinstance(mode, str) else self._side() == "high") else "low"
+                key = f"temperature_{side}"
+                if not self.conf.has(f"{key}_command_topic"):
+                    raise CommandRefused(f"the thermostat has no {key}_command_topic (its {side} setpoint is the "
+                                         f"target in {'cool' if side == 'high' else 'this'} mode)")
+                text = self.render_command(f"{key}_command_template", format_number(value), {"value": value})
+                return [self.publish(f"{key}_command_topic", text)]
             text = self.render_command("temperature_command_template", format_number(value), {"value": value})
             return [self.publish("temperature_command_topic", text)]
         if request.interface == "Mode":
             mode = mapping.device_mode(str(target_value(request)), self.modes)
             if mode is None:
                 raise CommandRefused(f"the thermostat has no mode for {request.value} (its modes: {list(self.modes)})")
-            return [self._mode(mode)]
+            return [self._mode_command(mode)]
         if request.interface == "Switch":
             on = target_value(request) == "On"
             if self.conf.has("power_command_topic"):
@@ -235,11 +273,15 @@ class Climate(Entity):
             if not on:
                 if mapping.OFF_MODE not in self.modes:
                     raise CommandRefused("the thermostat has no off mode and no power_command_topic")
-                return [self._mode(mapping.OFF_MODE)]
-            return [self._mode(self._on_mode(request))]
+                return [self._mode_command(mapping.OFF_MODE)]
+            return [self._mode_command(self._on_mode(request))]
         return super().command(request)
 
-    def _mode(self, mode: str) -> Outgoing:
+    def _side(self) -> str:
+        """Which of a low/high pair is the target now: high in cool mode, low otherwise."""
+        return "high" if self._mode == "cool" else "low"
+
+    def _mode_command(self, mode: str) -> Outgoing:
         return self.publish("mode_command_topic", self.render_command("mode_command_template", mode, {"value": mode}))
 
     def _on_mode(self, request: ControlRequest) -> str:

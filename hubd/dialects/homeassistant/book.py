@@ -13,7 +13,7 @@ model and the other modules of its folder.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from hubd.devices.model import StateSample, format_time
@@ -54,6 +54,9 @@ class EntityBook:
         self._freed: set[str] = set()
         self._pending: list[str] = []
         self._dropped: list[str] = []  # topics subscribed to that no entity reads any more
+        # The last payload of each availability topic read: an entity discovered after hubd subscribed to a shared
+        # one (zigbee2mqtt's retained bridge/state) gets no retained copy of it again, so it is told this one.
+        self._last_availability: dict[str, Payload] = {}
 
     def command_owner(self, topic: str, record: Record,
                       pending: Mapping[tuple[str, str], Record | None]) -> Record | None:
@@ -117,6 +120,7 @@ class EntityBook:
         out: list[DeviceInput] = []
         after: set[str] = set()
         seen: set[tuple[str, str]] = set()
+        touched: set[str] = set()
         for key in sorted(affected):
             if key in seen or key not in self.records:
                 continue
@@ -135,14 +139,19 @@ class EntityBook:
                     out.append(ConfigReceived(endpoint.endpoint_id, endpoint.config, endpoint.route, endpoint.origin))
             for record in records:
                 self._index_topics(record)
+                if self._replay_availability(record):
+                    touched.add(record.endpoint or "")
         for gone in sorted(before - after):
             self.endpoints.pop(gone, None)
             self._online.pop(gone, None)
             out.append(DeviceGone(gone))
+        out += self._availability_changes(e for e in sorted(touched) if e in self.endpoints)
         # A topic no entity reads any more is forgotten and unsubscribed (asked for again if it comes back): memory
         # stays bounded, here and on the broker.
         freed = {t for t in self._freed if t not in self._topics and t in self._subscribed}
         self._subscribed -= freed
+        for topic in freed:
+            self._last_availability.pop(topic, None)
         self._dropped += sorted(freed)
         self._pending = [t for t in self._pending if t not in freed]
         self._freed.clear()
@@ -160,6 +169,7 @@ class EntityBook:
             if record is None or record.endpoint is None:
                 continue
             if role == ROLE_AVAILABILITY:
+                self._last_availability[topic] = payload
                 if self._availability(record, topic, payload):
                     touched.add(record.endpoint)
                 continue
@@ -180,12 +190,25 @@ class EntityBook:
         for endpoint, found in values.items():
             out.append(StateReceived(endpoint, tuple(StateSample(i, v, when) for i, v in found.items())))
         out += presses
-        for endpoint in sorted(touched):
+        return out + self._availability_changes(sorted(touched))
+
+    def _availability_changes(self, endpoints: Iterable[str]) -> list[DeviceInput]:
+        out: list[DeviceInput] = []
+        for endpoint in endpoints:
             online = self._endpoint_online(endpoint)
             if online is not None and self._online.get(endpoint) is not online:
                 self._online[endpoint] = online
                 out.append(AvailabilityReceived(endpoint, online))
         return out
+
+    def _replay_availability(self, record: Record) -> bool:
+        """Tell a record just indexed the last payload of its availability topics; whether one said something."""
+        said = False
+        for source in record.availability.sources if record.availability and record.endpoint else ():
+            last = self._last_availability.get(source.topic)
+            if last is not None and source.topic not in record.seen:
+                said = self._availability(record, source.topic, last) or said
+        return said
 
     def _component(self, key: tuple[str, str]) -> set[tuple[str, str]]:
         """The keys of every record tied to this one through shared identifiers or connections."""

@@ -155,9 +155,9 @@ def assign_doorbells(records: Sequence[Record], declared: Sequence[tuple[Globs, 
             if possible and event.casefold() not in {p.casefold() for p in possible}:
                 continue
             rank = _DOORBELL_SOURCES.index(record.component) if record.component in _DOORBELL_SOURCES else 9
-            candidates.append((rank, record.key, record))
+            candidates.append((rank, record.entity.press_rank(), record.key, record))
         if candidates:
-            best = min(candidates, key=lambda c: (c[0], c[1]))[2]
+            best = min(candidates, key=lambda c: c[:3])[3]
             if best.doorbell is None:
                 best.doorbell = event
 

@@ -25,6 +25,7 @@ from hubd.dialects.base import (
     Announced,
     CommandRefused,
     ControlRequest,
+    DeviceGone,
     DeviceInput,
     Dialect,
     InputRejected,
@@ -45,6 +46,7 @@ from hubd.dialects.homeassistant.discovery import (
     EntityConfig,
     parse_topic,
     read_configs,
+    room_readings,
 )
 from hubd.dialects.homeassistant.entities import Entity
 from hubd.dialects.homeassistant.lights import Light
@@ -63,9 +65,8 @@ _UNUSED = frozenset({"icon", "entity_picture", "options", "enabled_by_default",
                      "force_update", "expire_after", "encoding", "optimistic", "platform", "min_humidity",
                      "max_humidity"})
 _UNUSED_PREFIXES = ("json_attributes_", "effect", "preset_mode", "fan_mode", "swing_mode", "swing_horizontal_mode",
-                    "action_", "current_temperature_", "current_humidity_", "target_humidity_", "temperature_high_",
-                    "temperature_low_", "aux_", "white_", "rgbw_", "rgbww_", "flash", "transition", "tilt_",
-                    "oscillation_", "direction_", "last_reset_")
+                    "action_", "current_temperature_", "current_humidity_", "target_humidity_", "aux_", "white_",
+                    "rgbw_", "rgbww_", "flash", "transition", "tilt_", "oscillation_", "direction_", "last_reset_")
 # Keys the record reads when it is made (device_endpoints writes them back into the address from the record).
 _RECORD_KEYS = frozenset({"device", "origin", "name", "unique_id", "availability", "availability_topic",
                           "availability_template", "availability_mode", "payload_available",
@@ -94,6 +95,8 @@ class HomeAssistantDialect(Dialect):
         self._include = Globs(config.include)
         self._exclude = Globs(config.exclude)
         self._natives = tuple(natives)  # the other enabled dialects: a device one of them imports is left to it
+        self._generation: tuple[int, ...] = ()  # theirs, when the records were last checked against them
+        self._gone: list[DeviceInput] = []  # devices of kept routes now left to a native import
         self._rules = rules if rules is not None else PublishRules(reserved=(f"{config.discovery_prefix}/",))
         self._max_entities = max_entities
         self._device_configs: dict[str, set[tuple[str, str]]] = {}  # device-based config topic → its entities
@@ -113,6 +116,19 @@ class HomeAssistantDialect(Dialect):
     def pending_subscriptions(self) -> list[tuple[str, int]]:
         """The topics needed since the last call (or `subscriptions()`); subscribe to them after a decode."""
         return [(t, 1) for t in self._book.take_pending()]
+
+    def pending_inputs(self) -> list[DeviceInput]:
+        """Devices a native import took over since the last call: gone here (their discovery entities forgotten),
+        so that the native import's config for the device finds it free."""
+        out, self._gone = self._gone, []
+        generation = tuple(native.native_generation() for native in self._natives)
+        if generation == self._generation:
+            return out
+        self._generation = generation
+        changes: dict[tuple[str, str], Record | None] = {
+            key: None for key, record in self._book.records.items()
+            if self._left_to_native(dict(record.entity.conf.data), record.origin, record.device)}
+        return out + (self._book.apply(changes) if changes else [])
 
     def pending_unsubscriptions(self) -> list[str]:
         """The state and availability topics no entity reads any more, since the last call."""
@@ -163,6 +179,7 @@ class HomeAssistantDialect(Dialect):
         self.templates.prepare()  # the render process, started now: ready before the first message
         changes: dict[tuple[str, str], Record] = {}
         kept: dict[str, Route] = {}
+        left: set[str] = set()
         for device_id, route in routes:
             if route.dialect != DIALECT:
                 continue
@@ -193,7 +210,10 @@ class HomeAssistantDialect(Dialect):
                     log.warning("%s: %s cannot be restored (%s); it waits for its discovery config", device_id,
                                 spec.label, err)
                     continue
-                if record is None:
+                if record is None:  # left to a native import now: the device is that import's
+                    if device_id not in left:
+                        left.add(device_id)
+                        self._gone.append(DeviceGone(device_id))
                     continue
                 record.pinned, record.restored = address.device_id or device_id, device_id
                 changes[key] = record
@@ -242,6 +262,7 @@ class HomeAssistantDialect(Dialect):
             configs = read_configs(where, payload)
         except ConfigProblem as err:
             return [InputRejected("config", f"{topic}: {err}")]
+        configs = [c for entity in configs for c in (entity, *room_readings(entity))]
         announced = self._device_configs.setdefault(topic, set()) if where.component == DEVICE_COMPONENT else None
         via = f"{where.node_id}/{where.object_id}" if where.node_id else where.object_id
         if announced is not None and not payload.strip():

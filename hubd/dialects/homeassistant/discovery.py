@@ -88,6 +88,44 @@ def read_configs(where: DiscoveryTopic, payload: bytes) -> list[EntityConfig]:
     return [EntityConfig(where, data)]
 
 
+# A climate's room readings, exported as sensors of their own (split off the thermostat, whose Temperature is its
+# setpoint): (the climate's topic key, its template key, the derived sensor's object_id, device class, unit key).
+_ROOM_READINGS = (("current_temperature_topic", "current_temperature_template", "current_temperature", "temperature",
+                   "temperature_unit"),
+                  ("current_humidity_topic", "current_humidity_template", "current_humidity", "humidity", None))
+_SHARED_WITH_READINGS = ("device", "origin", "availability", "availability_topic", "availability_template",
+                         "availability_mode", "payload_available", "payload_not_available", "qos")
+
+
+def room_readings(entity: EntityConfig) -> list[EntityConfig]:
+    """A climate's room temperature and humidity as sensor configs of the same device (removals when its config
+    is gone or no longer has them). Only for a climate with a device block: the sensor must be of its device."""
+    if entity.topic.component != "climate":
+        return []
+    data = entity.config
+    if data is not None and not isinstance(data.get("device"), dict):
+        return []
+    out = []
+    for topic_key, template_key, object_id, device_class, unit_key in _ROOM_READINGS:
+        where = DiscoveryTopic("sensor", entity.topic.key[1], object_id)
+        topic = data.get(topic_key) if data is not None else None
+        if data is None or not isinstance(topic, str):
+            out.append(EntityConfig(where, None))
+            continue
+        config: dict[str, Any] = {k: data[k] for k in _SHARED_WITH_READINGS if k in data}
+        config.update({"state_topic": topic, "device_class": device_class,
+                       "name": "Room temperature" if device_class == "temperature" else "Room humidity"})
+        if isinstance(data.get(template_key), str):
+            config["value_template"] = data[template_key]
+        unit = data.get(unit_key) if unit_key else "%"
+        if isinstance(unit, str):
+            config["unit_of_measurement"] = unit
+        if isinstance(data.get("unique_id"), str):
+            config["unique_id"] = f"{data['unique_id']}_{object_id}"
+        out.append(EntityConfig(where, config))
+    return out
+
+
 def expand(data: dict[str, Any], *, component: bool) -> None:
     """Replace abbreviated keys in place; `component`: an entry of a device-based config's `cmps`."""
     _rename(data, ABBREVIATIONS)

@@ -85,6 +85,11 @@ class Entity:
         """The events a declared doorbell may name on this entity (None: this entity never presses)."""
         return None
 
+    def press_rank(self) -> int:
+        """Among a device's entities a declaration names alike, which carries the press: 0 first (a button's single
+        press before its double press: Tasmota's triggers share the subtype `button_1`)."""
+        return 0
+
     # Helpers for the components.
 
     def compile(self, key: str) -> Compiled | None:

@@ -21,6 +21,7 @@ from hubd.dialects.homeassistant.templates import Payload, Templates
 
 # A sensor whose value is a button's action (zigbee2mqtt's legacy `action` and `click` sensors).
 ACTION_SENSOR_SUFFIXES = ("action", "click")
+SINGLE_PRESSES = frozenset({"single", "press", "short", "1"})  # a trigger's payload for a button's single press
 
 
 class Sensor(Entity):
@@ -246,3 +247,7 @@ class Trigger(Entity):
 
     def press_events(self) -> tuple[str, ...] | None:
         return tuple(e for e in (self.subtype, self.payload) if e)
+
+    def press_rank(self) -> int:
+        kind, payload = (self.conf.text("type") or "").casefold(), (self.payload or "").casefold()
+        return 0 if "short" in kind or payload in SINGLE_PRESSES else 1

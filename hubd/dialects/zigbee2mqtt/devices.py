@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hubd.devices.model import ADDITIONAL_INFO_MAX_CHARS, DeviceConfig, EntityNote, Origin, Route
-from hubd.dialects import mapping
+from hubd.dialects import mapping, naming
 from hubd.dialects.base import ConfigReceived
 from hubd.dialects.zigbee2mqtt.exposes import ACTION, PUBLISHED, RANK_SENSOR, Exposes, Feature, read_exposes
 from hubd.dialects.zigbee2mqtt.features import part
@@ -144,6 +144,11 @@ def build(ieee: str, name: str, entry: dict[str, Any], exposes: Exposes, event: 
         parts[feature.key], by_key[feature.key] = found, feature
     given = entry.get("definition")
     definition: dict[str, Any] = given if isinstance(given, dict) else {}
+    # An unrenamed device's friendly_name is its ieee address: named after its model instead (never spelled out).
+    kind = next((p.display_type for p in parts.values() if p.display_type != "unknown"), "device")
+    vendor, description = definition.get("vendor"), definition.get("description")
+    spoken_name, why = naming.device_name(name, (ieee,), vendor if isinstance(vendor, str) else None,
+                                          description if isinstance(description, str) else None, kind)
     slots: list[Slot] = []
     configs: list[ConfigReceived] = []
     bell: tuple[str, str] | None = None
@@ -152,12 +157,12 @@ def build(ieee: str, name: str, entry: dict[str, Any], exposes: Exposes, event: 
         shown = [EntityNote(n, True, _exported_reason(f)) for f in members for n in f.notes]
         if not planned.split:
             shown += left_out
-        display = f"{name} {_spoken_label(members[0].label)}" if planned.split else name
+        display = naming.part_name(spoken_name, _spoken_label(members[0].label)) if planned.split else spoken_name
         config = DeviceConfig(displayName=display[:MAX_NAME_CHARS], displayType=planned.display_type,
                               capabilities=planned.capabilities, additionalInfo=_info(entry, definition, members))
         route = Route(DIALECT, address(ieee, name, members))
         configs.append(ConfigReceived(planned.endpoint_id, config, route,
-                                      Origin(DIALECT, tuple(sorted(shown, key=lambda n: n.name)))))
+                                      Origin(DIALECT, tuple(sorted(shown, key=lambda n: n.name)), why)))
         slots.append(Slot(planned.endpoint_id, members, frozenset(c.interface for c in planned.capabilities)))
         bell = bell or next(((planned.endpoint_id, str(f.opts["event"])) for f in members if f.kind == "doorbell"),
                             None)

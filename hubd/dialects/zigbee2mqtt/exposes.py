@@ -255,6 +255,11 @@ def _climate(f: dict[str, dict[str, Any]], endpoint: str, where: str, outlet: bo
     used = []
     if target is not None and target.get("type") == "numeric":
         props["target"], access["target"] = target["property"], access_of(target)
+        cooling = f.get("occupied_cooling_setpoint")
+        if cooling is not None and cooling is not target and cooling.get("type") == "numeric":
+            # Heating and cooling setpoints: the cooling one is the Temperature in cool mode (features.read).
+            props["target_cool"], access["target_cool"] = cooling["property"], access_of(cooling)
+            used.append("occupied_cooling_setpoint")
         opts["unit"] = target.get("unit") if isinstance(target.get("unit"), str) else "°C"
         opts["step"] = _number(target.get("value_step"), 0.1) or 0.1
         opts["min"], opts["max"] = target.get("value_min"), target.get("value_max")

@@ -105,7 +105,8 @@ def read(feature: Feature, state: Mapping[str, Any]) -> tuple[dict[str, StateVal
     elif kind == "cover":
         _read_cover(feature, state, number, values, problems)
     elif kind == "climate":
-        if (target := number("target")) is not None:
+        cooling = "target_cool" in props and state.get(props.get("mode", "")) == "cool"
+        if (target := number("target_cool" if cooling else "target")) is not None:
             celsius = mapping.celsius(target, str(opts.get("unit") or ""))
             if celsius is not None:
                 values["Temperature"] = celsius
@@ -276,7 +277,9 @@ def _climate_command(feature: Feature, interface: str, value: StateValue, reques
         low, high = opts.get("min"), opts.get("max")
         if isinstance(low, int | float) and isinstance(high, int | float) and not low <= raw <= high:
             raise CommandRefused(f"the thermostat takes {low}..{high} {opts.get('unit')}, not {raw}")
-        return {props["target"]: mapping.state_value(raw)}
+        # In cool mode the cooling setpoint is the target (a thermostat with both).
+        role = "target_cool" if "target_cool" in props and request.states.get("Mode") == "Cool" else "target"
+        return {props[role]: mapping.state_value(raw)}
     if interface == "Mode":
         mode = mapping.device_mode(str(value), modes)
         if mode is None:

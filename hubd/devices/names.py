@@ -1,0 +1,63 @@
+"""Which device has which displayName, so that a name hubd chose for a device gets a word where two would share it.
+
+An unrenamed device is named after its model (hubd.dialects.naming): two IKEA bulbs would both be "IKEA TRADFRI LED
+bulb", and a voice could not tell them apart. The registry keeps this index of every device's name and asks it for a
+distinct one when a device whose name hubd chose is described: its room before the name, else an ordinal ("Second
+IKEA TRADFRI LED bulb"); a device keeps the word it got (stable across restarts). Pure; imports the device model and
+the spoken-name rule.
+"""
+
+from __future__ import annotations
+
+from hubd.devices.device import Device
+from hubd.devices.model import DeviceConfig
+from hubd.spoken import spoken
+
+MAX_ORDINAL = 1000
+
+
+class NameIndex:
+    """The devices by displayName (case-folded), to tell whether a name is taken."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, set[str]] = {}
+
+    def add(self, device_id: str, name: str) -> None:
+        """Note that the device has this name."""
+        self._ids.setdefault(name.casefold(), set()).add(device_id)
+
+    def remove(self, device_id: str, name: str) -> None:
+        """Forget that the device has this name."""
+        ids = self._ids.get(name.casefold())
+        if ids is not None:
+            ids.discard(device_id)
+            if not ids:
+                del self._ids[name.casefold()]
+
+    def taken(self, name: str, device_id: str) -> bool:
+        """Whether another device has this name."""
+        return bool(self._ids.get(name.casefold(), set()) - {device_id})
+
+    def distinct(self, device_id: str, config: DeviceConfig, existing: Device | None) -> str:
+        """The device's name, with a word where another device has it: its room ("Kitchen IKEA TRADFRI LED bulb"),
+        else an ordinal ("Second ..."); the name it already had when that still fits (stable across restarts)."""
+        name = config.displayName
+        if existing is not None and existing.origin.naming and existing.config.displayName.endswith(name) \
+                and not self.taken(existing.config.displayName, device_id):
+            return existing.config.displayName
+        if not self.taken(name, device_id):
+            return name
+        room = config.recommendRoomName
+        if room and not self.taken(f"{room} {name}", device_id):
+            return f"{room} {name}"
+        for n in range(2, MAX_ORDINAL):
+            candidate = f"{spoken(ordinal(n))} {name}"
+            if not self.taken(candidate, device_id):
+                return candidate
+        return name
+
+
+def ordinal(n: int) -> str:
+    """2 → "2nd", 3 → "3rd", 11 → "11th" (spoken() says it as a word)."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
