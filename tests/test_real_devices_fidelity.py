@@ -227,15 +227,31 @@ def test_a_discovery_thermostat_with_only_a_low_high_pair_has_the_setpoint_of_it
                       "Heat": [("zigbee2mqtt/Hall thermostat/set/occupied_heating_setpoint", "22")]}
 
 
+def _room_temperature(reported: dict[str, dict[str, StateValue]]) -> list[str]:
+    """The endpoints other than the thermostat's that report the BTH-RM230Z's room temperature (19.6 °C)."""
+    return [device_id for device_id, values in reported.items()
+            if device_id != RM230Z and values.get("Temperature") == 19.6]
+
+
 def test_a_discovery_thermostats_room_temperature_and_humidity_split_off_as_a_sensor() -> None:
     dialect = ha.make()
-    found = ha.configs(ha.announce(dialect, "z2m_thermostat_BTH-RM230Z"))
+    climate = _configs_in_order("z2m_thermostat_BTH-RM230Z")[:1]
+    found = ha.configs(_feed(dialect, climate))
 
     reported = ha.states(ha.replay_states(dialect, "z2m_thermostat_BTH-RM230Z"))
     assert reported[RM230Z]["Temperature"] == 20.5  # its setpoint in heat mode, the low one of its pair
-    [room] = [device_id for device_id, values in reported.items() if values.get("Temperature") == 19.6]
+    [room] = _room_temperature(reported)
     assert room.startswith(f"{RM230Z}-") and ha.operations(found[room])["Temperature"] == ()
-    assert reported[room] == {"Temperature": 19.6, "Humidity": 48}
+    assert reported[room] == {"Temperature": 19.6, "Humidity": 48}  # "and Humidity if reported"
+
+
+def test_a_zigbee2mqtt_thermostats_room_temperature_is_one_endpoint_though_announced_twice() -> None:
+    """zigbee2mqtt 2.x announces a thermostat's local_temperature both in its climate config and as a sensor."""
+    dialect = ha.make()
+    ha.announce(dialect, "z2m_thermostat_BTH-RM230Z")
+
+    rooms = _room_temperature(ha.states(ha.replay_states(dialect, "z2m_thermostat_BTH-RM230Z")))
+    assert len(rooms) == 1, rooms
 
 
 # What was missing: on/off sensors without a device class, sirens, locking by voice, a Tasmota doorbell.
@@ -253,6 +269,16 @@ def test_shelly_inputs_without_a_device_class_are_on_off_sensors() -> None:
                 for s in ha.fixture("shelly_plusi4_CC7B5C8AEA2C")["states"] if "input:0" in s["topic"]]
     assert readings == [{SHELLY: {"Switch": "Off"}}, {SHELLY: {"Switch": "On"}}]
     assert AvailabilityReceived(SHELLY, True) in ha.publish(dialect, "shellyplusi4-cc7b5c8aea2c/online", "true")
+
+
+def test_a_single_availability_object_is_read_as_a_list_of_one() -> None:
+    """Found with the Shelly script: it gives `avty` as one object, which Home Assistant's schema takes
+    (cv.ensure_list); refusing it refuses every entity of the device."""
+    dialect = ha.make()
+    inputs = ha.announce(dialect, "shelly_plusi4_CC7B5C8AEA2C")
+
+    assert not [i.reason for i in inputs if isinstance(i, InputRejected)]
+    assert ha.publish(dialect, "shellyplusi4-cc7b5c8aea2c/online", "false")[0] == AvailabilityReceived(SHELLY, False)
 
 
 def test_a_zigbee2mqtt_siren_is_a_switch_that_sounds_and_stops() -> None:
