@@ -137,18 +137,26 @@ def test_a_shelly_named_after_its_mac_is_not_named_after_it() -> None:
     assert not re.search(r"\b(Seven|Five|Eight|Two)\b", name), name  # the digits of cc7b5c8aea2c, spelled
 
 
-@pytest.mark.parametrize(("name", "device_id", "reverse"), [("tasmota_bme280_DC4492", "DC4492", False),
-                                                     ("tasmota_six_gang_860695", "860695", True)],
-                         ids=["sensors in Tasmota's order", "second relay first"])
-def test_a_tasmota_devices_name_does_not_change_while_its_entities_arrive(name: str, device_id: str,
-                                                                          reverse: bool) -> None:
-    """Tasmota's legacy discovery gives its entities no device name (only its status sensor, last, has one)."""
-    dialect = ha.make()
-    entities = [m for m in _configs_in_order(name, reverse=reverse) if not m[0].endswith("_status/config")]
-
-    names = [i.config.displayName for i in _feed(dialect, entities)
-             if isinstance(i, ConfigReceived) and i.device_id == device_id]
-    assert len(names) >= 2 and len(set(names)) == 1, names
+@pytest.mark.parametrize(("name", "expected"), [("tasmota_bme280_DC4492", {"DC4492": "Sensor"}),
+                                              ("tasmota_six_gang_860695", {"860695": "Switch 1",
+                                                                           "860695-860695_RL_2": "Switch 2"})],
+                         ids=["sensors", "relays"])
+def test_a_nameless_tasmota_devices_names_do_not_depend_on_the_order_its_entities_arrive_in(
+        name: str, expected: dict[str, str]) -> None:
+    """Tasmota's legacy discovery gives its entities no device name (only its status sensor, last, has one): each
+    endpoint is named after the entities it carries, the same in either order, and never keeps the name of a relay
+    it no longer switches (the second relay announced first is the device until the first arrives)."""
+    for reverse in (False, True):
+        dialect = ha.make()
+        entities = [m for m in _configs_in_order(name, reverse=reverse) if not m[0].endswith("_status/config")]
+        last: dict[str, str] = {}
+        for item in _feed(dialect, entities):
+            if isinstance(item, ConfigReceived):
+                last[item.device_id] = item.config.displayName
+                for entity in json.loads(item.route.address)["entities"]:  # a relay's endpoint bears its name
+                    if entity["config"].get("command_topic", "").endswith(("POWER1", "POWER2")):
+                        assert item.config.displayName == entity["config"]["name"], (reverse, item)
+        assert last == expected, reverse
 
 
 def test_a_split_off_tasmota_relay_is_named_after_itself_not_glued_to_the_device_name() -> None:

@@ -194,24 +194,37 @@ def plan(device_id: str, parts: Mapping[str, Part]) -> list[Endpoint]:
     return plan_ranked(device_id, parts, {})
 
 
-def plan_ranked(device_id: str, parts: Mapping[str, Part], rank: Mapping[str, int]) -> list[Endpoint]:
+def plan_ranked(device_id: str, parts: Mapping[str, Part], rank: Mapping[str, int],
+                groups: Mapping[str, str] | None = None) -> list[Endpoint]:
     """Like plan(), but a part of a lower rank takes its interfaces first (by key order within a rank).
 
     zigbee2mqtt ranks a device's actuators before its sensors, and its main sensors before secondary ones:
     a thermostat keeps Temperature for its target setpoint and its room temperature splits off, a leak sensor
     keeps its alarm and its tamper switch splits off. Stable whatever order the parts arrived in.
+    `groups`: parts (by key) that always split off together, as one endpoint `<device>-<group>` (a thermostat's
+    room temperature and humidity: one room sensor); a part whose interfaces its group already has splits alone.
     """
+    groups = groups or {}
     taken: set[str] = set()
     main: list[str] = []
     out: list[Endpoint] = []
+    grouped: dict[str, list[str]] = {}
     for key in sorted(parts, key=lambda k: (rank.get(k, 0), k)):
         part = parts[key]
-        if part.interfaces & taken:
+        group = groups.get(key)
+        if group is not None and not part.interfaces & {i for k in grouped.get(group, ()) for i in parts[k].interfaces}:
+            grouped.setdefault(group, []).append(key)
+            continue
+        if part.interfaces & taken or group is not None:
             out.append(Endpoint(endpoint_id(f"{device_id}-{key}"), (key,), part.display_type,
                                 tuple(sorted(part.capabilities, key=lambda c: c.interface)), True))
             continue
         taken |= part.interfaces
         main.append(key)
+    for group, keys in sorted(grouped.items()):
+        caps = sorted((c for key in keys for c in parts[key].capabilities), key=lambda c: c.interface)
+        out.append(Endpoint(endpoint_id(f"{device_id}-{group}"), tuple(keys),
+                            merged_display_type(parts[key].display_type for key in keys), tuple(caps), True))
     if main:
         caps = sorted((c for key in main for c in parts[key].capabilities), key=lambda c: c.interface)
         display = merged_display_type(parts[key].display_type for key in main)

@@ -130,7 +130,7 @@ class EntityBook:
             for record in records:
                 self._unindex_topics(record)
             assign_doorbells(records, self._doorbells)
-            for endpoint in device_endpoints(records, self.endpoints):
+            for endpoint in device_endpoints(records):
                 after.add(endpoint.endpoint_id)
                 previous = self.endpoints.get(endpoint.endpoint_id)
                 self.endpoints[endpoint.endpoint_id] = endpoint

@@ -28,26 +28,28 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hubd.devices.model import ADDITIONAL_INFO_MAX_CHARS, DeviceConfig, EntityNote, Origin, Route
+from hubd.devices.model import ADDITIONAL_INFO_MAX_CHARS, Capability, DeviceConfig, EntityNote, Origin, Route
 from hubd.dialects import mapping, naming
+from hubd.dialects.homeassistant import names
 from hubd.dialects.homeassistant.actuators import Climate
+from hubd.dialects.homeassistant.address import ADDRESS_VERSION
 from hubd.dialects.homeassistant.discovery import (
     DEFAULT_AVAILABILITY_MODE,
     DEFAULT_AVAILABLE,
     DEFAULT_NOT_AVAILABLE,
+    ROOM_GROUP,
     Availability,
     DeviceInfo,
+    room_reading_of,
 )
 from hubd.dialects.homeassistant.entities import Entity
 from hubd.dialects.homeassistant.templates import Compiled
 
 DIALECT = "homeassistant"
-ADDRESS_VERSION = 2
-ADDRESS_VERSIONS = (1, 2)  # read for commands; only version 2 restores
 ANY_EVENT = "*"
 # Which entity of a device carries a declared doorbell when several could (one press must be one DoorbellPress).
 _DOORBELL_SOURCES = ("event", "device_automation", "sensor", "binary_sensor")
@@ -175,15 +177,14 @@ def device_id_of(records: Sequence[Record]) -> str:
     return mapping.endpoint_id(first.unique_id or f"{first.component}_{first.key[1]}")
 
 
-def device_endpoints(records: Sequence[Record],
-                     previous: Mapping[str, DeviceEndpoint] | None = None) -> list[DeviceEndpoint]:
+def device_endpoints(records: Sequence[Record]) -> list[DeviceEndpoint]:
     """The endpoints of one device's records (sets each record's `endpoint`); [] when nothing is exported.
 
-    `previous`: the endpoints announced before, by id: a name hubd chose (not the device's own) stays as it was
-    while the device's entities arrive."""
+    The same records give the same endpoints, whatever order they arrived in (and after a restart)."""
     for record in records:
         record.endpoint = None
-    exported = [r for r in records if r.exported]
+    again = _announced_again(records)
+    exported = [r for r in records if r.exported and r.key not in again]
     if not exported:
         return []
     device_id = device_id_of(records)
@@ -196,44 +197,65 @@ def device_endpoints(records: Sequence[Record],
     parts = {k: r.entity.part or mapping.doorbell() for k, r in by_part_key.items()}
     ordered = sorted(records, key=lambda r: r.key)
     device = next((r.device for r in ordered if r.device is not None), None)
-    base_name, why = _device_name(device, ordered, device_id, previous or {})
+    named = None
+    if device is not None:
+        kinds = [r.entity.part for r in ordered if r.entity.part is not None]
+        named = names.device_name(device, _identifiers(device, ordered, device_id),
+                                  _kind(kinds[0].display_type, kinds[0].capabilities) if kinds else "device")
     out = []
     ranks = {k: mapping.primary_rank(part) for k, part in parts.items()}  # a device's primary function first
-    for planned in mapping.plan_ranked(device_id, parts, ranks):
+    groups = {k: ROOM_GROUP for k, r in by_part_key.items() if room_reading_of(r.key) is not None}
+    for planned in mapping.plan_ranked(device_id, parts, ranks, groups):
         members = [by_part_key[k] for k in planned.keys]
         for record in members:
             record.endpoint = planned.endpoint_id
         if planned.split:
-            name = naming.part_name(base_name, members[0].name or members[0].object_id)
             shown: Iterable[Record] = members
         else:
-            name = base_name
             split_keys = {k for k in by_part_key if k not in planned.keys}
             shown = [r for r in records if r not in [by_part_key[k] for k in split_keys]]
+        if named is None:
+            entity_names = [r.name for r in sorted(members, key=lambda r: r.key) if r.name]
+            name, why = names.entities_name(entity_names, _identifiers(None, exported, device_id),
+                                            _kind(planned.display_type, planned.capabilities))
+        else:
+            name, why = named
+        if named is not None and planned.split:
+            lead = next((m for m in members if m.object_id == ROOM_GROUP), members[0])  # "Room temperature"
+            name = naming.part_name(name, lead.name or lead.object_id)
         config = DeviceConfig(displayName=name, displayType=planned.display_type, capabilities=planned.capabilities,
                               recommendRoomName=device.suggested_area if device else None,
                               additionalInfo=_additional_info(device, members))
-        origin = Origin(DIALECT, tuple(note_of(r) for r in sorted(shown, key=lambda r: r.key)), why)
+        origin = Origin(DIALECT, tuple(note_of(r, again.get(r.key)) for r in sorted(shown, key=lambda r: r.key)), why)
         out.append(DeviceEndpoint(planned.endpoint_id, config, Route(DIALECT, _address(device_id, members, planned)),
                                   origin, tuple(r.key for r in members)))
     return out
 
 
-def _device_name(device: DeviceInfo | None, records: Sequence[Record], device_id: str,
-                 previous: Mapping[str, DeviceEndpoint]) -> tuple[str, str]:
-    """The device's name and why hubd chose it ("" for the device's own): its `device.name`; without one, the name
-    it was announced with before (not one that changes as its entities arrive), else its first entity's; an
-    identifier is never a name (hubd.dialects.naming)."""
-    identifiers = [device_id, *(device.identifiers if device else ()), *(c[1] for c in device.connections)] \
-        if device else [device_id, *(r.unique_id for r in records if r.unique_id)]
-    if device is None or not device.name:
-        before = previous.get(device_id)
-        if before is not None and before.origin.naming:
-            return before.config.displayName, before.origin.naming
-    given = (device.name if device else None) or next((r.name for r in records if r.name), None)
-    kind = next((r.entity.part.display_type for r in records if r.entity.part is not None), "device")
-    return naming.device_name(given, identifiers, device.manufacturer if device else None,
-                              device.model if device else None, "device" if kind == "unknown" else kind)
+def _announced_again(records: Sequence[Record]) -> dict[tuple[str, str], str]:
+    """The sensors that read what a climate's room reading reads (zigbee2mqtt 2.x announces a thermostat's
+    local_temperature in its climate config and as a sensor of its own), by key, with the room reading's label:
+    the platform gets the reading once, from the climate's."""
+    def reading(record: Record) -> tuple[str | None, str, str | None]:
+        conf = record.entity.conf
+        return conf.text("state_topic"), "".join((conf.text("value_template") or "").split()), \
+            record.entity.device_class
+    rooms = {reading(r): r.label for r in records if room_reading_of(r.key) is not None and r.exported}
+    return {r.key: rooms[reading(r)] for r in records
+            if r.component == "sensor" and room_reading_of(r.key) is None and reading(r) in rooms}
+
+
+def _identifiers(device: DeviceInfo | None, records: Sequence[Record], device_id: str) -> list[str]:
+    if device is not None:
+        return [device_id, *device.identifiers, *(c[1] for c in device.connections)]
+    return [device_id, *(r.unique_id for r in records if r.unique_id)]
+
+
+def _kind(display_type: str, capabilities: Iterable[Capability]) -> str:
+    """What an endpoint is, for a name of last resort: its display type, or "sensor" when it only reports."""
+    if display_type != "unknown":
+        return display_type
+    return "device" if any(c.supportedOperations for c in capabilities) else "sensor"
 
 
 def _part_keys(records: Sequence[Record]) -> dict[str, Record]:
@@ -244,10 +266,17 @@ def _part_keys(records: Sequence[Record]) -> dict[str, Record]:
     return {(r.object_id if counts[r.object_id] == 1 else f"{r.object_id}_{r.component}"): r for r in records}
 
 
-def note_of(record: Record) -> EntityNote:
-    """What the status page says of one entity: exported, or why not."""
+def note_of(record: Record, same_as: str | None = None) -> EntityNote:
+    """What the status page says of one entity: exported, or why not (`same_as`: the room reading it repeats)."""
+    if same_as is not None:
+        return EntityNote(record.label, False, f"reads what {same_as} (the climate's room reading) reads: the "
+                                               "platform gets it once")
     if not record.included:
         return EntityNote(record.label, False, "left out by homeassistant.include/exclude")
+    if record.entity.setting and record.entity.category == "maintenance":
+        return EntityNote(record.label, False, "a switch or button that maintains the device (its name or unique_id "
+                                               "says restart, erase, reset, update...): never exported, so that no "
+                                               "voice command restarts or erases it")
     if record.entity.setting:
         return EntityNote(record.label, False, f"a device's {record.entity.category} entity (entity_category "
                                                f"{record.entity.category}): never exported, as Home Assistant never "
@@ -336,63 +365,6 @@ def device_data(device: DeviceInfo) -> dict[str, Any]:
         if value is not None:
             out[key] = value
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class AddressEntity:
-    """One entity of a Route address."""
-
-    component: str
-    label: str  # `<component>.<object_id>` (version 1: the name it was given)
-    interfaces: tuple[str, ...]
-    config: dict[str, Any]  # version 2: its discovery config, with its device block; version 1: its command keys
-    discovery_id: str | None = None  # version 2 only
-    via: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Address:
-    """A Route address, read."""
-
-    version: int
-    device_id: str | None  # the device's id when it is not the endpoint's (a split-off endpoint)
-    entities: tuple[AddressEntity, ...]
-
-
-def read_address(text: str) -> Address:
-    """A Route address of either version; ValueError for one that is not (another version, or damaged)."""
-    try:
-        data: Any = json.loads(text)
-    except RecursionError:
-        raise ValueError("too deeply nested") from None
-    version = data.get("v") if isinstance(data, dict) else None
-    if version not in ADDRESS_VERSIONS or not isinstance(data.get("entities"), list):
-        raise ValueError(f"not a Home Assistant discovery address of version {ADDRESS_VERSIONS}")
-    device_id, shared = data.get("of"), data.get("device")
-    if not isinstance(device_id, str | None) or not isinstance(shared, dict | None):
-        raise ValueError("of/device: must be a string and an object")
-    entities = []
-    for spec in data["entities"]:
-        if not isinstance(spec, dict):
-            raise ValueError("entities: must be objects")
-        interfaces, config = spec.get("interfaces", []), spec.get("config") or {}
-        if not isinstance(interfaces, list) or not isinstance(config, dict):
-            raise ValueError("entities[].interfaces/config: must be a list and an object")
-        if version == 1:
-            component, label, discovery_id, via = spec.get("component"), spec.get("name"), None, None
-        else:
-            key, via = spec.get("key"), spec.get("via")
-            if not (isinstance(key, list) and len(key) == 2 and all(isinstance(k, str) and k for k in key)):
-                raise ValueError("entities[].key: must be [component, discovery id]")
-            component, discovery_id = key
-            label = f"{component}.{discovery_id.split(' ')[-1]}"
-            if shared is not None and "device" not in config:
-                config = {**config, "device": shared}
-        if not isinstance(component, str) or not isinstance(via, str | None):
-            raise ValueError("entities[].component/via: must be strings")
-        entities.append(AddressEntity(component, str(label), tuple(str(i) for i in interfaces), config,
-                                      discovery_id, via))
-    return Address(version, device_id, tuple(entities))
 
 
 def _number_text(value: float) -> str:

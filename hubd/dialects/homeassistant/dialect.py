@@ -33,8 +33,9 @@ from hubd.dialects.base import (
     PublishRules,
 )
 from hubd.dialects.homeassistant.actuators import Climate, Cover, Fan, Scene, Switch
+from hubd.dialects.homeassistant.address import read_address
 from hubd.dialects.homeassistant.book import EntityBook
-from hubd.dialects.homeassistant.devices import DIALECT, Globs, Record, names_of, note_of, read_address
+from hubd.dialects.homeassistant.devices import DIALECT, Globs, Record, names_of, note_of
 from hubd.dialects.homeassistant.discovery import (
     COMPONENTS,
     DEVICE_COMPONENT,
@@ -44,6 +45,7 @@ from hubd.dialects.homeassistant.discovery import (
     DeviceInfo,
     DiscoveryTopic,
     EntityConfig,
+    as_sent,
     parse_topic,
     read_configs,
     room_readings,
@@ -277,7 +279,8 @@ class HomeAssistantDialect(Dialect):
                 if record is not None:
                     self._check_command_topics(record, changes)
             except ConfigProblem as err:  # the entity stays as it was: a bad update changes nothing
-                out.append(InputRejected("config", f"{topic} ({key[0]}.{entity_config.topic.object_id}): {err}"))
+                out.append(InputRejected("config", f"{topic} ({key[0]}.{entity_config.topic.object_id}): "
+                                                   f"{as_sent(str(err), entity_config.sent_as)}"))
                 continue
             if record is None and key not in self._book.records:
                 continue

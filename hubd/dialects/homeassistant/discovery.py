@@ -62,6 +62,7 @@ class EntityConfig:
 
     topic: DiscoveryTopic
     config: dict[str, Any] | None
+    sent_as: tuple[tuple[str, str], ...] = ()  # a derived config's keys and the producer's keys they came from
 
 
 def parse_topic(prefix: str, topic: str) -> DiscoveryTopic | None:
@@ -97,6 +98,27 @@ _SHARED_WITH_READINGS = ("device", "origin", "availability", "availability_topic
                          "availability_mode", "payload_available", "payload_not_available", "qos")
 
 
+ROOM_GROUP = "current_temperature"  # the room readings' endpoint: `<device>-current_temperature`
+
+
+def room_reading_of(key: tuple[str, str]) -> tuple[str, str] | None:
+    """The climate's key, when `key` is one of its room readings (room_readings); None for any other entity."""
+    component, discovery_id = key
+    climate, _, object_id = discovery_id.rpartition(" ")
+    if component != "sensor" or not climate or object_id not in {r[2] for r in _ROOM_READINGS}:
+        return None
+    return "climate", climate
+
+
+def as_sent(problem: str, sent_as: tuple[tuple[str, str], ...]) -> str:
+    """A derived config's problem named by the key the producer sent ("value_template: empty" of a room reading is
+    "current_temperature_template: empty")."""
+    for derived, producer in sent_as:
+        if problem.startswith(f"{derived}:"):
+            return f"{producer}{problem[len(derived):]}"
+    return problem
+
+
 def room_readings(entity: EntityConfig) -> list[EntityConfig]:
     """A climate's room temperature and humidity as sensor configs of the same device (removals when its config
     is gone or no longer has them). Only for a climate with a device block: the sensor must be of its device."""
@@ -113,6 +135,9 @@ def room_readings(entity: EntityConfig) -> list[EntityConfig]:
             out.append(EntityConfig(where, None))
             continue
         config: dict[str, Any] = {k: data[k] for k in _SHARED_WITH_READINGS if k in data}
+        sent_as = [("state_topic", topic_key), ("value_template", template_key)]
+        if unit_key:
+            sent_as.append(("unit_of_measurement", unit_key))
         config.update({"state_topic": topic, "device_class": device_class,
                        "name": "Room temperature" if device_class == "temperature" else "Room humidity"})
         if isinstance(data.get(template_key), str):
@@ -122,7 +147,7 @@ def room_readings(entity: EntityConfig) -> list[EntityConfig]:
             config["unit_of_measurement"] = unit
         if isinstance(data.get("unique_id"), str):
             config["unique_id"] = f"{data['unique_id']}_{object_id}"
-        out.append(EntityConfig(where, config))
+        out.append(EntityConfig(where, config, tuple(sent_as)))
     return out
 
 
@@ -294,6 +319,8 @@ class Availability:
         if single is not None:
             sources.append(AvailabilitySource(single, default_on, default_off, conf.text("availability_template")))
         entries = conf.data.get("availability")
+        if isinstance(entries, dict):
+            entries = [entries]  # Home Assistant's schema takes one object as a list of one (ensure_list)
         if entries is not None:
             if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
                 raise ConfigProblem("availability: must be a list of {topic, payload_available?, ...}")
@@ -382,7 +409,7 @@ def _resolve_base(data: dict[str, Any]) -> None:
         if key.endswith("topic") and isinstance(value, str) and value:
             data[key] = expanded(value)
     availability = data.get("availability")
-    for entry in availability if isinstance(availability, list) else []:
+    for entry in availability if isinstance(availability, list) else [availability]:
         if isinstance(entry, dict) and isinstance(entry.get("topic"), str) and entry["topic"]:
             entry["topic"] = expanded(entry["topic"])
 

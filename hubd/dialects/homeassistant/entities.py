@@ -14,6 +14,7 @@ Imports the templates, the discovery reader, the mapping and the seam's types.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -26,6 +27,11 @@ from hubd.dialects.homeassistant.templates import Compiled, Payload, TemplateErr
 
 ECHO = "echo:"
 SETTING_CATEGORIES = frozenset({"config", "diagnostic"})
+# Words that mark a switch or button as the device's own maintenance (OpenMQTTGateway's "SYS: Restart gateway" and
+# "SYS: Erase credentials" come without an entity_category): never exported, whatever category they lack.
+MAINTENANCE = re.compile(r"(?:^|[^a-z])(restart|reboot|erase|reset|factory|firmware|ota|update|identify|"
+                         r"credentials|discovery)(?:[^a-z]|$)|^sys:")
+MAINTAINABLE = frozenset({"switch", "button"})
 # Payloads that mean "unknown" rather than a value (Home Assistant's PAYLOAD_NONE, and what templates give).
 UNKNOWN = frozenset({"", "None", "none", "null", "unknown", "unavailable"})
 
@@ -65,9 +71,12 @@ class Entity:
         # Home Assistant never exposes a config or diagnostic entity to a voice assistant: nor does hubd (a plug's
         # "power outage memory" switch must not become the plug).
         self.setting = self.category in SETTING_CATEGORIES
+        if not self.setting and self.component in MAINTAINABLE and _maintenance(conf):
+            self.setting, self.category = True, "maintenance"
         self.qos = conf.qos()
         self.retain = conf.flag("retain", False)
         self._compiled: dict[str, Compiled] = {}
+        self.sent_as: dict[str, str] = {}  # a key read under another name, and the name the producer sent
 
     def topics(self) -> list[tuple[str, str]]:
         """The (topic, role) pairs whose messages `read` understands."""
@@ -98,11 +107,12 @@ class Entity:
         if source is None:
             return None
         if not source.strip():
-            raise ConfigProblem(f"{key}: empty; leave it out, or give a template such as {{{{ value_json.state }}}}")
+            raise ConfigProblem(f"{self.sent_as.get(key, key)}: empty; leave it out, or give a template such as "
+                                "{{ value_json.state }}")
         try:
             compiled = self.templates.compile(source)
         except TemplateError as err:
-            raise ConfigProblem(f"{key}: {err}; fix the template") from None
+            raise ConfigProblem(f"{self.sent_as.get(key, key)}: {err}; fix the template") from None
         self._compiled[key] = compiled
         return compiled
 
@@ -191,3 +201,8 @@ def format_number(value: float) -> str:
 
 def _short(text: str) -> str:
     return repr(text if len(text) <= 80 else text[:77] + "...")
+
+
+def _maintenance(conf: Conf) -> bool:
+    """Whether a switch's or button's name or unique_id says it maintains the device (restart, erase, update...)."""
+    return any(MAINTENANCE.search(text.lower()) for text in (conf.text("name"), conf.text("unique_id")) if text)

@@ -50,11 +50,14 @@ class Light(Entity):
     component = "light"
 
     def __init__(self, conf: Conf, templates: Templates) -> None:
-        if conf.has("value_template") and not conf.has("state_value_template") and \
-                (conf.text("schema", "basic") or "basic") in ("basic", "default"):
+        aliased = conf.has("value_template") and not conf.has("state_value_template") and \
+            (conf.text("schema", "basic") or "basic") in ("basic", "default")
+        if aliased:
             # The legacy alias of state_value_template that Tasmota's discovery still sends (`val_tpl`).
             conf = Conf({**conf.data, "state_value_template": conf.data["value_template"]})
         super().__init__(conf, templates)
+        if aliased:
+            self.sent_as["state_value_template"] = "value_template"
         self.schema = conf.text("schema", "basic") or "basic"
         if self.schema == "default":
             self.schema = "basic"
