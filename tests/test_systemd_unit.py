@@ -1,5 +1,5 @@
-"""The systemd unit: `systemd-analyze verify` finds nothing, its exposure score stays low, and it carries the
-hardening, descriptor and restart limits."""
+"""The systemd unit, read as a file: `systemd-analyze verify` finds nothing, its exposure score stays low, and it
+carries the hardening, descriptor, memory and restart limits. tests/system/ starts it under a real systemd."""
 
 from __future__ import annotations
 
@@ -63,6 +63,14 @@ def test_the_unit_gives_up_on_a_crash_loop() -> None:
     assert burst >= 3  # a restart now and then (a broker outage, an update) never trips it
 
 
+def test_a_config_error_comes_from_the_main_process_where_restarts_are_prevented() -> None:
+    service = _unit()["Service"]
+    # RestartPreventExitStatus= looks at the main process only: a pre-check exiting 2 would be restarted.
+    assert "ExecStartPre" not in service
+    assert service["RestartPreventExitStatus"] == "2"
+    assert service["ExecStart"].split()[1:2] == ["run"]  # `hubd run` checks the config itself and exits 2
+
+
 def test_the_unit_passes_systemd_analyze_verify_and_keeps_its_hardening(tmp_path: Path) -> None:
     analyze = _analyze()
     unit = (REPO / "systemd" / "hubd.service").read_text()
@@ -79,6 +87,7 @@ def test_the_unit_passes_systemd_analyze_verify_and_keeps_its_hardening(tmp_path
         "RestrictAddressFamilies=",
         "LoadCredential=",
         "RestartPreventExitStatus=2",
+        "MemoryMax=",
     ):
         assert required in unit, required
     assert "Documentation=file:" not in unit  # nothing installs a local copy of the docs
