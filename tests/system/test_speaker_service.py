@@ -68,9 +68,12 @@ def test_the_speaker_runs_in_the_audio_group_and_plays_a_tts_command(speaker: Co
     assert result["status"] == "done", result
 
     def played() -> list[str]:
-        # The player's syslog line, in the unit's journal: it ran in the unit. (journald takes syslog lines in
-        # its own time; and `journalctl -t` finds nothing after a cursor in systemd 252.)
-        return [line for line in speaker.journal("hubd-speaker", after=cursor).splitlines() if "played" in line]
+        # The player's syslog line. Read from everything after the cursor: journald may not learn the unit of a
+        # process as short-lived as `logger` (so no `-u`), and `journalctl -t` finds nothing after a cursor in
+        # systemd 252. The dynamic user in it exists only inside the unit.
+        out = speaker.run(["journalctl", "--after-cursor", cursor, "-o", "json", "--no-pager"]).stdout
+        entries = [json.loads(line) for line in out.splitlines() if line.strip()]
+        return [e["MESSAGE"] for e in entries if e.get("SYSLOG_IDENTIFIER") == "standin-player"]
 
     lines = speaker.wait_for("the stand-in player's journal line", played, timeout_s=30)
     assert "as hubd-speaker in groups hubd-speaker audio" in lines[0], lines
