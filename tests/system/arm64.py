@@ -107,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        _require()
+        require()
     except Unavailable as err:
         print(f"arm64 check not run: {err}", file=sys.stderr)
         return 2
@@ -263,7 +263,8 @@ def _chroot(rootfs: Path, qemu: Path, wheels: Path, argv: Sequence[str], *, what
     return out
 
 
-def _require() -> None:
+def require() -> None:
+    """Unavailable naming what this host lacks for the check."""
     reasons = []
     if os.geteuid() != 0:
         reasons.append("not root")
