@@ -74,11 +74,6 @@ class Podman:
         """Remove the container (stopping it first); nothing if there is none."""
         subprocess.run([*self.argv, "rm", "-f", "-t", "2", name], capture_output=True, timeout=120, check=False)
 
-    def exists(self, name: str) -> bool:
-        """Whether a container of that name exists."""
-        result = subprocess.run([*self.argv, "container", "exists", name], capture_output=True, check=False)
-        return result.returncode == 0
-
 
 class Container:
     """A booted systemd container: commands in it, systemd's properties, waiting for them."""
