@@ -143,8 +143,14 @@ def test_the_watchdog_restarts_hubd_when_only_its_event_loop_stalls(hubd: Contai
         hubd.run(["systemctl", "stop", "hubd-stall"], check=False)
 
 
-def test_a_config_error_fails_the_unit_without_restarts(hubd: Container) -> None:
-    hubd.run(["sed", "-i", "s#^  client_id: .*#  client_id: CHANGE-ME#", CONFIG])
+@pytest.mark.parametrize(("breakage", "problem"), [
+    # Found as the file is read.
+    ("s#^  client_id: .*#  client_id: CHANGE-ME#", "platform.client_id: still the placeholder"),
+    # Found only as the driver starts, after the database opened.
+    ('s#password: "scrypt[$].*"#password: "scrypt$broken"#', "config error: driver.accounts[0].password:"),
+], ids=["when-read", "when-started"])
+def test_a_config_error_fails_the_unit_without_restarts(hubd: Container, breakage: str, problem: str) -> None:
+    hubd.run(["sed", "-i", breakage, CONFIG])
     cursor = hubd.journal_cursor()
     started = hubd.run(["systemctl", "start", "hubd"], check=False, timeout_s=START_TIMEOUT_S + 10)
     assert started.returncode != 0
@@ -153,7 +159,7 @@ def test_a_config_error_fails_the_unit_without_restarts(hubd: Container) -> None
     props = hubd.show("hubd", "Result", "ExecMainStatus", "NRestarts")
     assert props == {"Result": "exit-code", "ExecMainStatus": "2", "NRestarts": "0"}, props
     journal = hubd.journal("hubd", after=cursor)
-    assert "platform.client_id: still the placeholder" in journal, journal
+    assert problem in journal, journal
     assert "Scheduled restart job" not in journal
 
 
