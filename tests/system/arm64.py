@@ -1,5 +1,5 @@
 """hubd on emulated arm64 (a Raspberry Pi's architecture): `python -m tests.system.arm64` (as root; about 3
-minutes with the root file system cached, 8 the first time). CI runs it as a system test (test_arm64.py).
+minutes with the root file system cached, 6 to 12 the first time). CI runs it as a system test (test_arm64.py).
 
 A Debian bookworm arm64 root file system (debootstrap, cached like the systemd image) runs under
 qemu-aarch64-static through a binfmt_misc of its own: binfmt_misc mounted inside a new user namespace
