@@ -1,7 +1,8 @@
 """The zeroconf component: advertises `_hubd._tcp.local.` so tools on the LAN can find the hub.
 
 Owns (and closes) its AsyncZeroconf. Registration runs in `run()` because it takes over a second;
-a network without multicast only costs a warning, never the daemon.
+a network without multicast only costs a warning, never the daemon. A listener on loopback only is not
+advertised at all: nothing on the LAN could reach it, and zeroconf's socket would still answer the LAN.
 """
 
 from __future__ import annotations
@@ -38,18 +39,20 @@ class Advertiser:
         """Nothing to acquire before run()."""
 
     async def run(self) -> None:
-        """Register, then stay registered until stopped."""
-        loopback = self._is_loopback()
+        """Register, then stay registered until stopped; nothing for a loopback-only listener."""
+        if self._is_loopback():
+            log.info("zeroconf: not advertising port %d: it listens on %s only, which the LAN cannot reach",
+                     self._port, self._host)
+            await asyncio.Event().wait()
+            return
         # A name lookup can block for seconds: not on the loop, and not in the executor asyncio.run() waits for.
-        addresses = [socket.inet_aton("127.0.0.1")] if loopback else await in_daemon_thread(
-            self._lan_addresses, name="hubd-zeroconf-lookup")
+        addresses = await in_daemon_thread(self._lan_addresses, name="hubd-zeroconf-lookup")
         self._info = AsyncServiceInfo(
             SERVICE_TYPE, f"{self._name}.{SERVICE_TYPE}", port=self._port, addresses=addresses,
             properties={"version": __version__, "path": "/"}, server=f"{socket.gethostname()}.local.",
         )
         try:
-            self._zc = AsyncZeroconf(interfaces=["127.0.0.1"] if loopback else InterfaceChoice.All,
-                                     ip_version=IPVersion.V4Only)
+            self._zc = AsyncZeroconf(interfaces=InterfaceChoice.All, ip_version=IPVersion.V4Only)
             await self._zc.async_register_service(self._info, allow_name_change=True)
             log.info("advertising %s on port %d", self._info.name, self._port)
         except (OSError, RuntimeError) as err:

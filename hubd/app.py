@@ -149,7 +149,10 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     if config.zeroconf.enabled:
         from hubd.advertiser import Advertiser
 
-        components.append(Advertiser(host=config.http.host, port=config.http.port, name=config.driver.hub_name))
+        # The listener LAN tools want: the status page's and the API's (the local one, when there is one).
+        http = config.http
+        host, port = (http.local_host, http.local_port) if http.local_port is not None else (http.host, http.port)
+        components.append(Advertiser(host=host, port=port, name=config.driver.hub_name))
 
     return Supervisor(components, health, Notifier(environ))
 

@@ -1,5 +1,6 @@
-"""The systemd units: `systemd-analyze verify` finds nothing, exposure scores stay low; hubd's carries the hardening,
-descriptor and restart limits, and the backup timer's runs `hubd backup` as hubd's own user every night."""
+"""The systemd units, read as files: `systemd-analyze verify` finds nothing, exposure scores stay low; hubd's carries
+the hardening, descriptor, memory and restart limits, and the backup timer's runs `hubd backup` as hubd's own user
+every night. tests/system/ starts them under a real systemd."""
 
 from __future__ import annotations
 
@@ -64,6 +65,14 @@ def test_the_unit_gives_up_on_a_crash_loop() -> None:
     assert burst >= 3  # a restart now and then (a broker outage, an update) never trips it
 
 
+def test_a_config_error_comes_from_the_main_process_where_restarts_are_prevented() -> None:
+    service = _unit()["Service"]
+    # RestartPreventExitStatus= looks at the main process only: a pre-check exiting 2 would be restarted.
+    assert "ExecStartPre" not in service
+    assert service["RestartPreventExitStatus"] == "2"
+    assert service["ExecStart"].split()[1:2] == ["run"]  # `hubd run` checks the config itself and exits 2
+
+
 def test_the_unit_passes_systemd_analyze_verify_and_keeps_its_hardening(tmp_path: Path) -> None:
     analyze = _analyze()
     unit = (REPO / "systemd" / "hubd.service").read_text()
@@ -80,6 +89,7 @@ def test_the_unit_passes_systemd_analyze_verify_and_keeps_its_hardening(tmp_path
         "RestrictAddressFamilies=",
         "LoadCredential=",
         "RestartPreventExitStatus=2",
+        "MemoryMax=",
     ):
         assert required in unit, required
     assert "Documentation=file:" not in unit  # nothing installs a local copy of the docs
