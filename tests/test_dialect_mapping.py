@@ -8,7 +8,7 @@ import json
 import pytest
 
 from hubd.config import parse_config
-from hubd.dialects import mapping
+from hubd.dialects import convert, mapping
 from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
 from hubd.errors import ConfigError
 
@@ -59,21 +59,21 @@ def test_the_mapping_table_of_the_contract() -> None:
 
 
 def test_value_conversions() -> None:
-    assert mapping.brightness_percent(254, 254) == 100 and mapping.brightness_percent(1, 254) == 1
-    assert mapping.brightness_value(50, 254) == 127 and mapping.brightness_value(1, 254) == 3
-    assert mapping.color_temperature_percent_from_mireds(454, 250, 454) == 0
-    assert mapping.mireds_from_percent(100, 153, 500) == 153
-    assert mapping.kelvin_from_percent(0, 2000, 6500) == 2000
-    assert mapping.color_temperature_percent_from_kelvin(6500, 2000, 6500) == 100
-    assert mapping.rgb_value(255, 136, 0) == 0xFF8800 and mapping.rgb_parts(0xFF8800) == (255, 136, 0)
-    assert mapping.rgb_from_hs(240, 100) == 0x0000FF and mapping.hs_from_rgb(0x00FF00) == (120.0, 100.0)
-    x, y = mapping.xy_from_rgb(0xFF0000)
-    assert mapping.rgb_from_xy(x, y) == 0xFF0000
-    assert mapping.celsius(71.6, "°F") == 22 and mapping.celsius(300, "K") == 26.85
-    assert mapping.celsius(20, "lx") is None and mapping.from_celsius(22, "°F") == pytest.approx(71.6)
-    assert mapping.ranged_percent(2, 1, 4) == 50 and mapping.ranged_value(60, 1, 4) == 3
-    assert mapping.ranged_value(0, 1, 4) == 0 and mapping.ranged_percent(0, 1, 4) == 0
-    assert mapping.device_mode("Auto", ["off", "heat_cool"]) == "heat_cool"
+    assert convert.brightness_percent(254, 254) == 100 and convert.brightness_percent(1, 254) == 1
+    assert convert.brightness_value(50, 254) == 127 and convert.brightness_value(1, 254) == 3
+    assert convert.color_temperature_percent_from_mireds(454, 250, 454) == 0
+    assert convert.mireds_from_percent(100, 153, 500) == 153
+    assert convert.kelvin_from_percent(0, 2000, 6500) == 2000
+    assert convert.color_temperature_percent_from_kelvin(6500, 2000, 6500) == 100
+    assert convert.rgb_value(255, 136, 0) == 0xFF8800 and convert.rgb_parts(0xFF8800) == (255, 136, 0)
+    assert convert.rgb_from_hs(240, 100) == 0x0000FF and convert.hs_from_rgb(0x00FF00) == (120.0, 100.0)
+    x, y = convert.xy_from_rgb(0xFF0000)
+    assert convert.rgb_from_xy(x, y) == 0xFF0000
+    assert convert.celsius(71.6, "°F") == 22 and convert.celsius(300, "K") == 26.85
+    assert convert.celsius(20, "lx") is None and convert.from_celsius(22, "°F") == pytest.approx(71.6)
+    assert convert.ranged_percent(2, 1, 4) == 50 and convert.ranged_value(60, 1, 4) == 3
+    assert convert.ranged_value(0, 1, 4) == 0 and convert.ranged_percent(0, 1, 4) == 0
+    assert convert.device_mode("Auto", ["off", "heat_cool"]) == "heat_cool"
     assert mapping.endpoint_id("zigbee2mqtt 0x00/1#") == "zigbee2mqtt_0x00_1_-f9963fef"  # stable: a hash of it
 
 

@@ -23,7 +23,7 @@ from zigbee2mqtt_helpers import (
     states,
 )
 
-from hubd.dialects import mapping
+from hubd.dialects import convert
 from hubd.dialects.base import InputRejected, StateReceived
 
 WEATHER = "0x0017880104e45522"
@@ -109,8 +109,8 @@ def test_a_hue_colour_bulb_reports_rgb_in_colour_mode_and_colour_temperature_in_
                             for s in fixture("philips_7146060PH_hue_go")["states"])
 
     assert first == {HUE_GO: {"ColorTemperature": 100}}  # 100 mireds, below its 150: the coolest
-    assert second == {HUE_GO: {"Color": mapping.rgb_from_xy(0.1, 0.5)}}  # xy mode: its colour, not color_temp 79
-    assert third == {HUE_GO: {"ColorTemperature": mapping.color_temperature_percent_from_mireds(300, 150, 500)}}
+    assert second == {HUE_GO: {"Color": convert.rgb_from_xy(0.1, 0.5)}}  # xy mode: its colour, not color_temp 79
+    assert third == {HUE_GO: {"ColorTemperature": convert.color_temperature_percent_from_mireds(300, 150, 500)}}
 
 
 def test_a_colour_in_hue_and_saturation_mode_is_read_from_them() -> None:
@@ -120,7 +120,7 @@ def test_a_colour_in_hue_and_saturation_mode_is_read_from_them() -> None:
     found = publish(dialect, "bulb_color_2", {"color_mode": "hs", "color": {"hue": 30, "saturation": 100,
                                                                             "x": 0.1, "y": 0.1}})
 
-    assert states(found) == {HUE_GO: {"Color": mapping.rgb_from_hs(30, 100)}}
+    assert states(found) == {HUE_GO: {"Color": convert.rgb_from_hs(30, 100)}}
 
 
 def test_a_recorded_hue_bulb_in_white_mode_reports_its_colour_temperature_not_its_stale_colour() -> None:
@@ -379,7 +379,7 @@ def test_garbage_states_are_rejected_naming_the_topic_and_the_good_values_still_
     inputs = publish(dialect, "bulb", {"state": "MAYBE", "brightness": "lots", "color_temp": 300})
 
     assert [type(i) for i in inputs] == [StateReceived, InputRejected, InputRejected]
-    assert states(inputs) == {BULB: {"ColorTemperature": mapping.color_temperature_percent_from_mireds(300, 250, 454)}}
+    assert states(inputs) == {BULB: {"ColorTemperature": convert.color_temperature_percent_from_mireds(300, 250, 454)}}
     assert all(r.startswith("zigbee2mqtt/bulb: ") for r in rejected(inputs))
     # The bad values are not kept: the next state is read for what it brings, and nothing is refused again.
     after = publish(dialect, "bulb", {"state": "ON", "color_temp": 300})

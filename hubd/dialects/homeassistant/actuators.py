@@ -9,7 +9,7 @@ range. See entities.py for the Entity contract. Imports the entity base and the 
 from __future__ import annotations
 
 from hubd.devices.model import StateValue
-from hubd.dialects import mapping
+from hubd.dialects import convert, mapping
 from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
 from hubd.dialects.homeassistant.discovery import Conf, ConfigProblem
 from hubd.dialects.homeassistant.entities import (
@@ -126,10 +126,10 @@ class Cover(Entity):
             value = number(text, "the position")
             if value is None:
                 return Reading()
-            percent = mapping.percent_of(value, self.closed_at, self.open_at)
+            percent = convert.percent_of(value, self.closed_at, self.open_at)
             values: dict[str, StateValue] = {"Position": percent}
             if not self.conf.has("state_topic"):
-                values["Switch"] = mapping.on_off(percent > 0)
+                values["Switch"] = convert.on_off(percent > 0)
             return Reading(values)
         text = payload.text.strip() if echo else self.render_value("value_template", payload)
         if echo:
@@ -158,7 +158,7 @@ class Cover(Entity):
                 raise CommandRefused("the cover can only be stopped (MotionSwitch.Off); open or close it to move it")
             return [self.publish("command_topic", self.payload_stop)]
         if request.interface == "Position":
-            position = round(mapping.value_of(target_number(request), self.closed_at, self.open_at))
+            position = round(convert.value_of(target_number(request), self.closed_at, self.open_at))
             variables = {"position": position, "position_open": self.open_at, "position_closed": self.closed_at}
             text = self.render_command("set_position_template", str(position), variables)
             return [self.publish("set_position_topic", text)]
@@ -206,7 +206,7 @@ class Climate(Entity):
         fahrenheit = self.unit in ("F", "°F")
         low = self.conf.number("min_temp", 44.6 if fahrenheit else 7)
         high = self.conf.number("max_temp", 95 if fahrenheit else 35)
-        return (mapping.celsius(low, self.unit) or low, mapping.celsius(high, self.unit) or high)
+        return (convert.celsius(low, self.unit) or low, convert.celsius(high, self.unit) or high)
 
     def topics(self) -> list[tuple[str, str]]:
         return self.state_topics((("mode_state_topic", "mode"), ("temperature_state_topic", "target"),
@@ -222,7 +222,7 @@ class Climate(Entity):
             side = role.rsplit("_", 1)[-1]
             value = number(self.render_value(f"temperature_{side}_state_template", payload),
                            f"the {side} setpoint")
-            celsius = None if value is None else mapping.celsius(value, self.unit)
+            celsius = None if value is None else convert.celsius(value, self.unit)
             if celsius is None:
                 return Reading()
             self._setpoints[side] = celsius
@@ -230,23 +230,23 @@ class Climate(Entity):
         if role.endswith("target"):
             text = payload.text.strip() if echo else self.render_value("temperature_state_template", payload)
             value = number(text, "the target temperature")
-            celsius = None if value is None else mapping.celsius(value, self.unit)
+            celsius = None if value is None else convert.celsius(value, self.unit)
             return Reading({} if celsius is None else {"Temperature": celsius})
         text = payload.text.strip() if echo else self.render_value("mode_state_template", payload)
         self._mode = text
         values: dict[str, StateValue] = {}
         if self.pair and (setpoint := self._setpoints.get(self._side())) is not None:
             values["Temperature"] = setpoint  # the mode changed which setpoint is the target
-        if text == mapping.OFF_MODE:
+        if text == convert.OFF_MODE:
             return Reading({**values, "Switch": "Off"})
-        platform = mapping.platform_mode(text)
+        platform = convert.platform_mode(text)
         if platform is not None:
             return Reading({**values, "Mode": platform, "Switch": "On"})
         return Reading(values)
 
     def command(self, request: ControlRequest) -> list[Outgoing]:
         if request.interface == "Temperature":
-            value = mapping.from_celsius(target_number(request), self.unit)
+            value = convert.from_celsius(target_number(request), self.unit)
             value = round(round(value / self.step) * self.step, 4)
             if self.pair:
                 mode = request.states.get("Mode")
@@ -260,7 +260,7 @@ class Climate(Entity):
             text = self.render_command("temperature_command_template", format_number(value), {"value": value})
             return [self.publish("temperature_command_topic", text)]
         if request.interface == "Mode":
-            mode = mapping.device_mode(str(target_value(request)), self.modes)
+            mode = convert.device_mode(str(target_value(request)), self.modes)
             if mode is None:
                 raise CommandRefused(f"the thermostat has no mode for {request.value} (its modes: {list(self.modes)})")
             return [self._mode_command(mode)]
@@ -271,9 +271,9 @@ class Climate(Entity):
                 return [self.publish("power_command_topic",
                                      self.render_command("power_command_template", raw, {"value": raw}))]
             if not on:
-                if mapping.OFF_MODE not in self.modes:
+                if convert.OFF_MODE not in self.modes:
                     raise CommandRefused("the thermostat has no off mode and no power_command_topic")
-                return [self._mode_command(mapping.OFF_MODE)]
+                return [self._mode_command(convert.OFF_MODE)]
             return [self._mode_command(self._on_mode(request))]
         return super().command(request)
 
@@ -286,7 +286,7 @@ class Climate(Entity):
 
     def _on_mode(self, request: ControlRequest) -> str:
         last = request.states.get("Mode")
-        if isinstance(last, str) and (mode := mapping.device_mode(last, self.modes)) is not None:
+        if isinstance(last, str) and (mode := convert.device_mode(last, self.modes)) is not None:
             return mode
         for mode in _ON_MODES:
             if mode in self.modes:
@@ -329,7 +329,7 @@ class Fan(Entity):
             if text == self.reset:
                 return Reading()
             value = number(text, "the speed")
-            return Reading({} if value is None else {"FanSpeed": mapping.ranged_percent(value, self.low, self.high)})
+            return Reading({} if value is None else {"FanSpeed": convert.ranged_percent(value, self.low, self.high)})
         text = payload.text.strip() if echo else self.render_value("state_value_template", payload)
         if text == self.payload_on:
             return Reading({"Switch": "On"})
@@ -344,7 +344,7 @@ class Fan(Entity):
             raw = self.payload_on if target_value(request) == "On" else self.payload_off
             return [self.publish("command_topic", self.render_command("command_template", raw, {"value": raw}))]
         if request.interface == "FanSpeed":
-            step = mapping.ranged_value(target_number(request), self.low, self.high)
+            step = convert.ranged_value(target_number(request), self.low, self.high)
             if step == 0:
                 return [self.publish("command_topic",
                                      self.render_command("command_template", self.payload_off,

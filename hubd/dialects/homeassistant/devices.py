@@ -41,12 +41,11 @@ from hubd.dialects.homeassistant.discovery import (
     DEFAULT_AVAILABILITY_MODE,
     DEFAULT_AVAILABLE,
     DEFAULT_NOT_AVAILABLE,
-    ROOM_GROUP,
     Availability,
     DeviceInfo,
-    room_reading_of,
 )
 from hubd.dialects.homeassistant.entities import Entity
+from hubd.dialects.homeassistant.rooms import ROOM_GROUP, room_reading_of
 from hubd.dialects.homeassistant.templates import Compiled
 
 DIALECT = "homeassistant"

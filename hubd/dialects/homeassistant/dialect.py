@@ -45,13 +45,12 @@ from hubd.dialects.homeassistant.discovery import (
     DeviceInfo,
     DiscoveryTopic,
     EntityConfig,
-    as_sent,
     parse_topic,
     read_configs,
-    room_readings,
 )
 from hubd.dialects.homeassistant.entities import Entity
 from hubd.dialects.homeassistant.lights import Light
+from hubd.dialects.homeassistant.rooms import as_sent, room_readings
 from hubd.dialects.homeassistant.sensors import BinarySensor, Event, Lock, Sensor, Siren, Trigger
 from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
 from hubd.dialects.payload import MAX_PAYLOAD_BYTES

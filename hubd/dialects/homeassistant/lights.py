@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from hubd.devices.model import StateValue
-from hubd.dialects import mapping
+from hubd.dialects import convert, mapping
 from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
 from hubd.dialects.homeassistant.discovery import Conf, ConfigProblem
 from hubd.dialects.homeassistant.entities import (
@@ -115,10 +115,10 @@ class Light(Entity):
         if role == "state":
             if text not in (self.payload_on, self.payload_off):
                 raise StateProblem(f"{text[:40]!r} is neither {self.payload_on!r} nor {self.payload_off!r}")
-            return Reading({"Switch": mapping.on_off(text == self.payload_on)})
+            return Reading({"Switch": convert.on_off(text == self.payload_on)})
         if role == "brightness":
             value = number(text, "the brightness")
-            return Reading({} if value is None else {"Brightness": mapping.brightness_percent(value, self.scale)})
+            return Reading({} if value is None else {"Brightness": convert.brightness_percent(value, self.scale)})
         if role == "color_temp":
             value = number(text, "the colour temperature")
             return Reading({} if value is None else {"ColorTemperature": self._warmth(value)})
@@ -144,19 +144,19 @@ class Light(Entity):
         if request.interface == "Switch":
             return [on]
         if request.interface == "Brightness":
-            raw = mapping.brightness_value(target_number(request), self.scale)
+            raw = convert.brightness_value(target_number(request), self.scale)
             attribute = self._attribute("brightness", str(raw), {"value": raw})
         elif request.interface == "ColorTemperature":
             warmth = self._warmth_value(target_number(request))
             attribute = self._attribute("color_temp", str(warmth), {"value": warmth})
         elif self.conf.has("rgb_command_topic"):
-            red, green, blue = mapping.rgb_parts(int(target_number(request)))
+            red, green, blue = convert.rgb_parts(int(target_number(request)))
             attribute = self._attribute("rgb", f"{red},{green},{blue}", {"red": red, "green": green, "blue": blue})
         elif self.conf.has("hs_command_topic"):
-            hue, sat = mapping.hs_from_rgb(int(target_number(request)))
+            hue, sat = convert.hs_from_rgb(int(target_number(request)))
             attribute = self._attribute("hs", f"{hue},{sat}", {"hue": hue, "sat": sat})
         else:
-            x, y = mapping.xy_from_rgb(int(target_number(request)))
+            x, y = convert.xy_from_rgb(int(target_number(request)))
             attribute = self._attribute("xy", f"{x},{y}", {"x": x, "y": y})
         order = self.conf.text("on_command_type", "last")
         if order == "brightness":
@@ -181,10 +181,10 @@ class Light(Entity):
         out: dict[str, StateValue] = {}
         state = data.get("state")
         if isinstance(state, str) and state.upper() in ("ON", "OFF"):
-            out["Switch"] = mapping.on_off(state.upper() == "ON")
+            out["Switch"] = convert.on_off(state.upper() == "ON")
         mode = data.get("color_mode")
         if _is_number(data.get("brightness")):
-            out["Brightness"] = mapping.brightness_percent(float(data["brightness"]), self.scale)
+            out["Brightness"] = convert.brightness_percent(float(data["brightness"]), self.scale)
         if _is_number(data.get("color_temp")) and mode in (None, "color_temp"):
             out["ColorTemperature"] = self._warmth(float(data["color_temp"]))
         color = data.get("color")
@@ -200,7 +200,7 @@ class Light(Entity):
     def _json_command(self, request: ControlRequest) -> dict[str, Any]:
         body: dict[str, Any] = {"state": "ON"}
         if request.interface == "Brightness":
-            body["brightness"] = mapping.brightness_value(target_number(request), self.scale)
+            body["brightness"] = convert.brightness_value(target_number(request), self.scale)
         elif request.interface == "ColorTemperature":
             body["color_temp"] = self._warmth_value(target_number(request))
         elif request.interface == "Color":
@@ -208,13 +208,13 @@ class Light(Entity):
             modes = set(self.conf.strings("supported_color_modes") or ()) | \
                 {k for k in ("rgb", "hs", "xy") if self.conf.flag(k, False)}
             if modes & {"rgb", "rgbw", "rgbww"} or not modes & {"hs", "xy"}:
-                red, green, blue = mapping.rgb_parts(rgb)
+                red, green, blue = convert.rgb_parts(rgb)
                 body["color"] = {"r": red, "g": green, "b": blue}
             elif "hs" in modes:
-                hue, sat = mapping.hs_from_rgb(rgb)
+                hue, sat = convert.hs_from_rgb(rgb)
                 body["color"] = {"h": hue, "s": sat}
             else:
-                x, y = mapping.xy_from_rgb(rgb)
+                x, y = convert.xy_from_rgb(rgb)
                 body["color"] = {"x": x, "y": y}
         return body
 
@@ -224,11 +224,11 @@ class Light(Entity):
         out: dict[str, StateValue] = {}
         state = self.render_value("state_template", payload) if "state_template" in self._compiled else ""
         if state.lower() in ("on", "off"):
-            out["Switch"] = mapping.on_off(state.lower() == "on")
+            out["Switch"] = convert.on_off(state.lower() == "on")
         if "brightness_template" in self._compiled:
             value = number(self.render_value("brightness_template", payload), "the brightness")
             if value is not None:
-                out["Brightness"] = mapping.brightness_percent(value, 255)
+                out["Brightness"] = convert.brightness_percent(value, 255)
         if "color_temp_template" in self._compiled:
             value = number(self.render_value("color_temp_template", payload), "the colour temperature")
             if value is not None:
@@ -241,13 +241,13 @@ class Light(Entity):
 
     def _variables(self, request: ControlRequest) -> dict[str, Any]:
         if request.interface == "Brightness":
-            return {"brightness": mapping.brightness_value(target_number(request), 255)}
+            return {"brightness": convert.brightness_value(target_number(request), 255)}
         if request.interface == "ColorTemperature":
             return {"color_temp": self._warmth_value(target_number(request))}
         if request.interface == "Color":
             rgb = int(target_number(request))
-            red, green, blue = mapping.rgb_parts(rgb)
-            hue, sat = mapping.hs_from_rgb(rgb)
+            red, green, blue = convert.rgb_parts(rgb)
+            hue, sat = convert.hs_from_rgb(rgb)
             return {"red": red, "green": green, "blue": blue, "hue": hue, "sat": sat}
         return {}
 
@@ -262,13 +262,13 @@ class Light(Entity):
 
     def _warmth(self, value: float) -> int:
         if self.kelvin:
-            return mapping.color_temperature_percent_from_kelvin(value, *self.kelvins)
-        return mapping.color_temperature_percent_from_mireds(value, *self.mireds)
+            return convert.color_temperature_percent_from_kelvin(value, *self.kelvins)
+        return convert.color_temperature_percent_from_mireds(value, *self.mireds)
 
     def _warmth_value(self, percent: float) -> int:
         if self.kelvin:
-            return mapping.kelvin_from_percent(percent, *self.kelvins)
-        return mapping.mireds_from_percent(percent, *self.mireds)
+            return convert.kelvin_from_percent(percent, *self.kelvins)
+        return convert.mireds_from_percent(percent, *self.mireds)
 
 
 def _color(role: str, parts: list[str]) -> int:
@@ -278,11 +278,11 @@ def _color(role: str, parts: list[str]) -> int:
     except ValueError:
         raise StateProblem(f"{','.join(parts)[:40]!r} is not a {role} colour") from None
     if role == "rgb" and len(values) >= 3:
-        return mapping.rgb_value(*values[:3])
+        return convert.rgb_value(*values[:3])
     if role == "hs" and len(values) == 2:
-        return mapping.rgb_from_hs(*values)
+        return convert.rgb_from_hs(*values)
     if role == "xy" and len(values) == 2:
-        return mapping.rgb_from_xy(*values)
+        return convert.rgb_from_xy(*values)
     raise StateProblem(f"{','.join(parts)[:40]!r} is not a {role} colour")
 
 

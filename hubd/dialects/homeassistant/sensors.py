@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hubd.dialects import mapping
+from hubd.dialects import convert, mapping
 from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
 from hubd.dialects.homeassistant.discovery import Conf, ConfigProblem
 from hubd.dialects.homeassistant.entities import ECHO, UNKNOWN, Entity, Reading, StateProblem, number, target_value
@@ -36,7 +36,7 @@ class Sensor(Entity):
         self._object_id = object_id
         self.part = mapping.sensor(self.device_class, self.unit)
         if self.part is not None and self.device_class == "temperature" and self.unit is not None \
-                and not mapping.is_temperature_unit(self.unit):
+                and not convert.is_temperature_unit(self.unit):
             self.part = None
             self.reason = f"a temperature in {self.unit!r}; hubd converts °C, °F and K"
         elif self.part is None:
@@ -55,8 +55,8 @@ class Sensor(Entity):
         if value is None:
             return Reading()
         if "Humidity" in self.part.interfaces:
-            return Reading({"Humidity": mapping.humidity_percent(value)})
-        celsius = mapping.celsius(value, self.unit)
+            return Reading({"Humidity": convert.humidity_percent(value)})
+        celsius = convert.celsius(value, self.unit)
         return Reading({} if celsius is None else {"Temperature": celsius})
 
     def press_events(self) -> tuple[str, ...] | None:

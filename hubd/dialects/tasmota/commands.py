@@ -11,7 +11,7 @@ Tasmota light would take the colour and stay off. Imports the mapping, the seam'
 from __future__ import annotations
 
 from hubd.devices.model import StateValue
-from hubd.dialects import mapping
+from hubd.dialects import convert
 from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
 from hubd.dialects.tasmota.entities import Address, Entity
 
@@ -40,9 +40,9 @@ def _light(where: Address, entity: Entity, request: ControlRequest) -> list[Outg
         return out
     if interface == "ColorTemperature" and opts.get("ct"):
         low, high = opts.get("mireds") or (153, 500)
-        out = [_send(where, "CT", str(mapping.mireds_from_percent(target, low, high)))]
+        out = [_send(where, "CT", str(convert.mireds_from_percent(target, low, high)))]
     elif interface == "Color" and opts.get("color"):
-        red, green, blue = mapping.rgb_parts(int(target))
+        red, green, blue = convert.rgb_parts(int(target))
         out = [_send(where, "Color2", f"{red},{green},{blue}{opts.get('suffix', '')}")]
     else:
         raise CommandRefused(f"this Tasmota light takes no {interface}")

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hubd.devices.model import StateValue
-from hubd.dialects import mapping
+from hubd.dialects import convert
 from hubd.dialects.tasmota.entities import Entity
 
 _CELSIUS_UNITS = {"C": "°C", "F": "°F"}
@@ -66,10 +66,10 @@ def _power(index: int, texts: tuple[str, str], data: Mapping[str, Any], values: 
 def _light(opts: Mapping[str, Any], data: Mapping[str, Any], values: dict[str, StateValue],
            problems: list[str]) -> None:
     if opts.get("dimmer") is not None and (dimmer := _number(data, str(opts["state"]), problems)) is not None:
-        values["Brightness"] = mapping.percent_of(dimmer, 0, 100)
+        values["Brightness"] = convert.percent_of(dimmer, 0, 100)
     if opts.get("ct") and (mireds := _number(data, "CT", problems)) is not None:
         low, high = opts.get("mireds") or (153, 500)
-        values["ColorTemperature"] = mapping.color_temperature_percent_from_mireds(mireds, low, high)
+        values["ColorTemperature"] = convert.color_temperature_percent_from_mireds(mireds, low, high)
     if opts.get("color"):
         color = _color(data)
         if isinstance(color, str):
@@ -87,7 +87,7 @@ def _color(data: Mapping[str, Any]) -> int | str | None:
             hue, saturation = float(parts[0]), float(parts[1])
         except (ValueError, IndexError):
             return f"HSBColor is {_show(hsb)}, not \"hue,saturation,brightness\""
-        return mapping.rgb_from_hs(hue, saturation)
+        return convert.rgb_from_hs(hue, saturation)
     color = data.get("Color")
     if not isinstance(color, str):
         return None if color is None else f"Color is {_show(color)}, not a colour"
@@ -102,7 +102,7 @@ def _color(data: Mapping[str, Any]) -> int | str | None:
     peak = max(red, green, blue)
     if peak == 0:
         return None  # the light is off or white: its colour is not in these channels
-    return mapping.rgb_value(red * 255 / peak, green * 255 / peak, blue * 255 / peak)
+    return convert.rgb_value(red * 255 / peak, green * 255 / peak, blue * 255 / peak)
 
 
 def _shutter(entity: Entity, data: Mapping[str, Any], values: dict[str, StateValue], problems: list[str]) -> None:
@@ -116,11 +116,11 @@ def _shutter(entity: Entity, data: Mapping[str, Any], values: dict[str, StateVal
     position = _number(report, "Position", problems, where=key)
     if position is None:
         return
-    percent = mapping.percent_of(position, 0, 100)
+    percent = convert.percent_of(position, 0, 100)
     if entity.opts.get("invert"):
         percent = 100 - percent
     values["Position"] = percent
-    values["Switch"] = mapping.on_off(percent > 0)
+    values["Switch"] = convert.on_off(percent > 0)
 
 
 def _sensor(opts: Mapping[str, Any], data: Mapping[str, Any], values: dict[str, StateValue],
@@ -133,11 +133,11 @@ def _sensor(opts: Mapping[str, Any], data: Mapping[str, Any], values: dict[str, 
     if value is None:
         return
     if quantity == "Humidity":
-        values["Humidity"] = mapping.humidity_percent(value)
+        values["Humidity"] = convert.humidity_percent(value)
         return
     given = data.get("TempUnit")
     unit = given if isinstance(given, str) else str(opts.get("unit") or "C")
-    celsius = mapping.celsius(value, _CELSIUS_UNITS.get(unit.strip().upper(), "?"))
+    celsius = convert.celsius(value, _CELSIUS_UNITS.get(unit.strip().upper(), "?"))
     if celsius is None:
         problems.append(f"TempUnit is {_show(unit)}; Tasmota's temperatures are in C or F")
     else:

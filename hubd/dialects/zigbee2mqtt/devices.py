@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hubd.devices.model import ADDITIONAL_INFO_MAX_CHARS, DeviceConfig, EntityNote, Origin, Route
-from hubd.dialects import mapping, naming
+from hubd.dialects import convert, mapping, naming
 from hubd.dialects.base import ConfigReceived
 from hubd.dialects.zigbee2mqtt.exposes import ACTION, PUBLISHED, RANK_SENSOR, Exposes, Feature, read_exposes
 from hubd.dialects.zigbee2mqtt.features import part
@@ -242,8 +242,8 @@ def _info(entry: dict[str, Any], definition: dict[str, Any], members: Sequence[F
     for feature in members:
         low, high, unit = feature.opts.get("min"), feature.opts.get("max"), str(feature.opts.get("unit") or "")
         if feature.kind == "climate" and isinstance(low, int | float) and isinstance(high, int | float):
-            info["minTemperature"] = _number_text(mapping.celsius(low, unit) or low)
-            info["maxTemperature"] = _number_text(mapping.celsius(high, unit) or high)
+            info["minTemperature"] = _number_text(convert.celsius(low, unit) or low)
+            info["maxTemperature"] = _number_text(convert.celsius(high, unit) or high)
     return info
 
 

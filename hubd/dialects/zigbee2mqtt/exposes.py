@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hubd.devices.model import EntityNote
-from hubd.dialects import mapping
+from hubd.dialects import convert
 
 PUBLISHED, SETTABLE, GETTABLE = 1, 2, 4
 SPECIFIC_TYPES = frozenset({"light", "switch", "fan", "cover", "lock", "climate"})
@@ -342,7 +342,7 @@ def _generic(expose: dict[str, Any], kind: str, out: Exposes) -> None:
     else:
         given = expose.get("unit")
         unit = given if isinstance(given, str) else ("°C" if name == "temperature" else "%")
-        if name == "temperature" and not mapping.is_temperature_unit(unit):
+        if name == "temperature" and not convert.is_temperature_unit(unit):
             _left_out(out, label, f"a temperature in {unit!r}; hubd converts °C, °F and K")
             return
         opts = {"sensor": name, "unit": unit}

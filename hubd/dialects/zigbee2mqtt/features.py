@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from hubd.devices.model import Capability, StateValue
-from hubd.dialects import mapping
+from hubd.dialects import convert, mapping
 from hubd.dialects.base import CommandRefused, ControlRequest
 from hubd.dialects.zigbee2mqtt.exposes import GETTABLE, PUBLISHED, SETTABLE, Feature
 
@@ -107,24 +107,24 @@ def read(feature: Feature, state: Mapping[str, Any]) -> tuple[dict[str, StateVal
     elif kind == "climate":
         cooling = "target_cool" in props and state.get(props.get("mode", "")) == "cool"
         if (target := number("target_cool" if cooling else "target")) is not None:
-            celsius = mapping.celsius(target, str(opts.get("unit") or ""))
+            celsius = convert.celsius(target, str(opts.get("unit") or ""))
             if celsius is not None:
                 values["Temperature"] = celsius
         _read_mode(feature, state, values, problems)
     elif kind == "fan":
         if (speed := number("speed")) is not None:
             low, high = _range(opts)
-            values["FanSpeed"] = mapping.percent_of(speed, low, high)
+            values["FanSpeed"] = convert.percent_of(speed, low, high)
         mode = state.get(props.get("mode", ""))
         speeds = _strings(opts.get("speeds"))
         if isinstance(mode, str) and mode in speeds:
-            values["FanSpeed"] = mapping.ranged_percent(speeds.index(mode) + 1, 1, len(speeds))
+            values["FanSpeed"] = convert.ranged_percent(speeds.index(mode) + 1, 1, len(speeds))
         elif mode == "off":
             values["FanSpeed"] = 0
     elif kind == "numeric" and (value := number("value")) is not None:
         if opts.get("sensor") == "humidity":
-            values["Humidity"] = mapping.humidity_percent(value)
-        elif (celsius := mapping.celsius(value, str(opts.get("unit") or ""))) is not None:
+            values["Humidity"] = convert.humidity_percent(value)
+        elif (celsius := convert.celsius(value, str(opts.get("unit") or ""))) is not None:
             values["Temperature"] = celsius
     return values, problems
 
@@ -155,9 +155,9 @@ def command(feature: Feature, request: ControlRequest) -> dict[str, Any]:
         return {props["state"]: opts.get("off")}
     if "speed" in props:
         low, high = _range(opts)
-        return {props["speed"]: round(mapping.value_of(speed, low, high))}
+        return {props["speed"]: round(convert.value_of(speed, low, high))}
     speeds = _strings(opts.get("speeds"))
-    return {props["mode"]: speeds[mapping.ranged_value(speed, 1, len(speeds)) - 1]}
+    return {props["mode"]: speeds[convert.ranged_value(speed, 1, len(speeds)) - 1]}
 
 
 # Kinds with more than one value.
@@ -168,10 +168,10 @@ def _read_light(feature: Feature, state: Mapping[str, Any], number: Any, values:
     opts = feature.opts
     mode = state.get(feature.props.get("color_mode", ""))
     if (brightness := number("brightness")) is not None:
-        values["Brightness"] = mapping.brightness_percent(brightness, float(opts.get("brightness_max") or 254))
+        values["Brightness"] = convert.brightness_percent(brightness, float(opts.get("brightness_max") or 254))
     if (mireds := number("color_temp")) is not None and mode in (None, "color_temp"):
         low, high = _pair(opts.get("mireds"), (150, 500))
-        values["ColorTemperature"] = mapping.color_temperature_percent_from_mireds(mireds, low, high)
+        values["ColorTemperature"] = convert.color_temperature_percent_from_mireds(mireds, low, high)
     prop = feature.props.get("color")
     color = state.get(prop) if prop else None
     if color is None or mode == "color_temp" or not prop:
@@ -195,11 +195,11 @@ def _rgb(color: Mapping[str, Any], mode: Any) -> int | None:
         forms.insert(0, mode)
     for form in forms:
         if form == "xy" and (xy := nums("x", "y")) is not None:
-            return mapping.rgb_from_xy(*xy)
+            return convert.rgb_from_xy(*xy)
         if form == "hs" and (hs := nums("hue", "saturation") or nums("h", "s")) is not None:
-            return mapping.rgb_from_hs(*hs)
+            return convert.rgb_from_hs(*hs)
         if form == "rgb" and (rgb := nums("r", "g", "b")) is not None:
-            return mapping.rgb_value(*rgb)
+            return convert.rgb_value(*rgb)
     return None
 
 
@@ -217,9 +217,9 @@ def _read_cover(feature: Feature, state: Mapping[str, Any], number: Any, values:
                                    f"{_show(opts.get('close'))}"))
     if (position := number("position")) is not None:
         low, high = _range(opts)
-        values["Position"] = mapping.percent_of(position, low, high)
+        values["Position"] = convert.percent_of(position, low, high)
         if not prop:
-            values["Switch"] = mapping.on_off(position > low)
+            values["Switch"] = convert.on_off(position > low)
 
 
 def _read_mode(feature: Feature, state: Mapping[str, Any], values: dict[str, StateValue],
@@ -230,9 +230,9 @@ def _read_mode(feature: Feature, state: Mapping[str, Any], values: dict[str, Sta
         return
     if not isinstance(mode, str):
         problems.append((prop, f"{prop} is {_show(mode)}, not a mode"))
-    elif mode == mapping.OFF_MODE:
+    elif mode == convert.OFF_MODE:
         values["Switch"] = "Off"
-    elif (platform := mapping.platform_mode(mode)) is not None:
+    elif (platform := convert.platform_mode(mode)) is not None:
         values["Mode"], values["Switch"] = platform, "On"
 
 
@@ -241,14 +241,14 @@ def _light_command(feature: Feature, interface: str, value: float) -> dict[str, 
     if interface == "Brightness":
         if value <= 0:
             return {props["state"]: opts.get("off")}
-        return {props["brightness"]: mapping.brightness_value(value, float(opts.get("brightness_max") or 254))}
+        return {props["brightness"]: convert.brightness_value(value, float(opts.get("brightness_max") or 254))}
     # A colour or colour temperature also turns the light on, as Home Assistant's turn_on does (in Zigbee these
     # commands leave an off light off; its brightness command turns it on by itself).
     on = {props["state"]: opts.get("on")} if _bits(feature, "state") & SETTABLE else {}
     if interface == "ColorTemperature":
         low, high = _pair(opts.get("mireds"), (150, 500))
-        return {**on, props["color_temp"]: mapping.mireds_from_percent(value, low, high)}
-    red, green, blue = mapping.rgb_parts(int(value))
+        return {**on, props["color_temp"]: convert.mireds_from_percent(value, low, high)}
+    red, green, blue = convert.rgb_parts(int(value))
     return {**on, props["color"]: {"hex": f"#{red:02x}{green:02x}{blue:02x}"}}
 
 
@@ -256,7 +256,7 @@ def _cover_command(feature: Feature, interface: str, value: StateValue, request:
     props, opts = feature.props, feature.opts
     if interface == "Position":
         low, high = _range(opts)
-        return {props["position"]: round(mapping.value_of(_number(request, value), low, high))}
+        return {props["position"]: round(convert.value_of(_number(request, value), low, high))}
     if interface == "MotionSwitch":
         if value != "Off" or opts.get("stop") is None:
             raise CommandRefused("the cover can only be stopped (MotionSwitch.Off); open or close it to move it")
@@ -271,7 +271,7 @@ def _climate_command(feature: Feature, interface: str, value: StateValue, reques
     props, opts = feature.props, feature.opts
     modes = _strings(opts.get("modes"))
     if interface == "Temperature":
-        raw = mapping.from_celsius(_number(request, value), str(opts.get("unit") or ""))
+        raw = convert.from_celsius(_number(request, value), str(opts.get("unit") or ""))
         step = float(opts.get("step") or 0.1)
         raw = round(round(raw / step) * step, 4)
         low, high = opts.get("min"), opts.get("max")
@@ -279,18 +279,18 @@ def _climate_command(feature: Feature, interface: str, value: StateValue, reques
             raise CommandRefused(f"the thermostat takes {low}..{high} {opts.get('unit')}, not {raw}")
         # In cool mode the cooling setpoint is the target (a thermostat with both).
         role = "target_cool" if "target_cool" in props and request.states.get("Mode") == "Cool" else "target"
-        return {props[role]: mapping.state_value(raw)}
+        return {props[role]: convert.state_value(raw)}
     if interface == "Mode":
-        mode = mapping.device_mode(str(value), modes)
+        mode = convert.device_mode(str(value), modes)
         if mode is None:
             raise CommandRefused(f"the thermostat has no mode for {value} (its modes: {modes})")
         return {props["mode"]: mode}
     if value == "Off":
-        if mapping.OFF_MODE not in modes:
+        if convert.OFF_MODE not in modes:
             raise CommandRefused("the thermostat has no off mode")
-        return {props["mode"]: mapping.OFF_MODE}
+        return {props["mode"]: convert.OFF_MODE}
     last = request.states.get("Mode")
-    mode = mapping.device_mode(last, modes) if isinstance(last, str) else None
+    mode = convert.device_mode(last, modes) if isinstance(last, str) else None
     mode = mode or next((m for m in _ON_MODES if m in modes), None)
     if mode is None:
         raise CommandRefused("the thermostat has no mode to turn on in")
