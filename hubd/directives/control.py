@@ -176,7 +176,7 @@ class Controls:
                  operation: str) -> tuple[Device, Target, StateValue | None, list[Outgoing]]:
         """The device, the target, the state before and the publishes; DirectiveError for anything that stops
         the command."""
-        device = addressed_device(directive, self._registry.get)
+        device = addressed_device(directive, self._registry.platform_device)  # one the owner hid is not there
         capability = device.config.capability(interface.name)
         if capability is None or operation not in capability.supportedOperations:
             offered = capability.supportedOperations if capability else []

@@ -2,7 +2,8 @@
 
 Each device shows where it came from (`source`: native, homeassistant or zigbee2mqtt) and its entities, each
 exported or not and why; devices of an import none of whose entities is exported never reach the registry,
-so the dialects themselves (`Dialect.unexported_devices`) list them under `unexported`.
+so the dialects themselves (`Dialect.unexported_devices`) list them under `unexported`, with the endpointId each
+would have.
 
 The page (`hubd.status.page`) comes with the current status in a JSON data block, so it shows everything at
 once, and then polls `GET /api/status` every 2 s and redraws what changed, without a reload. Polling rather
@@ -126,9 +127,8 @@ class StatusRoutes:
         return out
 
     def _unexported(self) -> list[dict[str, Any]]:
-        return [{"source": source.name, "name": name, "entities": list(reasons)}
-                for source in self._imports
-                for name, reasons in sorted(source.unexported_devices().items())]
+        return [{"source": source.name, "endpointId": u.endpoint_id, "name": u.name, "entities": list(u.reasons)}
+                for source in self._imports for u in source.unexported_devices()]
 
     async def _devices(self, request: web.Request) -> web.Response:
         return web.json_response({"devices": self._device_list(), "unexported": self._unexported()})
