@@ -23,8 +23,8 @@ OWNER = {"driver": {"accounts": [{"username": "demo", "password": "demo"},
                                  {"username": "owner", "password": "owner-pw", "admin": True}]}}
 XSS_ID = "<img src=x onerror=window.__pwned=1>"
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is missing (apt-get install chromium)")]
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="/usr/bin/chromium is missing (apt-get install chromium)")]
 
 
 async def home(make_rig: MakeRig) -> Rig:
