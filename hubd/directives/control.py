@@ -216,7 +216,7 @@ class Controls:
                             "platform", item.device_id, interface, item.target.operation, self._confirm_wait_s)
                 return
             self._controls.inc(label="confirmed_late")
-            if item.correlation_token is None:
+            if item.correlation_token is None or device.hidden:  # hidden since: the platform has no such device
                 return
             users = await self._users_of(item.user)
             if not users:
