@@ -71,7 +71,8 @@ class ConfigReload:
                       path, len(problems))
             return
         running = self._selection.config
-        changed = sorted(key for key, value in _leaves(new).items() if _leaves(running).get(key, _MISSING) != value)
+        before = _leaves(running)
+        changed = sorted(key for key, value in _leaves(new).items() if before.get(key, _MISSING) != value)
         later = [key for key in changed if key not in LIVE_KEYS]
         live = [key for key in changed if key in LIVE_KEYS]
         if "log.level" in live:

@@ -122,12 +122,14 @@ class OwnerRoutes:
             ids, edit = parse_bulk(await _body(request))
         except EditInvalid as err:
             return _invalid(err)
-        unknown = [i for i in ids if self._device(i) is None]
+        known = self._index()
+        unknown = [i for i in ids if i not in known]
         if unknown:
             return _not_found(unknown)
         await self._apply(ids, edit)
         log.info("%s changed %d devices: %s", owner, len(ids), ", ".join(sorted(edit.values)))
-        return web.json_response({"devices": [self._device(i) for i in ids]}, headers=NO_STORE)
+        shown = self._index()
+        return web.json_response({"devices": [shown.get(i) for i in ids]}, headers=NO_STORE)
 
     async def _apply(self, ids: list[str], edit: Edit) -> None:
         """Store the edit of these endpoints with what the platform must hear; a new doorbell goes to the dialects."""
@@ -144,6 +146,17 @@ class OwnerRoutes:
         if override is None:
             return None
         return {"endpointId": endpoint_id, "exported": False, "present": False, "overrides": override.as_json()}
+
+    def _index(self) -> dict[str, dict[str, Any]]:
+        """What the API shows of every endpoint it knows, by endpointId (one listing for a bulk edit)."""
+        listing = self._listing.listing()
+        out: dict[str, dict[str, Any]] = {}
+        for endpoint_id, override in self._devices.overrides().items():
+            out[endpoint_id] = {"endpointId": endpoint_id, "exported": False, "present": False,
+                                "overrides": override.as_json()}
+        out.update((u["endpointId"], {**u, "exported": False}) for u in listing["unexported"])
+        out.update((d["endpointId"], {**d, "exported": True}) for d in listing["devices"])
+        return out
 
     async def _session(self, request: web.Request) -> web.Response:
         session = self._sessions.find(request)
