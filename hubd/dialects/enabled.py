@@ -5,8 +5,8 @@ the first dialect that claims it, so the order is the table's: hubd's own topics
 dialects that import a maker natively (zigbee2mqtt, Tasmota), then Home Assistant discovery, which gets the
 dialects before it and leaves to them the devices they import natively (`Dialect.imports_natively`): "left to
 the native import" is each native dialect's own data, not a flag between dialects. `hubd.app` builds them (one
-call), `hubd.owner.live` asks for their selection; a new dialect is one row here. Each row imports its dialect only when enabled (Jinja2, say, is loaded
-only with Home Assistant discovery on).
+call), `hubd.owner.live` asks for their selection; a new dialect is one row here. Each row imports its dialect
+only when enabled (Jinja2, say, is loaded only with Home Assistant discovery on).
 """
 
 from __future__ import annotations

@@ -235,10 +235,15 @@ class HomeAssistantDialect(Dialect):
         where that changes it."""
         self._include, self._exclude = Globs(selection.include), Globs(selection.exclude)
         self._book.declare([(Globs([device]), event) for device, event in selection.doorbells])
-        for record in self._book.records.values():
+        changed: dict[tuple[str, str], Record | None] = {}
+        for key, record in self._book.records.items():
             names = names_of(record)
-            record.included = self._include.any(names) and not self._exclude.any(names)
-        return self._book.apply(dict(self._book.records))
+            included = self._include.any(names) and not self._exclude.any(names)
+            # Worked out again: the devices of entities selected differently, and of those a press could ring.
+            if included != record.included or record.entity.press_events() is not None:
+                record.included = included
+                changed[key] = record
+        return self._book.apply(changed)
 
     def doorbell_events(self, device_id: str) -> tuple[str, ...]:
         """The events the device's entities announce (event types, triggers' subtypes and payloads)."""
