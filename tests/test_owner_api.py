@@ -5,6 +5,9 @@ overrides survive a restart, the device announcing itself again and a rename at 
 
 from __future__ import annotations
 
+import hashlib
+import json
+import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -198,6 +201,13 @@ async def test_writes_need_the_owner_and_bad_fields_are_named_with_a_spelling_th
         assert status == 422 and body["details"][0]["path"] == "(body)", (bad, body)
     status, body = await patch(hub, "lamp-1", {"doorbell": "   "}, token=token)
     assert status == 422 and body["details"][0]["path"] == "doorbell"
+
+    # Stored as its SHA-256 only, and never listed.
+    with sqlite3.connect(hub.config["storage"]["path"]) as db:
+        assert db.execute("SELECT token_hash FROM admin_tokens").fetchall() == \
+            [(hashlib.sha256(token.encode()).hexdigest(),)]
+    listing = hubd_cli(hub, "admin-token", "list", "--json").stdout
+    assert token not in listing and json.loads(listing)["name"] == "tests"
 
     # Revoked: 401 from then on.
     [listed] = [line for line in hubd_cli(hub, "admin-token", "list").stdout.splitlines() if " tests " in line]
