@@ -1,8 +1,8 @@
 """The devices page in a real Chromium (a real broker, the platform simulator and a real hubd): the owner signs in,
 renames a device (a name the platform would refuse is refused in the form, with a spelling that passes one click
 away), sets a room for several at once and hides one; the platform simulator gets each AddOrUpdateReport or
-DeleteReport and the page shows its delivery; at phone and desktop width. A page of another site, open in the same
-browser, can change nothing.
+DeleteReport and the page shows its delivery; at phone and desktop width. A button left out is made the doorbell
+from the presses it announces. A page of another site, open in the same browser, can change nothing.
 """
 
 from __future__ import annotations
@@ -16,12 +16,14 @@ import pytest
 from aiohttp import web
 from browser_helpers import CHROMIUM, chromium
 from owner_helpers import device, endpoint_in
-from rig import BELL, LAMP, Rig
+from rig import BELL, LAMP, Rig, send
+from zigbee2mqtt_helpers import entries
 
 MakeRig = Callable[..., Awaitable[Rig]]
 OWNER = {"driver": {"accounts": [{"username": "demo", "password": "demo"},
                                  {"username": "owner", "password": "owner-pw", "admin": True}]}}
 XSS_ID = "<img src=x onerror=window.__pwned=1>"
+BUTTON = "0x0017880104e45520"  # aqara_WXKG11LM_button: only an action, so not exported until it is a doorbell
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(
     not CHROMIUM.exists(), reason="/usr/bin/chromium is missing (apt-get install chromium)")]
@@ -187,3 +189,31 @@ async def test_a_page_of_another_site_can_change_nothing_even_in_the_owners_sign
     shown = await device(rig.hub, "lamp-1")
     assert shown["displayName"] == "Desk Lamp" and shown["overrides"]["name"] is None
     assert len(rig.events("AddOrUpdateReport", endpoint="lamp-1")) == 1
+
+
+async def test_a_button_left_out_is_made_the_doorbell_in_the_page_from_the_presses_it_announces(
+        make_rig: MakeRig) -> None:
+    pytest.importorskip("playwright")
+    from playwright.async_api import expect
+
+    rig = await make_rig(hub_overrides={**OWNER, "zigbee2mqtt": {"enabled": True}})
+    send(rig, "zigbee2mqtt/bridge/state", {"state": "online"}, retain=True)
+    send(rig, "zigbee2mqtt/bridge/devices", entries("aqara_WXKG11LM_button"), retain=True)
+    await rig.bind()
+    async with chromium() as browser:
+        page = await (await browser.new_context(viewport={"width": 1280, "height": 900})).new_page()
+        await page.goto(f"{rig.hub.url}/devices")
+        await sign_in(page)
+        button = page.locator(f'#devices tbody tr[data-id="{BUTTON}"]')
+        await expect(button).to_contain_text("not exported")
+        await button.locator("button.edit").click()
+        offered = await page.locator("#ed-events option").evaluate_all("options => options.map(o => o.value)")
+        assert "single" in offered  # what its action announces
+        await expect(page.locator("#ed-doorbell-hint")).to_contain_text("single")
+        await page.locator("#ed-doorbell").fill("single")
+        await page.locator("#ed-save").click()
+        await rig.wait_events(1, "AddOrUpdateReport", endpoint=BUTTON)
+        await expect(button).to_contain_text("doorbell single")
+        await expect(button.get_by_text("exported", exact=True)).to_be_visible()  # no longer "not exported"
+    send(rig, "zigbee2mqtt/button", {"action": "single", "battery": 100, "linkquality": 10})
+    await rig.wait_events(1, "DoorbellPress", endpoint=BUTTON)
