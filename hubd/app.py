@@ -1,7 +1,8 @@
 """The wiring: build every component from the config, in start order. Only the command line (hubd.cli) imports it.
 
 Start order (stop is the reverse): store, embedded broker, driver, platform side (tokens, outbox sender),
-registry, MQTT bridge, directives, webhook, HTTP, zeroconf. The flow is one-way:
+registry, MQTT bridge, the dialects' live selection, directives, webhook, config reload, HTTP, zeroconf.
+The flow is one-way:
 MQTT bridge (dialects) -> registry -> outbox writer -> outbox (SQLite) -> outbox sender -> platform client;
 HTTP -> directives / webhook -> device commands (dialects) -> MQTT bridge for what goes to devices.
 """
@@ -12,6 +13,7 @@ import asyncio
 import logging
 import secrets
 from collections.abc import Mapping
+from pathlib import Path
 
 from hubd.cloud.client import PlatformClient
 from hubd.cloud.tokens import TokenManager
@@ -33,8 +35,14 @@ from hubd.mqtt.inflight import InflightRecord
 from hubd.outbox.feed import OutboxFeed
 from hubd.outbox.sender import OutboxSender
 from hubd.outbox.writer import OutboxWriter
+from hubd.owner.guard import OwnerGuard
+from hubd.owner.live import LiveSelection
+from hubd.owner.reload import ConfigReload
+from hubd.owner.routes import OwnerRoutes
+from hubd.owner.signin import Sessions
 from hubd.registry import DeviceRegistry
 from hubd.status.routes import StatusRoutes
+from hubd.store.admin_tokens import AdminTokens
 from hubd.store.db import Database
 from hubd.store.grants import GrantRepo
 from hubd.store.identity import InstanceIdentity
@@ -49,8 +57,10 @@ from hubd.webhook.store import record_results_blocking
 log = logging.getLogger(__name__)
 
 
-def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Supervisor:
-    """Construct the supervisor and its components; nothing starts here."""
+def build(config: HubdConfig, environ: Mapping[str, str] | None = None, *, config_path: Path | None = None,
+          log_level_fixed: bool = False) -> Supervisor:
+    """Construct the supervisor and its components; nothing starts here. `config_path`: the file SIGHUP reads
+    again (None: nothing to read, as in the demo); `log_level_fixed`: `hubd run --log-level` was given."""
     health = Health()
     metrics = Metrics()
     components: list[Component] = []
@@ -116,6 +126,10 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
                         subscriptions=SubscriptionBook(db), subscribe_before_report=not config.mqtt.embedded)
     components.append(bridge)
     commands = DeviceCommands(dialects, bridge, publish_rules(config))
+    # What the dialects import and which buttons are doorbells: the config's, and the owner's doorbells (before the
+    # first message is read, then whenever the devices page or SIGHUP changes them).
+    selection = LiveSelection(config, bridge, registry)
+    components.append(selection)
 
     # The directive endpoint routes to its handlers; the control component also runs the replay's writes.
     directives = DirectiveEndpoint(path=config.http.vendor_path, namespace=config.platform.namespace, verifier=driver,
@@ -132,13 +146,17 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
                              per_day=config.webhook.per_day, metrics=metrics,
                              trusted_proxies=config.http.trusted_proxies, notices=journal)
     components.append(webhook)
+    components.append(ConfigReload(config_path, selection, log_level_fixed=log_level_fixed))  # SIGHUP
     # Public: what the platform (directives, account linking) and a browser logging in must reach. Local: the
     # status page and API, and the webhook, for the LAN only (a listener of their own with http.local_port).
     public: list[RouteSource] = [driver, directives]
     status = StatusRoutes(registry, health, tokens, outbox,
                           imports=dialects,  # what each leaves out
                           journal=journal, webhooks=webhook)
-    local: list[RouteSource] = [status, webhook]
+    # The owner's devices page and its API: writes need an admin token or a signed-in owner (an admin account).
+    sessions = Sessions(config.driver.accounts)
+    owner = OwnerRoutes(registry, status, OwnerGuard(sessions, AdminTokens(db)), sessions, selection)
+    local: list[RouteSource] = [status, owner, webhook]
     components.append(HttpServer(host=config.http.host, port=config.http.port,
                                  max_body_bytes=config.http.max_body_bytes, health=health, metrics=metrics,
                                  sources=public, local_sources=local, local_host=config.http.local_host,
@@ -157,6 +175,6 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None) -> Super
     return Supervisor(components, health, Notifier(environ))
 
 
-async def run(config: HubdConfig) -> int:
+async def run(config: HubdConfig, *, config_path: Path | None = None, log_level_fixed: bool = False) -> int:
     """Build and run until stopped; the process exit code."""
-    return await build(config).run()
+    return await build(config, config_path=config_path, log_level_fixed=log_level_fixed).run()

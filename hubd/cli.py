@@ -148,6 +148,15 @@ def _parser() -> argparse.ArgumentParser:
     action(webhook, "rotate", "give a webhook a new token; the old URL stops working at once",
            _webhook_rotate).add_argument("id", help="the webhook's id (or its name)")
 
+    admin = group("admin-token", "create, list or revoke the owner's tokens for the devices API (works with hubd "
+                                 "running)")
+    a = action(admin, "create", "make an admin token; prints {id, name, token} once", _admin_token_create)
+    a.add_argument("--name", default="admin", help="a label for `admin-token list` (default: admin)")
+    action(admin, "list", "list admin tokens (never the tokens)", _admin_token_list).add_argument(
+        "--json", action="store_true", help="one JSON object per line")
+    action(admin, "revoke", "revoke an admin token: requests with it get 401 from now on",
+           _admin_token_revoke).add_argument("id", help="the token's id (see admin-token list)")
+
     p = sub.add_parser("speaker", help="run the speaker agent: this machine's loudspeaker as a speaker on hubd's "
                                        "MQTT topics")
     p.add_argument("-c", "--config", required=True, type=Path, metavar="SPEAKER_CONFIG",
@@ -191,7 +200,7 @@ def _run(args: argparse.Namespace) -> int:
     setup_logging(args.log_level or config.log.level)
     from hubd.app import run
 
-    return asyncio.run(run(config))
+    return asyncio.run(run(config, config_path=args.config, log_level_fixed=args.log_level is not None))
 
 
 def _init(args: argparse.Namespace) -> int:
@@ -342,3 +351,21 @@ def _webhook_rotate(args: argparse.Namespace) -> int:
     from hubd.webhook.admin import rotate
 
     return rotate(_load(args), args.id)
+
+
+def _admin_token_create(args: argparse.Namespace) -> int:
+    from hubd.owner.admin import create
+
+    return create(_load(args), args.name)
+
+
+def _admin_token_list(args: argparse.Namespace) -> int:
+    from hubd.owner.admin import list_tokens
+
+    return list_tokens(_load(args), as_json=args.json)
+
+
+def _admin_token_revoke(args: argparse.Namespace) -> int:
+    from hubd.owner.admin import revoke
+
+    return revoke(_load(args), args.id)

@@ -188,6 +188,7 @@ class Account(_Model):
 
     username: str = Field(min_length=1)
     password: SecretStr
+    admin: bool = False  # may sign in on the devices page and change what the platform gets (hubd.owner)
 
 
 class DriverConfig(_Model):

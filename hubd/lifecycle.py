@@ -5,6 +5,8 @@ in reverse. It is one of the places that catch exceptions (ARCHITECTURE.md, "Whe
 raises is fatal and the process exits non-zero so systemd restarts it. Not a TaskGroup: a TaskGroup
 waits without limit for a task that is slow to cancel, and the whole stop (cancelling the loops,
 then every stop()) must fit in STOP_BUDGET_S, under the 5 s hubd promises (the unit's TimeoutStopSec=10 leaves room).
+SIGHUP (`systemctl reload hubd`) calls `reload()` on every started component that has one (`Reloadable`), one
+SIGHUP after the other, from a task of its own: a failed reload is logged, never fatal.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from hubd.errors import ConfigError
 from hubd.systemd import Notifier
@@ -45,6 +47,14 @@ class Component(Protocol):
 
     async def stop(self) -> None:
         """Release resources; idempotent and quick."""
+
+
+@runtime_checkable
+class Reloadable(Protocol):
+    """A component that takes SIGHUP: it reads what it can change live again (the config file)."""
+
+    async def reload(self) -> None:
+        """Apply what changed; log, never raise, what cannot be applied."""
 
 
 class Clock(Protocol):
@@ -156,6 +166,7 @@ class Supervisor:
         self._notifier = notifier
         self._stopping_sent = False
         self._stop = asyncio.Event()
+        self._reload = asyncio.Event()
 
     def request_stop(self) -> None:
         """Stop as if SIGTERM had arrived (used by `hubd demo`)."""
@@ -171,6 +182,7 @@ class Supervisor:
         stop = self._stop
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGHUP, self._reload.set)  # taken up once running; never the default (exit)
         started: list[Component] = []
         code = 0
         deadline: float | None = None
@@ -197,7 +209,7 @@ class Supervisor:
             if not self._stopping_sent:
                 self._notify_stopping()
             await self._stop_all(started, deadline if deadline is not None else time.monotonic() + STOP_BUDGET_S)
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 loop.remove_signal_handler(sig)
         log.info("hubd stopped (exit code %d)", code)
         return code
@@ -207,6 +219,7 @@ class Supervisor:
         tasks: set[asyncio.Task[Any]] = {asyncio.create_task(c.run(), name=c.name) for c in started}
         tasks.add(asyncio.create_task(self._announce_ready(), name="ready"))
         tasks.add(asyncio.create_task(self._watchdog(), name="watchdog"))
+        tasks.add(asyncio.create_task(self._reloads(started), name="reloads"))
         stop_waiter = asyncio.create_task(stop.wait(), name="signals")
         code = 0
         try:
@@ -265,6 +278,19 @@ class Supervisor:
         log.info("hubd is ready")
         self._notifier.notify("READY=1")
         await asyncio.Event().wait()
+
+    async def _reloads(self, started: Sequence[Component]) -> None:
+        """On each SIGHUP, every started component that takes it reloads, in start order."""
+        while True:
+            await self._reload.wait()
+            self._reload.clear()
+            for component in started:
+                if not isinstance(component, Reloadable):
+                    continue
+                try:
+                    await component.reload()
+                except Exception:  # a reload must never take hubd down
+                    log.error("%s failed to reload; it keeps what it had", component.name, exc_info=True)
 
     async def _watchdog(self) -> None:
         interval = self._notifier.watchdog_interval_s()

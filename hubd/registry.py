@@ -10,14 +10,21 @@ their SQL: `hubd.store.devices`). Others read devices (`get`, `devices`) and may
 The devices in memory take a batch's values before its commit, so a commit the disk refuses
 (`StorageUnavailable`) is repeated as is, with the same changes and rows, until it goes through or hubd
 stops: applying the batch again (or a redelivery of it) would find nothing changed and report nothing.
+
+The owner's overrides (`hubd.devices.overrides`: name, room, hidden) are applied here when a device is described
+(its config comes, or the owner changes the override: `override`), never per state change: a hidden device's
+states and presses are kept but reported to nobody, and what the platform may see (`platform_devices`,
+`platform_device`: Discover and directives) leaves it out. Batches and the owner's changes apply and commit one
+at a time (a lock), so a DeleteReport is never overtaken by a ChangeReport of the device it hid.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
@@ -35,6 +42,7 @@ from hubd.devices.changes import (
 from hubd.devices.device import Device
 from hubd.devices.model import MAX_DEVICE_ID_CHARS, Route, StateSample, valid_device_id
 from hubd.devices.names import NameIndex
+from hubd.devices.overrides import NO_OVERRIDE, Override
 from hubd.dialects.base import (
     AvailabilityReceived,
     ConfigReceived,
@@ -51,6 +59,7 @@ from hubd.failures import REFUSAL_WINDOW_S, MessageFailures, RefusalLog
 from hubd.metrics import Metrics
 from hubd.store.db import Database
 from hubd.store.devices import DeviceRows, device_row, load_devices_blocking
+from hubd.store.overrides import OverrideRow, load_overrides_blocking
 from hubd.store.receipts import Receipt
 
 log = logging.getLogger(__name__)
@@ -97,14 +106,18 @@ class DeviceRegistry:
         self._command_errors = RefusalLog(log, what="failed speaker commands", line="%s: %s%s")
         self._presses: dict[str, deque[float]] = {}  # device → when its last presses came (a burst is a problem)
         self._names = NameIndex()  # displayName → devices, so that a name hubd chose gets a word where two share it
+        self._overrides: dict[str, Override] = {}  # endpointId → the owner's override (devices absent too)
+        self._lock = asyncio.Lock()  # one batch or owner's change at a time, applied and committed
         metrics.gauge("hubd_devices", "devices known", lambda: float(len(self._devices)))
 
     async def start(self) -> None:
-        """Load the persisted devices."""
+        """Load the persisted devices and the owner's overrides."""
+        self._overrides = await self._db.call(load_overrides_blocking)
         for device in await self._db.call(load_devices_blocking):
             self._devices[device.device_id] = device
-            self._names.add(device.device_id, device.config.displayName)
-        log.info("loaded %d devices", len(self._devices))
+            self._names.add(device.device_id, device.described.displayName)
+            self._apply_override(device)
+        log.info("loaded %d devices (%d overrides of the owner's)", len(self._devices), len(self._overrides))
 
     async def run(self) -> None:
         """The registry is driven by `handle`; once a minute it sums up the refusals it did not log one by one."""
@@ -123,6 +136,59 @@ class DeviceRegistry:
     def devices(self) -> list[Device]:
         """Every known device, sorted by id."""
         return [self._devices[k] for k in sorted(self._devices)]
+
+    def platform_devices(self) -> list[Device]:
+        """The devices the platform may know (every one the owner did not hide), sorted by id."""
+        return [d for d in self.devices() if not d.hidden]
+
+    def platform_device(self, device_id: str) -> Device | None:
+        """One device the platform may know, or None (unknown, or hidden by the owner)."""
+        device = self._devices.get(device_id)
+        return None if device is None or device.hidden else device
+
+    def override_of(self, device_id: str) -> Override:
+        """The owner's override of an endpoint (NO_OVERRIDE when none), whether or not the device is here."""
+        return self._overrides.get(device_id, NO_OVERRIDE)
+
+    def overrides(self) -> dict[str, Override]:
+        """Every override the owner set, by endpointId."""
+        return dict(self._overrides)
+
+    async def override(self, changes: Mapping[str, Override]) -> None:
+        """Set the owner's overrides of these endpoints (an empty one clears them) and queue what the platform must
+        hear of it, in one transaction: an AddOrUpdateReport for a new name or room or a device shown again, a
+        DeleteReport for one hidden. An endpoint not here (not exported, or gone) keeps its override for when it
+        comes. A commit the disk refuses raises StorageUnavailable, and nothing changed."""
+        async with self._lock:
+            now = time.time()
+            work = _Batch()
+            rows: list[OverrideRow] = []
+            undo: list[tuple[str, Override | None, Device | None, tuple[object, ...]]] = []
+            for device_id, override in changes.items():
+                device = self._devices.get(device_id)
+                undo.append((device_id, self._overrides.get(device_id), device,
+                             () if device is None else (device.config, device.source, device.hidden)))
+                if override.empty:
+                    self._overrides.pop(device_id, None)
+                else:
+                    self._overrides[device_id] = override
+                rows.append((device_id, override, now))
+                if device is not None:
+                    self._show(device, None if device.hidden else device.config.canonical(), device.hidden, work)
+            try:
+                await self._sink.commit(work.changes, DeviceRows((), (), tuple(rows)))
+            except Exception:
+                for device_id, old, device, state in reversed(undo):  # as it was: nothing was stored
+                    if old is None:
+                        self._overrides.pop(device_id, None)
+                    else:
+                        self._overrides[device_id] = old
+                    if device is not None:
+                        device.config, device.source, device.hidden = state  # type: ignore[assignment]
+                raise
+        log.info("stored the owner's overrides of %s (%d AddOrUpdateReports, %d DeleteReports)", ", ".join(changes),
+                 sum(isinstance(c, DeviceAnnounced) for c in work.changes),
+                 sum(isinstance(c, DeviceRemoved) for c in work.changes))
 
     async def wait_for_state(self, device_id: str, predicate: Callable[[Device], bool], timeout_s: float) -> bool:
         """Wait until the device's state satisfies `predicate`; False on timeout."""
@@ -152,6 +218,10 @@ class DeviceRegistry:
 
         `receipts`: of the batch's QoS 1 messages, committed with the changes they caused (hubd.store.receipts);
         a batch that changes nothing commits nothing (a redelivery of it would change nothing either)."""
+        async with self._lock:
+            await self._handle(batch, receipts)
+
+    async def _handle(self, batch: Sequence[Decoded], receipts: Sequence[Receipt]) -> None:
         work = _Batch()
         tracing = log.isEnabledFor(logging.DEBUG)  # one line per device message, at debug only
         for decoded in batch:
@@ -226,8 +296,9 @@ class DeviceRegistry:
         if isinstance(item, DeviceGone):
             gone = self._devices.pop(device_id, None)
             if gone is not None:
-                self._names.remove(device_id, gone.config.displayName)
-                work.changes.append(DeviceRemoved(device_id))
+                self._names.remove(device_id, gone.described.displayName)
+                if not gone.hidden:  # a hidden one's DeleteReport went when it was hidden
+                    work.changes.append(DeviceRemoved(device_id))
                 work.dirty.pop(device_id, None)
                 work.deleted.add(device_id)
             return
@@ -240,10 +311,12 @@ class DeviceRegistry:
         if isinstance(item, StateReceived):
             changes = self._apply_state(device, item)
             if changes:
-                work.changes.extend(changes)
+                if not device.hidden:  # the owner hid it: its states are kept, never reported
+                    work.changes.extend(changes)
                 work.dirty[device_id] = device
         elif isinstance(item, PressReceived):
-            work.changes.append(DoorbellPressed(device_id, item.timestamp))
+            if not device.hidden:
+                work.changes.append(DoorbellPressed(device_id, item.timestamp))
             self._count_press(device, decoded)
         elif isinstance(item, AvailabilityReceived):
             if device.online != item.online:
@@ -295,7 +368,7 @@ class DeviceRegistry:
         config, renamed = conformance.conform_config(item.config)
         if item.origin.naming:  # a name hubd chose (a model's, say): a word where another device has it
             config = replace(config, displayName=self._names.distinct(device_id, config, existing))
-        if existing is not None and existing.config.canonical() == config.canonical():
+        if existing is not None and existing.described.canonical() == config.canonical():
             if existing.route != item.route or existing.origin != item.origin:  # no news for the platform
                 existing.route, existing.origin = item.route, item.origin
                 work.dirty[device_id] = existing
@@ -306,19 +379,39 @@ class DeviceRegistry:
                         topic, "; ".join(f"{r.field} {r.old!r} is sent as {r.new!r}" if r.new is not None
                                          else f"{r.field} {r.old!r} is left out" for r in renamed))
         if existing is not None:
-            self._names.remove(device_id, existing.config.displayName)
+            self._names.remove(device_id, existing.described.displayName)
         self._names.add(device_id, config.displayName)
         if existing is None:
             device = Device(device_id, config, route=item.route, origin=item.origin)
             self._devices[device_id] = device
+            shown, was_hidden = None, True  # the platform has never had it
         else:
             device = existing
-            device.config, device.route, device.origin = config, item.route, item.origin
+            shown, was_hidden = None if device.hidden else device.config.canonical(), device.hidden
+            device.config, device.source, device.route, device.origin = config, None, item.route, item.origin
             kept = {c.interface for c in config.capabilities}
             device.states = {k: v for k, v in device.states.items() if k in kept}
-        work.changes.append(DeviceAnnounced(device, device.endpoint()))
+        self._show(device, shown, was_hidden, work)
         work.dirty[device_id] = device
         work.deleted.discard(device_id)
+
+    def _apply_override(self, device: Device) -> None:
+        """The owner's override on a device: `config` is what the platform gets, `source` its own when they differ."""
+        override = self._overrides.get(device.device_id, NO_OVERRIDE)
+        source = device.described
+        config = override.apply(source)
+        device.config, device.source, device.hidden = config, None if config is source else source, override.hidden
+
+    def _show(self, device: Device, shown: str | None, was_hidden: bool, work: _Batch) -> None:
+        """Apply the owner's override to a device just described or overridden, and say what the platform must hear:
+        nothing if it has it as it is now (`shown`: its config's text as the platform has it, None: it has none),
+        a DeleteReport if it is hidden now, else an AddOrUpdateReport."""
+        self._apply_override(device)
+        if device.hidden:
+            if not was_hidden:
+                work.changes.append(DeviceRemoved(device.device_id))
+        elif device.config.canonical() != shown:
+            work.changes.append(DeviceAnnounced(device, device.endpoint()))
 
     def _apply_state(self, device: Device, update: StateReceived) -> list[Change]:
         changed: list[StateSample] = []

@@ -2,7 +2,7 @@
 a user bound, a webhook made, doorbell presses waiting while the platform is down for that user; a backup taken
 while hubd runs; hubd stopped, its database and config wiped, the backup restored; hubd started again. The user
 is still bound (no new AcceptGrant), the waiting presses arrive with their original messageIds, the webhook's
-token still makes the speaker talk."""
+token still makes the speaker talk, the owner's override holds and the admin token still opens the devices API."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from backup_helpers import hubd, members, ok, rows, wrote_line
+from owner_helpers import device, patch
 from rig import BELL, Rig, metric_at_least
 
 from simulators.speaker import SimSpeaker
@@ -27,6 +28,9 @@ async def test_restore_onto_a_wiped_disk_keeps_users_linked_waiting_events_and_w
     await rig.bind("user-1")
     await rig.sim.wait_until(lambda: {"bell-1", "spk-kit"} <= rig.sim.known_endpoints("user-1"), timeout_s=15)
     hook = json.loads(ok("webhook", "create", "-c", config, "--name", "doorbell"))
+    admin = json.loads(ok("admin-token", "create", "-c", config, "--name", "phone"))["token"]
+    assert (await patch(rig.hub, "bell-1", {"name": "Front Door", "room": "Porch"}, token=admin))[0] == 200
+    await rig.wait_events(2, "AddOrUpdateReport", endpoint="bell-1")  # the new name reached the platform
 
     rig.sim.set_outage(True, "user-1")  # the platform refuses this user's events (and records their messageIds)
     depth = await rig.hub.metric("hubd_outbox_depth")
@@ -74,3 +78,8 @@ async def test_restore_onto_a_wiped_disk_keeps_users_linked_waiting_events_and_w
     assert status == 200, body
     said = await speaker.wait_for_command(lambda c: c.payload.get("text") == "Restored", timeout_s=15)
     assert said.status == "done"
+
+    bell = await device(rig.hub, "bell-1")  # the owner's override came back, and the admin token with it
+    assert (bell["displayName"], bell["recommendRoomName"]) == ("Front Door", "Porch")
+    status, body = await patch(rig.hub, "bell-1", {"room": None}, token=admin)
+    assert status == 200 and body.get("recommendRoomName") is None and body["displayName"] == "Front Door"

@@ -25,6 +25,7 @@ TASMOTA_BULB = "A4CF12D4E5F6"
 BUTTON_PRESSED = re.compile(rf"DoorbellPress +user=demo-user +{Z2M_BUTTON} ")
 DISCOVERY_BUTTON_PRESSED = re.compile(rf"DoorbellPress +user=demo-user +{DISCOVERY_BUTTON} ")
 DOOR_OPENED = re.compile(rf"ChangeReport +user=demo-user +{Z2M_CONTACT}: Switch=On\b")
+RENAMED = "AddOrUpdateReport user=demo-user  sim-light-1 (Counter Light)"
 
 
 def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
@@ -47,7 +48,7 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
                 break
             lines.append(line)
             text = "".join(lines)
-            if "speakers ▶ sim-speaker-1 done" in text and "Living Room Bulb obeyed" in text \
+            if "speakers ▶ sim-speaker-1 done" in text and "Living Room Bulb obeyed" in text and RENAMED in text \
                     and "Hallway Bulb obeyed" in text and "Kitchen Light obeyed" in text \
                     and BUTTON_PRESSED.search(text) \
                     and DISCOVERY_BUTTON_PRESSED.search(text) and DOOR_OPENED.search(text):
@@ -58,6 +59,11 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         assert used is not None, text
         assert not {int(p) for p in used.groups()} & {http_port, mqtt_port, platform_port}, text
         assert "open the status page at http://" in text, text
+        assert re.search(r"devices page at http://127\.0\.0\.1:\d+/devices \(sign in as demo, password \S+\)", text)
+        # The owner renames the demo light once, through the devices page's API: the platform hears of it.
+        assert "owner ▶ renamed sim-light-1 (Kitchen Light) to 'Counter Light' with PATCH /api/devices/sim-light-1" \
+            in text, text
+        assert RENAMED in text, text
         assert "bound platform user 'demo-user'" in text, text
         assert "AddOrUpdateReport user=demo-user" in text and "sim-light-1" in text, text
         assert "DoorbellPress" in text, text

@@ -246,8 +246,9 @@ def test_a_device_with_nothing_to_export_is_listed_with_why() -> None:
                                                                                                       "name": "X"}}),
                    NOW, True)
 
-    assert dialect.unexported_devices() == {"X": ["sensor.rssi: no platform interface for device_class "
-                                                  "signal_strength"]}
+    [left_out] = dialect.unexported_devices()
+    assert (left_out.endpoint_id, left_out.name) == ("x", "X")  # the endpointId it would have: its identifier
+    assert left_out.reasons == ("sensor.rssi: no platform interface for device_class signal_strength",)
 
 
 def test_bad_configs_are_rejected_with_the_topic_and_never_raise() -> None:

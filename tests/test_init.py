@@ -48,6 +48,7 @@ def test_init_writes_a_config_without_demo_values_and_secrets_readable_only_by_t
     loaded = load_config(config, env={"CREDENTIALS_DIRECTORY": str(config.parent)})
     (account,) = loaded.driver.accounts
     assert verify_password(account.password.get_secret_value(), password)
+    assert account.admin  # the same login signs in on the devices page
     assert loaded.platform.client_secret is not None
     assert loaded.platform.client_secret.get_secret_value() == "s3cret-from-the-console"
     assert loaded.platform.reporting_enabled

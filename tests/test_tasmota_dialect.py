@@ -27,7 +27,7 @@ from tasmota_helpers import (
 
 from hubd.config import TasmotaConfig
 from hubd.devices.model import Route
-from hubd.dialects.base import Announced, AvailabilityReceived, DeviceGone, InputRejected
+from hubd.dialects.base import Announced, AvailabilityReceived, DeviceGone, InputRejected, Selection, Unexported
 from hubd.dialects.tasmota.dialect import TasmotaDialect
 
 
@@ -183,7 +183,9 @@ def test_a_split_rgbcw_light_is_a_colour_light_and_a_white_one_with_colour_tempe
 def test_a_config_hubd_cannot_use_is_refused_naming_the_field_and_listed_with_its_reason() -> None:
     dialect = make()
     assert rejected(announce(dialect, BASIC, "not json"))[0].startswith(f"{PREFIX}/{BASIC}/config: not JSON")
-    assert dialect.unexported_devices()[BASIC][0].startswith("its discovery config cannot be used: not JSON")
+    [unusable] = dialect.unexported_devices()
+    assert (unusable.endpoint_id, unusable.name) == (BASIC, BASIC)
+    assert unusable.reasons[0].startswith("its discovery config cannot be used: not JSON")
 
     wrong_mac = rejected(announce(dialect, BASIC, basic_config(mac="AABBCCDDEEFF")))
     assert "mac 'AABBCCDDEEFF' is not the MAC in the topic" in wrong_mac[0]
@@ -194,7 +196,7 @@ def test_a_config_hubd_cannot_use_is_refused_naming_the_field_and_listed_with_it
 
     assert configs(announce(dialect, BASIC, basic_config(rl=[1])))
     assert rejected(announce(dialect, BASIC, basic_config(rl="1")))  # a bad update: the device stays as it was
-    assert BASIC not in dialect.unexported_devices()
+    assert dialect.unexported_devices() == []
     assert states(publish(dialect, "tasmota_49A3BC/tele/STATE", {"POWER": "ON"})) == {BASIC: {"Switch": "On"}}
     assert rejected(publish(dialect, "tasmota_49A3BC/tele/STATE", {"POWER": "MAYBE"})) == \
         ["tasmota_49A3BC/tele/STATE: POWER is 'MAYBE', neither 'ON' nor 'OFF' (the device's state texts)"]
@@ -203,8 +205,8 @@ def test_a_config_hubd_cannot_use_is_refused_naming_the_field_and_listed_with_it
 def test_a_device_with_nothing_the_platform_takes_is_listed_not_imported() -> None:
     dialect = make()
     assert announce(dialect, BASIC, payload("ha_default_config_49A3BC", "/config")) == []
-    assert dialect.unexported_devices() == {
-        "Test": ["nothing it has reaches the platform (no relay, light, shutter or sensor)"]}
+    assert dialect.unexported_devices() == [Unexported(
+        BASIC, "Test", ("nothing it has reaches the platform (no relay, light, shutter or sensor)",))]
 
 
 def test_an_empty_config_removes_the_device_and_frees_its_topics() -> None:
@@ -221,7 +223,28 @@ def test_an_empty_config_removes_the_device_and_frees_its_topics() -> None:
 def test_include_and_exclude_leave_a_device_out_with_the_reason() -> None:
     dialect = make(exclude=["Test"])
     assert announce(dialect, BASIC, basic_config(rl=[1])) == []
-    assert dialect.unexported_devices() == {"Test": ["left out by tasmota.include/exclude"]}
+    assert dialect.unexported_devices() == [Unexported(BASIC, "Test", ("left out by tasmota.include/exclude",))]
+
+
+def test_a_new_selection_leaves_out_takes_in_and_declares_doorbells_by_endpoint_id() -> None:
+    """SIGHUP or the devices page: include/exclude and doorbells changed at run time, the device worked out again."""
+    dialect = make()
+    button = basic_config(dn="Front Door", rl=[1], btn=[1, 0, 0, 0], so={**basic_config()["so"], "73": 1})
+    assert configs(announce(dialect, BASIC, button))
+    single = next(p for t, p in messages("docs_results") if "Button1" in p)
+    assert presses(publish(dialect, "tasmota_49A3BC/stat/RESULT", single)) == []
+    assert dialect.doorbell_events(BASIC) == ("SINGLE", "DOUBLE", "TRIPLE", "QUAD", "PENTA", "HOLD")
+
+    gone = dialect.reconfigure(Selection(exclude=("Front*",)))
+    assert [i.device_id for i in gone if isinstance(i, DeviceGone)] == [BASIC]
+    assert dialect.unexported_devices() == [Unexported(BASIC, "Front Door", ("left out by tasmota.include/exclude",),
+                                                       ("SINGLE", "DOUBLE", "TRIPLE", "QUAD", "PENTA", "HOLD"))]
+    assert not dialect.claims("tasmota_49A3BC/stat/RESULT")
+
+    back = configs(dialect.reconfigure(Selection(doorbells=((BASIC, "SINGLE"),))))  # the owner's: by endpointId
+    assert list(back) == [BASIC] and dialect.unexported_devices() == []
+    assert presses(publish(dialect, "tasmota_49A3BC/stat/RESULT", single)) == [BASIC]
+    assert dialect.reconfigure(Selection(doorbells=((BASIC, "SINGLE"),))) == []  # nothing changed: nothing said
 
 
 def test_a_restarted_dialect_reads_states_from_the_kept_routes_before_the_configs_come() -> None:

@@ -92,6 +92,11 @@ def rejected(inputs: list[DeviceInput]) -> list[str]:
     return [i.reason for i in inputs if isinstance(i, InputRejected)]
 
 
+def unexported(dialect: Zigbee2MqttDialect) -> dict[str, tuple[str, ...]]:
+    """The devices the dialect leaves out, by friendly name: why."""
+    return {u.name: u.reasons for u in dialect.unexported_devices()}
+
+
 def operations(item: ConfigReceived) -> dict[str, tuple[str, ...]]:
     """Each capability's operations."""
     return {c.interface: c.supportedOperations for c in item.config.capabilities}

@@ -9,8 +9,10 @@ ones do (an ESPHome sensor, and a bulb and a button of a zigbee2mqtt on base top
 simulated zigbee2mqtt bridge (base topic zigbee2mqtt-home) brings a zigbee2mqtt home that hubd imports
 natively, and a simulated Tasmota bulb announces itself with Tasmota's own discovery, which hubd imports natively
 too; a button of each zigbee2mqtt is declared as a doorbell. Short scripts show a reading, a door opening, a click
-of each button, the Tasmota bulb switched on and a control of each bulb. Picks free ports when the usual ones are taken
-(a mosquitto may already hold 1883). The hub itself comes from the builder cli.py hands in (`hubd.app.build`).
+of each button, the Tasmota bulb switched on and a control of each bulb; and the owner renames one device once
+through the devices page's API (`PATCH /api/devices/{endpointId}` with an admin token), so the AddOrUpdateReport
+that follows shows. Picks free ports when the usual ones are taken (a mosquitto may already hold 1883). The hub
+itself comes from the builder cli.py hands in (`hubd.app.build`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from hubd.demo.automation import call, doorbell_automation, doorbell_webhook_blo
 from hubd.dialects.mapping import endpoint_id
 from hubd.driver.passwords import hash_password
 from hubd.lifecycle import Supervisor
+from hubd.store import admin_tokens
 from hubd.store.db import Database
 
 DEMO_USER = "demo-user"
@@ -49,6 +52,9 @@ Z2M_CONTACT, Z2M_DOORBELL, Z2M_BULB = "Back Door Contact", "Garden Gate Button",
 TASMOTA_BULB, TASMOTA_MAC = "Kitchen Light", "A4CF12D4E5F6"  # simulators.discovery_tasmota's bulb; the MAC is its id
 DISCOVERY_IMPORT_TIMEOUT_S = 30.0
 LIGHT_BRIGHTNESS_PERCENT = 40
+# What the owner does on the devices page, once: the native demo light gets a name of the owner's choosing.
+RENAMED, RENAMED_TO = "sim-light-1", "Counter Light"
+DEMO_OWNER = "demo owner"  # the name of the demo's admin token
 
 
 def free_or_other(port: int) -> int:
@@ -120,7 +126,8 @@ async def run_demo(build: Callable[[HubdConfig], Supervisor], *, state_dir: Path
         "http": {"host": "127.0.0.1", "port": http_port},
         "platform": {"base_url": sim.url, "auth_url": sim.url, "client_id": "demo-client",
                      "client_secret": client_secret},
-        "driver": {"accounts": [{"username": "demo", "password": hash_password(password)}], "hub_name": "hubd demo",
+        "driver": {"accounts": [{"username": "demo", "password": hash_password(password), "admin": True}],
+                   "hub_name": "hubd demo",
                    "callback_hosts": [urlsplit(CALLBACK_URL).hostname]},
         "zeroconf": {"enabled": False},
         "log": {"level": "warning"},
@@ -135,10 +142,13 @@ async def run_demo(build: Callable[[HubdConfig], Supervisor], *, state_dir: Path
     hub_url = f"http://127.0.0.1:{http_port}"
     # The automation's webhook: called without a body, it runs its default action.
     token = Database.of(config.storage).call_blocking(doorbell_webhook_blocking, time.time())
+    admin = Database.of(config.storage).call_blocking(_admin_token_blocking, time.time())
     supervisor = build(config)
     print(f"hubd demo: hub {hub_url}, MQTT broker 127.0.0.1:{mqtt_port} (embedded), "
           f"platform simulator {sim.url}, state in {directory}", flush=True)
     print(f"hubd demo: open the status page at {hub_url}/ (devices, users, what is delivered)", flush=True)
+    print(f"hubd demo: rename, place, hide devices and declare doorbells on the devices page at {hub_url}/devices "
+          f"(sign in as demo, password {password})", flush=True)
     code = 0
     fleet = None
     try:
@@ -180,6 +190,7 @@ async def run_demo(build: Callable[[HubdConfig], Supervisor], *, state_dir: Path
                     hub_url, token=result.user_token, vendor_path=config.http.vendor_path)), name="demo.zigbee2mqtt"))
                 helpers.append(group.create_task(_tasmota_script(sim, tasmota, DirectiveClient(
                     hub_url, token=result.user_token, vendor_path=config.http.vendor_path)), name="demo.tasmota"))
+                helpers.append(group.create_task(_owner_script(sim, hub_url, admin), name="demo.owner"))
             except Exception as err:  # any setup failure ends the demo with one clear line
                 print(f"hubd demo: {err}", file=sys.stderr, flush=True)
                 supervisor.request_stop()
@@ -323,6 +334,36 @@ async def _dim(directives: Any, endpoint_id: str, name: str, received: list[Any]
         command = received[heard]
         _say(f"zigbee2mqtt ▶ {name} obeyed {command.payload.decode()} on {command.topic}: "
              f"state {state['state']}, brightness {state['brightness']}/254")
+
+
+async def _owner_script(sim: Any, hub_url: str, admin_token: str) -> None:
+    """Once the platform knows the demo light: the owner renames it through the devices page's API, once."""
+    try:
+        try:
+            await sim.wait_until(lambda: RENAMED in _added(sim), timeout_s=DISCOVERY_IMPORT_TIMEOUT_S)
+        except TimeoutError:
+            _say(f"owner ▶ the platform got no AddOrUpdateReport for {RENAMED}; nothing renamed")
+            return
+        async with aiohttp.ClientSession() as session, session.patch(
+                f"{hub_url}/api/devices/{RENAMED}", json={"name": RENAMED_TO},
+                headers={"Authorization": f"Bearer {admin_token}"}) as response:
+            body = await response.json()
+        if response.status != 200:
+            _say(f"owner ▶ renaming {RENAMED} failed: HTTP {response.status} {str(body.get('error'))[:200]}")
+            return
+        own = body.get("described", {}).get("displayName")
+        _say(f"owner ▶ renamed {RENAMED} ({own}) to {RENAMED_TO!r} with PATCH /api/devices/{RENAMED} and an admin "
+             f"token, as the devices page does: the platform gets an AddOrUpdateReport")
+    except (aiohttp.ClientError, ValueError) as err:  # a show: the demo goes on
+        _say(f"owner ▶ the demo script stopped: {err!r}")
+
+
+def _admin_token_blocking(conn: Any, now: float) -> str:
+    """The demo owner's admin token: a new one each run, the last run's revoked (only hashes are kept)."""
+    for token in admin_tokens.list_blocking(conn):
+        if token.name == DEMO_OWNER and token.revoked_at is None:
+            admin_tokens.revoke_blocking(conn, token.id, now)
+    return admin_tokens.create_blocking(conn, DEMO_OWNER, now)[1]
 
 
 def _declared(device: str) -> str:

@@ -26,6 +26,16 @@ class Device:
     # When hubd last got a message from it (epoch seconds), not a retained replay nor an `offline` (the broker's
     # will says that); in memory only, None: not since the start.
     last_seen: float | None = field(default=None, compare=False)
+    # The owner's overrides (hubd.devices.overrides), applied by the registry: `config` is what the platform gets,
+    # `source` the device's own description when an override changed its name or room (None: `config` is it), and
+    # `hidden` keeps it from the platform altogether.
+    source: DeviceConfig | None = field(default=None, compare=False)
+    hidden: bool = field(default=False, compare=False)
+
+    @property
+    def described(self) -> DeviceConfig:
+        """The device's own description, as its dialect gave it (what the `devices` table keeps)."""
+        return self.config if self.source is None else self.source
 
     def state_list(self, *, with_time: bool = True, retrievable_only: bool = False) -> list[dict[str, Any]]:
         """States as the platform's State objects, in capability order."""

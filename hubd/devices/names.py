@@ -42,9 +42,9 @@ class NameIndex:
         """The device's name, with a word where another device has it: its room ("Kitchen IKEA TRADFRI LED bulb"),
         else an ordinal ("Second ..."); the name it already had when that still fits (stable across restarts)."""
         name = config.displayName
-        if existing is not None and existing.origin.naming and existing.config.displayName.endswith(name) \
-                and not self.taken(existing.config.displayName, device_id):
-            return existing.config.displayName
+        if existing is not None and existing.origin.naming and existing.described.displayName.endswith(name) \
+                and not self.taken(existing.described.displayName, device_id):
+            return existing.described.displayName
         if not self.taken(name, device_id):
             return name
         room = config.recommendRoomName

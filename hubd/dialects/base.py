@@ -165,6 +165,29 @@ class PublishRules:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What a dialect imports and which buttons are doorbells, as the config and the owner say now: its section's
+    `include`/`exclude` globs and the `doorbells` declarations `(device glob, event)`, the config's and the owner's
+    (whose glob is an endpointId). Handed to `Dialect.reconfigure` when it changes (SIGHUP, the devices page)."""
+
+    include: tuple[str, ...] = ("*",)
+    exclude: tuple[str, ...] = ()
+    doorbells: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Unexported:
+    """A device a dialect leaves out entirely (none of its entities reaches the platform), for the status page and the
+    owner's devices page: the endpointId it would have, its name, why not (per entity), and the events a press of
+    its button could be (what it announces), to declare it a doorbell."""
+
+    endpoint_id: str
+    name: str
+    reasons: tuple[str, ...]
+    events: tuple[str, ...] = ()
+
+
 class CommandRefused(Exception):
     """A dialect cannot express this command for this device (the text says why, for the platform's error)."""
 
@@ -236,9 +259,22 @@ class Dialect(ABC):
         """The publishes of a speaker command (`{"id", "type", "text"?, "url"?}`); CommandRefused if not a speaker."""
         raise CommandRefused(f"{device_id} is not a speaker: it came from {self.name}, which has none hubd can command")
 
-    def unexported_devices(self) -> dict[str, list[str]]:
-        """Devices this dialect leaves out entirely, by name, with a reason per entity (for the status page)."""
-        return {}
+    def unexported_devices(self) -> list[Unexported]:
+        """Devices this dialect leaves out entirely, with their endpointIds and a reason per entity (for the status
+        page and the devices page), sorted by name."""
+        return []
+
+    def reconfigure(self, selection: Selection) -> list[DeviceInput]:
+        """Take a new selection (include/exclude, doorbells) at run time and say what re-evaluating the devices it
+        knows means: configs announced again (a doorbell declared, a device newly included), devices gone (newly
+        excluded). The bridge hands the inputs to the registry as a batch, never while it pumps. Default: the
+        dialect has nothing to select (no inputs)."""
+        return []
+
+    def doorbell_events(self, device_id: str) -> tuple[str, ...]:
+        """The events a press of this endpoint's button could be (what the device announces), to pick one of when
+        declaring it a doorbell; () when it announces none (any event may still be declared)."""
+        return ()
 
     def owns_command_topic(self, topic: str) -> bool:
         """Whether `topic` is where this dialect's own devices take commands (so no discovered entity may publish

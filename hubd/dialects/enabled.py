@@ -1,11 +1,12 @@
 """The table of device dialects: which ones the config enables, built in claim order (`build_dialects`).
 
-A topic is decoded by the first dialect that claims it, so the order is the table's: hubd's own topics, then the
+`selections` says what each imports and which buttons are doorbells, for a change at run time. A topic is decoded by
+the first dialect that claims it, so the order is the table's: hubd's own topics, then the
 dialects that import a maker natively (zigbee2mqtt, Tasmota), then Home Assistant discovery, which gets the
 dialects before it and leaves to them the devices they import natively (`Dialect.imports_natively`): "left to
-the native import" is each native dialect's own data, not a flag between dialects. `hubd.app` makes the one
-call; a new dialect is one row here. Each row imports its dialect only when enabled (Jinja2, say, is loaded
-only with Home Assistant discovery on).
+the native import" is each native dialect's own data, not a flag between dialects. `hubd.app` builds them (one
+call), `hubd.owner.live` asks for their selection; a new dialect is one row here. Each row imports its dialect
+only when enabled (Jinja2, say, is loaded only with Home Assistant discovery on).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from hubd.config import HubdConfig
-from hubd.dialects.base import Dialect, PublishRules
+from hubd.dialects.base import Dialect, PublishRules, Selection
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,8 @@ class DialectKind:
     name: str
     enabled: Callable[[HubdConfig], bool]
     build: Callable[[HubdConfig, Sequence[Dialect]], Dialect]
+    # Its config section's include and exclude globs, for a selection made at run time (None: it selects nothing).
+    globs: Callable[[HubdConfig], tuple[Sequence[str], Sequence[str]]] | None = None
 
 
 def _native(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
@@ -53,9 +56,12 @@ def _homeassistant(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
 
 KINDS: tuple[DialectKind, ...] = (
     DialectKind("native", lambda config: True, _native),
-    DialectKind("zigbee2mqtt", lambda config: config.zigbee2mqtt.enabled, _zigbee2mqtt),
-    DialectKind("tasmota", lambda config: config.tasmota.enabled, _tasmota),
-    DialectKind("homeassistant", lambda config: config.homeassistant.enabled, _homeassistant),
+    DialectKind("zigbee2mqtt", lambda config: config.zigbee2mqtt.enabled, _zigbee2mqtt,
+                lambda config: (config.zigbee2mqtt.include, config.zigbee2mqtt.exclude)),
+    DialectKind("tasmota", lambda config: config.tasmota.enabled, _tasmota,
+                lambda config: (config.tasmota.include, config.tasmota.exclude)),
+    DialectKind("homeassistant", lambda config: config.homeassistant.enabled, _homeassistant,
+                lambda config: (config.homeassistant.include, config.homeassistant.exclude)),
 )
 
 
@@ -74,3 +80,15 @@ def build_dialects(config: HubdConfig) -> list[Dialect]:
         if kind.enabled(config):
             built.append(kind.build(config, tuple(built)))
     return built
+
+
+def selections(config: HubdConfig, doorbells: Sequence[tuple[str, str]] = ()) -> dict[str, Selection]:
+    """Each enabled dialect's selection now (`Dialect.reconfigure`): its section's include/exclude, and the config's
+    doorbells followed by `doorbells` (the owner's, `(glob, event)`), by dialect name."""
+    declared = (*((d.device, d.event) for d in config.doorbells), *doorbells)
+    out: dict[str, Selection] = {}
+    for kind in KINDS:
+        if kind.globs is not None and kind.enabled(config):
+            include, exclude = kind.globs(config)
+            out[kind.name] = Selection(tuple(include), tuple(exclude), declared)
+    return out

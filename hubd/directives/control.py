@@ -176,7 +176,7 @@ class Controls:
                  operation: str) -> tuple[Device, Target, StateValue | None, list[Outgoing]]:
         """The device, the target, the state before and the publishes; DirectiveError for anything that stops
         the command."""
-        device = addressed_device(directive, self._registry.get)
+        device = addressed_device(directive, self._registry.platform_device)  # one the owner hid is not there
         capability = device.config.capability(interface.name)
         if capability is None or operation not in capability.supportedOperations:
             offered = capability.supportedOperations if capability else []
@@ -216,7 +216,7 @@ class Controls:
                             "platform", item.device_id, interface, item.target.operation, self._confirm_wait_s)
                 return
             self._controls.inc(label="confirmed_late")
-            if item.correlation_token is None:
+            if item.correlation_token is None or device.hidden:  # hidden since: the platform has no such device
                 return
             users = await self._users_of(item.user)
             if not users:

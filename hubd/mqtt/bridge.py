@@ -7,6 +7,8 @@ waits out a disk refusing writes (the registry does) holds the batch unacked mea
 the rest, and the pump goes on once the commit went through.
 Downstream: `publish()` for set/command messages, waiting briefly for a connection.
 Owns hubd's own status topic (`B/status`): `online` once subscribed, `offline` on stop and as the will.
+`reconfigure()` hands the dialects a new selection (include/exclude, doorbells: SIGHUP, the devices page) and the
+sink what that changes, as a batch of its own between two of the pump's, connected or not.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from hubd.devices.model import Route
-from hubd.dialects.base import Decoded, Dialect, InputRejected, Outgoing, input_kind
+from hubd.dialects.base import Decoded, Dialect, InputRejected, Outgoing, Selection, input_kind
 from hubd.errors import MqttRejected, MqttUnavailable, StoreError
 from hubd.failures import MessageFailures
 from hubd.lifecycle import Backoff, Clock, Health, SystemClock
@@ -94,6 +96,7 @@ class MqttBridge:
         self._health = health
         self._backoff = backoff or Backoff(initial_s=0.5, cap_s=30.0)
         self._short_sessions = 0  # sessions in a row that the broker ended soon after they began
+        self._batch_lock = asyncio.Lock()  # a batch of the pump's, or a reconfiguration: one at a time
         self._connected = asyncio.Event()
         self._received = metrics.counter("hubd_mqtt_messages_total", "MQTT messages received, by kind", "kind")
         self._ignored = metrics.counter("hubd_mqtt_ignored_total", "MQTT messages on topics hubd does not use")
@@ -187,6 +190,31 @@ class MqttBridge:
             await self._client.publish(message.topic, message.payload, qos=message.qos, retain=message.retain,
                                        timeout_s=max(0.0, deadline - loop.time()))
 
+    async def reconfigure(self, selections: Mapping[str, Selection]) -> None:
+        """Give each dialect named its new selection and hand the sink what that changes (devices announced again,
+        gone), as one batch between two of the pump's; returns once committed. A dialect that fails is logged
+        and keeps what it had."""
+        async with self._batch_lock:
+            now = time.time()
+            decoded: list[Decoded] = []
+            for dialect in self._dialects:
+                selection = selections.get(dialect.name)
+                if selection is None:
+                    continue
+                try:
+                    inputs = tuple(dialect.reconfigure(selection))
+                except Exception as err:  # one dialect's bug must not stop the others (nor hubd)
+                    self._failures.record(log, f"(the {dialect.name} selection)", f"the {dialect.name} dialect", err)
+                    continue
+                if inputs:
+                    decoded.append(Decoded(f"(the {dialect.name} selection)", now, True, inputs, dialect.name))
+            added, removed = self._subscriptions.changes()
+            self._subscriptions.later(added, removed)
+            if decoded:
+                await self._sink.handle(decoded)
+        log.info("the dialects took their new selection (%s): %d changes handed on",
+                 ", ".join(sorted(selections)) or "none", sum(len(d.inputs) for d in decoded))
+
     async def _session(self) -> None:
         """One connection: subscribe and announce while already taking in what the broker sends.
 
@@ -233,27 +261,33 @@ class MqttBridge:
     async def _pump(self) -> None:
         while True:
             batch = await self._client.next_batch(BATCH_MAX)
-            fresh = await self._not_yet_stored(batch)
-            # Noted as in flight before they are read, cleared once committed: a message hubd dies on comes back
-            # alone at the next start, and one it died on twice is set aside unread (hubd/mqtt/inflight.py).
-            for step in self._inflight.plan(fresh):
-                self._inflight.begin(step)
-                decoded = [self._set_aside(step.messages[0], step.deaths)] if step.set_aside \
-                    else self._decode(step.messages)
-                decoded = self._pending_inputs() + decoded  # before: a device another dialect just took over
-                added, removed = self._subscriptions.changes()
-                if added and self._subscribe_first:  # a device reaches the platform once its states reach hubd
-                    await self._subscriptions.subscribe_now(added)
-                    added = []
-                self._subscriptions.later(added, removed)
-                await self._sink.handle(decoded, [receipt(m.mid, m.topic, m.payload) for m in step.messages if m.qos])
-                self._inflight.end(step)
+            async with self._batch_lock:
+                fresh = await self._pump_batch(batch)
             self._client.ack(batch)
             committed = time.monotonic()  # the messages' clock (Message.received_at), not the injected one
             observe = self._stages.observe
             for message in fresh:
                 if message.received_at:
                     observe(committed - message.received_at, "mqtt_to_commit")
+
+    async def _pump_batch(self, batch: Sequence[Message]) -> Sequence[Message]:
+        """Decode a batch and hand it on; the messages not yet stored (what it committed)."""
+        fresh = await self._not_yet_stored(batch)
+        # Noted as in flight before they are read, cleared once committed: a message hubd dies on comes back
+        # alone at the next start, and one it died on twice is set aside unread (hubd/mqtt/inflight.py).
+        for step in self._inflight.plan(fresh):
+            self._inflight.begin(step)
+            decoded = [self._set_aside(step.messages[0], step.deaths)] if step.set_aside \
+                else self._decode(step.messages)
+            decoded = self._pending_inputs() + decoded  # before: a device another dialect just took over
+            added, removed = self._subscriptions.changes()
+            if added and self._subscribe_first:  # a device reaches the platform once its states reach hubd
+                await self._subscriptions.subscribe_now(added)
+                added = []
+            self._subscriptions.later(added, removed)
+            await self._sink.handle(decoded, [receipt(m.mid, m.topic, m.payload) for m in step.messages if m.qos])
+            self._inflight.end(step)
+        return fresh
 
     async def _not_yet_stored(self, batch: Sequence[Message]) -> Sequence[Message]:
         """The batch without the redeliveries (DUP) of messages whose effects a commit already holds: hubd

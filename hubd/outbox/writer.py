@@ -28,7 +28,7 @@ from hubd.metrics import Metrics
 from hubd.outbox.decide import decide, discovery_events
 from hubd.outbox.feed import OutboxFeed
 from hubd.store.db import Database
-from hubd.store.devices import DeviceRows, load_devices_blocking, write_rows_blocking
+from hubd.store.devices import DeviceRows, platform_endpoints_blocking, write_rows_blocking
 from hubd.store.grants import Grant, replace_grant_blocking
 from hubd.store.outbox import Written, count_by_name, delete_rows_blocking, insert_events_blocking
 from hubd.store.receipts import Receipt, record_receipts_blocking
@@ -75,9 +75,9 @@ class OutboxWriter:
         """Store a new grant and queue its user's AddOrUpdateReport of every device, in ONE transaction.
 
         The devices are read in that transaction, so every device change is either in this report or
-        queued for the user after it. The rows are barriers: they go before the events kept for the user
-        (a dead grant's), so the platform knows the endpoints first. The token manager wakes the sender
-        once the grant is active.
+        queued for the user after it; the devices the owner hid are left out, the others carry the owner's
+        names. The rows are barriers: they go before the events kept for the user (a dead grant's), so the
+        platform knows the endpoints first. The token manager wakes the sender once the grant is active.
         """
         written = await self._db.call(_commit_grant_blocking, grant, self._namespace, time.time())
         self._written(written, wake=False)
@@ -125,7 +125,7 @@ def _commit_grant_blocking(conn: sqlite3.Connection, grant: Grant, namespace: st
     with conn:
         conn.execute("BEGIN IMMEDIATE")
         replace_grant_blocking(conn, grant)
-        endpoints = [device.endpoint() for device in load_devices_blocking(conn)]
+        endpoints = platform_endpoints_blocking(conn)  # with the owner's names and rooms, none the owner hid
         return insert_events_blocking(conn, discovery_events(namespace, endpoints, barrier=True), [grant.user_id], now)
 
 

@@ -2,7 +2,8 @@
 
 Each device shows where it came from (`source`: native, homeassistant or zigbee2mqtt) and its entities, each
 exported or not and why; devices of an import none of whose entities is exported never reach the registry,
-so the dialects themselves (`Dialect.unexported_devices`) list them under `unexported`.
+so the dialects themselves (`Dialect.unexported_devices`) list them under `unexported`, with the endpointId each
+would have.
 
 The page (`hubd.status.page`) comes with the current status in a JSON data block, so it shows everything at
 once, and then polls `GET /api/status` every 2 s and redraws what changed, without a reload. Polling rather
@@ -11,6 +12,11 @@ than Server-Sent Events: a poll is one ordinary request that any proxy, the conn
 hub restart or a phone waking from sleep needs no reconnect logic (the next poll works); and the page stops
 polling while hidden. The cost, a small JSON document every 2 s per open page, is built from memory (the
 registry, the outbox index, the event journal); only the webhooks' list is read from SQLite, at most every 5 s.
+
+Each device also carries what the owner's devices page (`hubd.owner`) shows: whether the platform gets it
+(`exposed`), the owner's `overrides`, its own name and room (`described`), the events its button announces
+(`doorbellEvents`) and the latest AddOrUpdateReport or DeleteReport that carried it, with its delivery, from the
+journal (`report`); `one` answers `GET /api/devices/{endpointId}` for that page's API.
 
 Device names and everything else in the data are untrusted: the script sets them as text (never as HTML).
 These routes are local ones (`web/peers.py`). What they read comes in through the ports below (the registry,
@@ -26,12 +32,14 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from hubd.devices.device import Device
-from hubd.dialects.base import Dialect
+from hubd.devices.overrides import Override
+from hubd.dialects.base import Dialect, Unexported
 from hubd.lifecycle import Health
 from hubd.status import page
 from hubd.store.grants import Grant
 
 EVENTS_SHOWN = 30
+REPORTS = frozenset({"AddOrUpdateReport", "DeleteReport"})  # what tells the platform of a device's name and room
 
 
 class Devices(Protocol):
@@ -39,6 +47,12 @@ class Devices(Protocol):
 
     def devices(self) -> list[Device]:
         """Every known device, sorted by id."""
+
+    def get(self, device_id: str) -> Device | None:
+        """One device, or None."""
+
+    def override_of(self, device_id: str) -> Override:
+        """The owner's override of an endpoint (an empty one when none)."""
 
 
 class Grants(Protocol):
@@ -92,6 +106,7 @@ class StatusRoutes:
         self._tokens = tokens
         self._outbox = outbox
         self._imports = imports
+        self._by_name = {dialect.name: dialect for dialect in imports}
         self._journal = journal
         self._webhooks = webhooks
 
@@ -110,30 +125,73 @@ class StatusRoutes:
     async def _users(self, request: web.Request) -> web.Response:
         return web.json_response({"users": self._user_list(), "pendingEvents": self._outbox.depth()})
 
+    def one(self, endpoint_id: str) -> dict[str, Any] | None:
+        """One device as `GET /api/devices` lists it (`"exported": true`), or one listed as not exported
+        (`"exported": false`); None when neither."""
+        reports = self._reports()
+        device = self._registry.get(endpoint_id)
+        if device is not None:
+            return {**self._device(device, reports), "exported": True}
+        for source in self._imports:
+            for unexported in source.unexported_devices():
+                if unexported.endpoint_id == endpoint_id:
+                    return {**self._unexported_item(source.name, unexported, reports), "exported": False}
+        return None
+
     def _device_list(self) -> list[dict[str, Any]]:
-        out = []
-        for device in self._registry.devices():
-            item = device.endpoint()
-            item["online"] = device.online
-            item["availability"] = {True: "online", False: "offline", None: "unknown"}[device.online]
-            item["lastSeen"] = device.last_seen
-            if device.config.displayType == "speaker":
-                item["sn"] = device.config.sn or device.device_id
-                item["tags"] = list(device.config.tags)
-            item["source"] = device.origin.source
-            if device.origin.naming:  # the name is hubd's choice, not the source's: why
-                item["naming"] = device.origin.naming
-            item["entities"] = _entities(device)
-            out.append(item)
-        return out
+        reports = self._reports()
+        return [self._device(device, reports) for device in self._registry.devices()]
+
+    def _device(self, device: Device, reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        item = device.endpoint()
+        item["online"] = device.online
+        item["availability"] = {True: "online", False: "offline", None: "unknown"}[device.online]
+        item["lastSeen"] = device.last_seen
+        if device.config.displayType == "speaker":
+            item["sn"] = device.config.sn or device.device_id
+            item["tags"] = list(device.config.tags)
+        item["source"] = device.origin.source
+        if device.origin.naming:  # the name is hubd's choice, not the source's: why
+            item["naming"] = device.origin.naming
+        item["entities"] = _entities(device)
+        described = device.described
+        item["exposed"] = not device.hidden
+        item["overrides"] = self._registry.override_of(device.device_id).as_json()
+        item["described"] = {"displayName": described.displayName, "recommendRoomName": described.recommendRoomName}
+        dialect = self._by_name.get(device.route.dialect)
+        item["doorbellEvents"] = list(dialect.doorbell_events(device.device_id)) if dialect is not None else []
+        item["report"] = reports.get(device.device_id)
+        return item
 
     def _unexported(self) -> list[dict[str, Any]]:
-        return [{"source": source.name, "name": name, "entities": list(reasons)}
-                for source in self._imports
-                for name, reasons in sorted(source.unexported_devices().items())]
+        reports = self._reports()
+        return [self._unexported_item(source.name, u, reports)
+                for source in self._imports for u in source.unexported_devices()]
+
+    def _unexported_item(self, source: str, unexported: Unexported, reports: dict[str, dict[str, Any]],
+                         ) -> dict[str, Any]:
+        return {"source": source, "endpointId": unexported.endpoint_id, "name": unexported.name,
+                "entities": list(unexported.reasons), "doorbellEvents": list(unexported.events),
+                "overrides": self._registry.override_of(unexported.endpoint_id).as_json(),
+                "report": reports.get(unexported.endpoint_id)}
+
+    def _reports(self) -> dict[str, dict[str, Any]]:
+        """Each endpoint's latest AddOrUpdateReport or DeleteReport the journal holds, with its delivery."""
+        out: dict[str, dict[str, Any]] = {}
+        for event in self._journal.events() if self._journal is not None else []:  # newest first
+            if event["name"] not in REPORTS:
+                continue
+            report = {key: event[key] for key in ("name", "userId", "status", "error", "createdAt", "deliveredAt")}
+            for endpoint in event["endpoints"]:
+                out.setdefault(endpoint, report)
+        return out
+
+    def listing(self) -> dict[str, Any]:
+        """`{"devices": [...], "unexported": [...]}`: what `GET /api/devices` answers."""
+        return {"devices": self._device_list(), "unexported": self._unexported()}
 
     async def _devices(self, request: web.Request) -> web.Response:
-        return web.json_response({"devices": self._device_list(), "unexported": self._unexported()})
+        return web.json_response(self.listing())
 
     async def status(self) -> dict[str, Any]:
         """Everything the page shows, as `GET /api/status` answers it."""

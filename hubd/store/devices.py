@@ -3,8 +3,11 @@
 Every SQL statement on it, and the row's encoding both ways (`device_row`, `load_devices_blocking`). The
 registry is its only writer, and writes only through the outbox writer's transaction (`write_rows_blocking`,
 inside the caller's transaction), so device rows and the events they cause are durable together; the
-registry reads it at start, and a new grant's AddOrUpdateReport reads it in the grant's transaction.
-A config is stored as its `canonical()` text, states as {interface: [value, timeOfSample]}.
+registry reads it at start, and a new grant's AddOrUpdateReport reads it in the grant's transaction
+(`platform_endpoints_blocking`, with the owner's overrides of `hubd.store.overrides`, written in the same
+transaction as the rows). A config is stored as its `canonical()` text: the device's own, as its dialect described
+it, never with the owner's name or room (those are applied when it is loaded); states as
+{interface: [value, timeOfSample]}.
 """
 
 from __future__ import annotations
@@ -12,26 +15,29 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass
+from typing import Any
 
 from hubd.devices.device import Device
 from hubd.devices.model import EntityNote, Origin, Route, StateSample, load_config
+from hubd.store.overrides import OverrideRow, load_overrides_blocking, write_overrides_blocking
 
 DeviceRow = tuple[str, str, str, int | None, str, str, str]  # id, config, states, online, dialect, address, origin
 
 
 @dataclass(frozen=True, slots=True)
 class DeviceRows:
-    """What to persist for a batch: rows to upsert and ids to delete."""
+    """What to persist for a batch: rows to upsert and ids to delete (and the owner's overrides that changed)."""
 
     upserts: tuple[DeviceRow, ...]
     deletes: tuple[str, ...]
+    overrides: tuple[OverrideRow, ...] = ()
 
 
 def device_row(device: Device) -> DeviceRow:
     """The device's `devices` table row."""
     states = {k: [s.value, s.time_of_sample] for k, s in device.states.items()}
     online = None if device.online is None else int(device.online)
-    return (device.device_id, device.config.canonical(), json.dumps(states, separators=(",", ":")), online,
+    return (device.device_id, device.described.canonical(), json.dumps(states, separators=(",", ":")), online,
             device.route.dialect, device.route.address, _origin_json(device.origin))
 
 
@@ -56,6 +62,23 @@ def write_rows_blocking(conn: sqlite3.Connection, rows: DeviceRows) -> None:
         rows.upserts,
     )
     conn.executemany("DELETE FROM devices WHERE id = ?", [(d,) for d in rows.deletes])
+    if rows.overrides:
+        write_overrides_blocking(conn, rows.overrides)
+
+
+def platform_endpoints_blocking(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    """The platform's Endpoint (with states) of every device the owner did not hide, with the owner's name and room:
+    what a new grant's AddOrUpdateReport carries (read in the grant's transaction)."""
+    overrides = load_overrides_blocking(conn)
+    out = []
+    for device in load_devices_blocking(conn):
+        override = overrides.get(device.device_id)
+        if override is not None:
+            if override.hidden:
+                continue
+            device.config = override.apply(device.config)
+        out.append(device.endpoint())
+    return out
 
 
 def _origin_json(origin: Origin) -> str:

@@ -16,13 +16,15 @@ from pathlib import Path
 
 STEP_PAGES = 1024  # pages per backup step (4 MiB at SQLite's default page size)
 # When hubd recorded something it would not get back by itself: an event queued or given up on, a grant
-# stored or refreshed, a login or token of the driver, a webhook made, rotated or revoked or called. Epoch
+# stored or refreshed, a login or token of the driver, a webhook made, rotated or revoked or called, an
+# override of the owner's set or cleared, an admin token made or revoked. Epoch
 # seconds; a table or column a database lacks is skipped (older schemas). New tables' times belong here.
 ACTIVITY_COLUMNS = (
     ("outbox", "created_at"), ("dead_letters", "dead_at"), ("grants", "obtained_at"),
     ("driver_grants", "created_at"), ("driver_grants", "revoked_at"), ("driver_tokens", "created_at"),
     ("driver_tokens", "rotated_at"), ("webhook_tokens", "created_at"), ("webhook_tokens", "rotated_at"),
-    ("webhook_tokens", "revoked_at"), ("webhook_commands", "created_at"),
+    ("webhook_tokens", "revoked_at"), ("webhook_commands", "created_at"), ("device_overrides", "updated_at"),
+    ("admin_tokens", "created_at"), ("admin_tokens", "revoked_at"),
 )
 
 

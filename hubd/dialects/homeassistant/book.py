@@ -69,6 +69,14 @@ class EntityBook:
                 return other
         return None
 
+    def declare(self, doorbells: Sequence[tuple[Globs, str]]) -> None:
+        """New doorbell declarations: taken when devices are next worked out (`apply`)."""
+        self._doorbells = doorbells
+
+    def device_of(self, key: tuple[str, str]) -> set[tuple[str, str]]:
+        """The keys of every record of the device this record belongs to."""
+        return self._component(key) if key in self.records else set()
+
     def reads(self, topic: str) -> bool:
         """Whether an entity reads this topic."""
         return topic in self._topics

@@ -144,14 +144,17 @@ def names_of(record: Record) -> list[str | None]:
 
 
 def assign_doorbells(records: Sequence[Record], declared: Sequence[tuple[Globs, str]]) -> None:
-    """Mark the device's doorbell entities: doorbell-class events, and per declaration its best candidate."""
+    """Mark the device's doorbell entities: doorbell-class events, and per declaration its best candidate. A
+    declaration names the device (its name, identifiers, an entity's unique_id) or its endpointId (the owner's)."""
     for record in records:
         record.doorbell = ANY_EVENT if record.component == "event" and record.entity.part is not None else None
+    ids = _endpoint_ids(records) if declared else []
     for globs, event in declared:
         candidates = []
         for record in records:
             possible = record.entity.press_events()
-            if not record.included or record.entity.setting or possible is None or not globs.any(names_of(record)):
+            if not record.included or record.entity.setting or possible is None or \
+                    not globs.any([*names_of(record), *ids]):
                 continue
             if possible and event.casefold() not in {p.casefold() for p in possible}:
                 continue
@@ -161,6 +164,12 @@ def assign_doorbells(records: Sequence[Record], declared: Sequence[tuple[Globs, 
             best = min(candidates, key=lambda c: c[:3])[3]
             if best.doorbell is None:
                 best.doorbell = event
+
+
+def _endpoint_ids(records: Sequence[Record]) -> list[str]:
+    """The endpointId of the device the records make (the one it was restored with too, while held)."""
+    pinned = [r.pinned for r in records if r.pinned is not None]
+    return [device_id_of(records), *pinned]
 
 
 def device_id_of(records: Sequence[Record]) -> str:

@@ -31,11 +31,13 @@ from hubd.dialects.base import (
     InputRejected,
     Outgoing,
     PublishRules,
+    Selection,
+    Unexported,
 )
 from hubd.dialects.homeassistant.actuators import Climate, Cover, Fan, Scene, Switch
 from hubd.dialects.homeassistant.address import read_address
 from hubd.dialects.homeassistant.book import EntityBook
-from hubd.dialects.homeassistant.devices import DIALECT, Globs, Record, names_of, note_of
+from hubd.dialects.homeassistant.devices import DIALECT, Globs, Record, device_id_of, names_of, note_of
 from hubd.dialects.homeassistant.discovery import (
     COMPONENTS,
     DEVICE_COMPONENT,
@@ -232,20 +234,44 @@ class HomeAssistantDialect(Dialect):
         """Stop the render process."""
         self.templates.close()
 
-    def unexported_devices(self) -> dict[str, list[str]]:
-        """Devices none of whose entities is exported, by name, with each entity's reason (for the status page)."""
+    def unexported_devices(self) -> list[Unexported]:
+        """Devices none of whose entities is exported, with each entity's reason (for the status page), by name."""
         groups: dict[str, list[Record]] = {}
         for record in self._book.records.values():
             device = record.device
             groups.setdefault((device.identifiers or device.connections[0])[0] if device else record.label,
                               []).append(record)
-        out: dict[str, list[str]] = {}
+        out: list[Unexported] = []
         for records in groups.values():
             if all(r.endpoint is None for r in records):
                 first = records[0]
                 name = (first.device.name if first.device else None) or first.unique_id or first.label
-                out[name] = [f"{r.label}: {note_of(r).reason}" for r in records]
-        return out
+                out.append(Unexported(device_id_of(records), name, tuple(
+                    f"{r.label}: {note_of(r).reason}" for r in records),
+                    _press_events(records)))
+        return sorted(out, key=lambda u: (u.name, u.endpoint_id))
+
+    def reconfigure(self, selection: Selection) -> list[DeviceInput]:
+        """New include/exclude and doorbells: every entity selected again, its device announced again or gone
+        where that changes it."""
+        self._include, self._exclude = Globs(selection.include), Globs(selection.exclude)
+        self._book.declare([(Globs([device]), event) for device, event in selection.doorbells])
+        changed: dict[tuple[str, str], Record | None] = {}
+        for key, record in self._book.records.items():
+            names = names_of(record)
+            included = self._include.any(names) and not self._exclude.any(names)
+            # Worked out again: the devices of entities selected differently, and of those a press could ring.
+            if included != record.included or record.entity.press_events() is not None:
+                record.included = included
+                changed[key] = record
+        return self._book.apply(changed)
+
+    def doorbell_events(self, device_id: str) -> tuple[str, ...]:
+        """The events the device's entities announce (event types, triggers' subtypes and payloads)."""
+        endpoint = self._book.endpoints.get(device_id)
+        if endpoint is None or not endpoint.keys:
+            return ()
+        return _press_events([self._book.records[k] for k in self._book.device_of(endpoint.keys[0])])
 
     # Discovery configs.
 
@@ -357,3 +383,11 @@ class HomeAssistantDialect(Dialect):
             entity.reason = f"no platform interface for {component} (not in the mapping table)"
         return entity
 
+
+def _press_events(records: Sequence[Record]) -> tuple[str, ...]:
+    """The events the records announce, each once, in key order."""
+    found: dict[str, None] = {}
+    for record in sorted(records, key=lambda r: r.key):
+        for event in record.entity.press_events() or ():
+            found.setdefault(event, None)
+    return tuple(found)

@@ -32,7 +32,9 @@ from hubd.dialects.base import (
     InputRejected,
     Outgoing,
     PressReceived,
+    Selection,
     StateReceived,
+    Unexported,
 )
 from hubd.dialects.tasmota.commands import command
 from hubd.dialects.tasmota.discovery import (
@@ -73,6 +75,10 @@ class Known:
         """The topics its states, sensors and availability come on."""
         where = self.first.topics
         return [where.tele + t for t in _TELE_TOPICS] + [where.stat + t for t in _STAT_TOPICS]
+
+
+# What a button reports with SetOption73 (`{"Button1":{"Action":"DOUBLE"}}`): its multi-presses and a long press.
+BUTTON_ACTIONS = ("SINGLE", "DOUBLE", "TRIPLE", "QUAD", "PENTA", "HOLD")
 
 
 class TasmotaDialect(Dialect):
@@ -199,9 +205,25 @@ class TasmotaDialect(Dialect):
                 return True
         return False
 
-    def unexported_devices(self) -> dict[str, list[str]]:
-        """Devices not imported, by name, with why (left out, nothing exported, a config hubd cannot use)."""
-        return {name: reasons for name, reasons in self._left_out.values()}
+    def unexported_devices(self) -> list[Unexported]:
+        """Devices not imported, with why (left out, nothing exported, a config hubd cannot use), by name."""
+        out = [Unexported(mapping.endpoint_id(mac), name, tuple(reasons),
+                          press_events(self._infos[mac]) if mac in self._infos else ())
+               for mac, (name, reasons) in self._left_out.items()]
+        return sorted(out, key=lambda u: (u.name, u.endpoint_id))
+
+    def reconfigure(self, selection: Selection) -> list[DeviceInput]:
+        """New include/exclude and doorbells: every device announced again where that changes it, or gone."""
+        self._include, self._exclude = Globs(selection.include), Globs(selection.exclude)
+        self._doorbells = [(Globs([device]), event) for device, event in selection.doorbells]
+        return [item for mac in list(self._infos) for item in self._rebuild(mac)]
+
+    def doorbell_events(self, device_id: str) -> tuple[str, ...]:
+        """The actions its buttons (SetOption73) and switches (SetOption114) report."""
+        for mac, known in self._devices.items():
+            if device_id in {endpoint_id for endpoint_id, _ in known.endpoints} and mac in self._infos:
+                return press_events(self._infos[mac])
+        return ()
 
     # Discovery messages.
 
@@ -249,7 +271,7 @@ class TasmotaDialect(Dialect):
         if not self._include.any(names) or self._exclude.any(names):
             self._left_out[mac] = (info.name(), ["left out by tasmota.include/exclude"])
             return self._drop(mac)
-        event = next((e for globs, e in self._doorbells if globs.any(names)), None)
+        event = next((e for globs, e in self._doorbells if globs.any([*names, mapping.endpoint_id(mac)])), None)
         built = build(info, self._sensors.get(mac), event)
         if not built.configs:
             self._left_out[mac] = (info.name(), [built.reason])
@@ -347,3 +369,12 @@ class TasmotaDialect(Dialect):
 def _shares_topics(known: Known, topics: Sequence[str]) -> bool:
     where = known.first.topics
     return any(t.startswith((where.cmnd, where.stat, where.tele)) for t in topics)
+
+
+def press_events(info: TasmotaInfo) -> tuple[str, ...]:
+    """The actions a device's buttons (SetOption73: SINGLE ... HOLD) and switches (SetOption114: its state texts,
+    ON, OFF, TOGGLE, HOLD as it spells them) report, to declare one a doorbell; () when it reports none."""
+    events: list[str] = list(BUTTON_ACTIONS) if any(info.buttons) else []
+    if any(mode >= 0 for mode in info.switch_modes):
+        events += [t for t in info.state_texts if t]
+    return tuple(dict.fromkeys(events))

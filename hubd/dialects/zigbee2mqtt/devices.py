@@ -63,6 +63,7 @@ class Z2mDevice:
     doorbell: tuple[str, str] | None = None  # (endpoint id, the action value that presses it)
     configs: tuple[ConfigReceived, ...] = ()  # empty for one rebuilt from its routes
     reads: frozenset[str] = field(default_factory=frozenset)  # the state properties its features read
+    actions: tuple[str, ...] = ()  # the values its `action` announces (a press to declare a doorbell with)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,7 @@ class Entry:
     device: Z2mDevice | None
     reason: str = ""
     problems: tuple[str, ...] = ()
+    actions: tuple[str, ...] = ()  # the values its `action` announces
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,12 +115,14 @@ def read_entry(entry: Any, index: int, *, include: Globs, exclude: Globs,
     if reason or not isinstance(definition, dict):
         return Entry(ieee, name, None, reason)
     exposes = read_exposes(definition.get("exposes"), outlet=_is_outlet(definition))
-    event = next((e for globs, e in doorbells if globs.any((name, ieee))), None)
+    # A doorbell is declared by name or identifier (the config), or by endpointId (the owner's devices page).
+    event = next((e for globs, e in doorbells if globs.any((name, ieee, mapping.endpoint_id(ieee)))), None)
     device = build(ieee, name, entry, exposes, event)
+    device.actions = exposes.actions or ()
     problems = tuple(f"{name} ({ieee}): {p}" for p in exposes.problems)
     if not device.slots:
-        return Entry(ieee, name, None, _why_not(exposes, event), problems)
-    return Entry(ieee, name, device, problems=problems)
+        return Entry(ieee, name, None, _why_not(exposes, event), problems, device.actions)
+    return Entry(ieee, name, device, problems=problems, actions=device.actions)
 
 
 def build(ieee: str, name: str, entry: dict[str, Any], exposes: Exposes, event: str | None) -> Z2mDevice:

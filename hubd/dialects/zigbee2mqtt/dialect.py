@@ -21,6 +21,7 @@ from typing import Any
 
 from hubd.config import DoorbellConfig, Zigbee2MqttConfig
 from hubd.devices.model import Origin, Route, StateSample, StateValue, format_time
+from hubd.dialects import mapping
 from hubd.dialects.base import (
     Announced,
     AvailabilityReceived,
@@ -32,7 +33,9 @@ from hubd.dialects.base import (
     InputRejected,
     Outgoing,
     PressReceived,
+    Selection,
     StateReceived,
+    Unexported,
 )
 from hubd.dialects.payload import MAX_PAYLOAD_BYTES, check_nesting
 from hubd.dialects.zigbee2mqtt.devices import (
@@ -80,7 +83,8 @@ class Zigbee2MqttDialect(Dialect):
         self._bridge_online: bool | None = None
         self._device_online: dict[str, bool] = {}  # ieee → what its availability topic said
         self._online_sent: dict[str, bool] = {}  # endpoint id → the availability last reported
-        self._left_out: dict[str, str] = {}  # friendly_name → why it is not imported
+        self._left_out: dict[str, tuple[str, str, tuple[str, ...]]] = {}  # friendly_name → ieee, why not, actions
+        self._list: bytes | None = None  # the last device list read, read again by `reconfigure`
         self._listed = False  # a bridge/devices list was read
         self._entries: dict[str, tuple[bytes, Entry]] = {}  # ieee → its last entry's digest and reading
         self._early: dict[str, tuple[bytes, float]] = {}  # topic after the base → (payload, received at)
@@ -159,9 +163,27 @@ class Zigbee2MqttDialect(Dialect):
             any(i.startswith("zigbee2mqtt_") for i in announced.identifiers)
         return made_here and any(topic.startswith(self._prefix) for topic in announced.topics)
 
-    def unexported_devices(self) -> dict[str, list[str]]:
-        """Devices of the list that are not imported, by friendly name, with why (for the status page)."""
-        return {name: [reason] for name, reason in self._left_out.items()}
+    def unexported_devices(self) -> list[Unexported]:
+        """Devices of the list that are not imported, with why (for the status page), by friendly name."""
+        return [Unexported(mapping.endpoint_id(ieee), name, (reason,), actions)
+                for name, (ieee, reason, actions) in sorted(self._left_out.items())]
+
+    def reconfigure(self, selection: Selection) -> list[DeviceInput]:
+        """New include/exclude and doorbells: the last device list read again with them (what it changes)."""
+        self._include, self._exclude = Globs(selection.include), Globs(selection.exclude)
+        self._doorbells = [(Globs([device]), event) for device, event in selection.doorbells]
+        if self._list is None:
+            return []  # nothing listed yet: the list is read with them when it comes
+        self._entries = {}  # each entry's reading depends on the selection
+        found = self._device_list(f"{self._prefix}bridge/devices", self._list)
+        return [item for item in found if not isinstance(item, InputRejected)]  # said when the list came
+
+    def doorbell_events(self, device_id: str) -> tuple[str, ...]:
+        """The values the device's `action` announces."""
+        for device in self._devices.values():
+            if any(slot.endpoint_id == device_id for slot in device.slots):
+                return device.actions
+        return ()
 
     # bridge/devices.
 
@@ -185,10 +207,11 @@ class Zigbee2MqttDialect(Dialect):
         if len(data) > self._max_devices:
             return [InputRejected("config", f"{topic}: {len(data)} devices; hubd takes at most "
                                             f"{self._max_devices}, so nothing changed")]
+        self._list = payload
         out: list[DeviceInput] = []
         devices: dict[str, Z2mDevice] = {}
         names: dict[str, str] = {}  # friendly_name → the ieee_address that has it
-        left_out: dict[str, str] = {}
+        left_out: dict[str, tuple[str, str, tuple[str, ...]]] = {}
         previous, self._entries = self._entries, {}
         for index, raw in enumerate(data):
             entry = self._entry(raw, index, previous)
@@ -207,7 +230,7 @@ class Zigbee2MqttDialect(Dialect):
             elif entry.name is None and entry.ieee in self._devices:  # malformed now: keep what it was
                 devices[entry.ieee or ""] = self._devices[entry.ieee or ""]
             elif entry.name is not None:
-                left_out[entry.name] = entry.reason
+                left_out[entry.name] = (entry.ieee or "", entry.reason, entry.actions)
         self._left_out = left_out
         self._listed = True
         out += self._apply(devices)
