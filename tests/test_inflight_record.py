@@ -1,5 +1,6 @@
 """The in-flight record (hubd.mqtt.inflight): what hubd was reading when it died becomes a suspect, read alone
-next time; one it died on twice is set aside, also when it comes again (retained), until its content changes."""
+next time; one it died on twice while alone in flight is set aside, also when it comes again (retained), until its
+content changes."""
 
 from __future__ import annotations
 
@@ -48,27 +49,39 @@ def test_nothing_in_flight_after_a_clean_batch_leaves_an_empty_record(tmp_path: 
     assert _start(path).suspects == {}
 
 
-def test_a_message_hubd_dies_on_is_read_alone_then_set_aside_after_the_second_death(tmp_path: Path) -> None:
+def test_a_message_hubd_dies_on_is_read_alone_then_set_aside_after_two_deaths_alone(tmp_path: Path) -> None:
     path = tmp_path / "hubd.db.inflight"
-    assert _die_reading(_start(path), [A, B, C]) == [((A, B, C), 0)]  # first death: the whole batch suspect
+    assert _die_reading(_start(path), [A, B, C]) == [((A, B, C), 0)]  # a death in a batch: each a suspect
 
     second = _start(path)
-    assert second.suspects == {mark(A): 1, mark(B): 1, mark(C): 1}
+    assert second.suspects == {mark(A): 0, mark(B): 0, mark(C): 0}  # counted against none of them
     # Each suspect alone, in order: A is read and cleared, hubd dies on B.
-    assert _die_reading(second, [A, B, C]) == [((A,), 1), ((B,), 1)]
+    assert _die_reading(second, [A, B, C]) == [((A,), 0), ((B,), 0)]
 
     third = _start(path)
-    assert third.suspects == {mark(B): 2, mark(C): 1}
-    steps = third.plan([B, C, A])
-    assert [(s.messages, s.deaths, s.set_aside) for s in steps] == [((B,), 2, True), ((C,), 1, False),
+    assert third.suspects == {mark(B): 1, mark(C): 0}
+    assert _die_reading(third, [B, C]) == [((B,), 1)]  # read alone again, and dead again
+
+    fourth = _start(path)
+    assert fourth.suspects == {mark(B): 2, mark(C): 0}
+    steps = fourth.plan([B, C, A])
+    assert [(s.messages, s.deaths, s.set_aside) for s in steps] == [((B,), 2, True), ((C,), 0, False),
                                                                      ((A,), 0, False)]
     for step in steps:
-        third.begin(step)
-        third.end(step)
+        fourth.begin(step)
+        fourth.end(step)
     # B stays set aside (a retained message comes at every start); C was read, so it is no suspect any more.
-    fourth = _start(path)
-    assert fourth.suspects == {mark(B): 2}
-    assert [s.set_aside for s in fourth.plan([B, Msg("z/b", b"fixed")])] == [True, False]
+    fifth = _start(path)
+    assert fifth.suspects == {mark(B): 2}
+    assert [s.set_aside for s in fifth.plan([B, Msg("z/b", b"fixed")])] == [True, False]
+
+
+def test_a_message_alone_in_flight_twice_is_set_aside_after_the_second_death(tmp_path: Path) -> None:
+    """One message at a time (the usual case on a quiet hub): each death counts against it."""
+    path = tmp_path / "hubd.db.inflight"
+    assert _die_reading(_start(path), [B]) == [((B,), 0)]
+    assert _die_reading(_start(path), [B]) == [((B,), 1)]
+    assert [s.set_aside for s in _start(path).plan([B])] == [True]
 
 
 def test_a_damaged_or_unwritable_record_never_stops_the_messages(tmp_path: Path) -> None:

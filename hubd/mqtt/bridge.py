@@ -263,7 +263,7 @@ class MqttBridge:
             batch = await self._client.next_batch(BATCH_MAX)
             async with self._batch_lock:
                 fresh = await self._pump_batch(batch)
-            self._client.ack(batch)
+            self._client.ack(batch)  # what is left: those of a step that failed to commit are not acked before
             committed = time.monotonic()  # the messages' clock (Message.received_at), not the injected one
             observe = self._stages.observe
             for message in fresh:
@@ -273,8 +273,13 @@ class MqttBridge:
     async def _pump_batch(self, batch: Sequence[Message]) -> Sequence[Message]:
         """Decode a batch and hand it on; the messages not yet stored (what it committed)."""
         fresh = await self._not_yet_stored(batch)
+        if len(fresh) < len(batch):
+            kept = {id(m) for m in fresh}
+            self._client.ack([m for m in batch if id(m) not in kept])  # stored already: acknowledged only
         # Noted as in flight before they are read, cleared once committed: a message hubd dies on comes back
         # alone at the next start, and one it died on twice is set aside unread (hubd/mqtt/inflight.py).
+        # Each step is acknowledged once committed: the receipts of the last few commits are all that is kept
+        # (hubd.store.receipts), so a batch read in many steps must not wait for its last one to be acknowledged.
         for step in self._inflight.plan(fresh):
             self._inflight.begin(step)
             decoded = [self._set_aside(step.messages[0], step.deaths)] if step.set_aside \
@@ -287,6 +292,7 @@ class MqttBridge:
             self._subscriptions.later(added, removed)
             await self._sink.handle(decoded, [receipt(m.mid, m.topic, m.payload) for m in step.messages if m.qos])
             self._inflight.end(step)
+            self._client.ack(step.messages)
         return fresh
 
     async def _not_yet_stored(self, batch: Sequence[Message]) -> Sequence[Message]:

@@ -7,9 +7,10 @@ broker delivers it again at the next start, before anything else, and hubd dies 
 So the bridge writes the marks of a batch (topic, CRC-32 and length of each payload) to a small file beside the
 database before it decodes them, and empties it once the batch is committed. A record still full at start names
 the messages hubd died on. `plan` then reads each of them alone when it comes again; a message hubd died on
-twice is not read a third time: it is acknowledged and set aside (listed under the status page's problems with
-its topic), and so it is whenever it comes again (a retained one comes at every start) until its content
-changes. The marks are the payload's, not the packet id: a broker that restarted meanwhile sends the same
+twice while it was the only one in flight is not read again: it is acknowledged and set aside (listed under the
+status page's problems with its topic), and so it is whenever it comes again (a retained one comes at every start)
+until its content changes. A death with several messages in flight (hubd killed from outside at some moment, a
+power-cut restart) only makes each a suspect, read alone next time: it counts against none of them. The marks are the payload's, not the packet id: a broker that restarted meanwhile sends the same
 message under another id. A death while the message is still being received (a payload larger than the memory
 left) comes before the record knows it: mosquitto's `message_size_limit` bounds that.
 
@@ -57,7 +58,7 @@ class Step(Generic[M]):
     """Part of a batch: messages to read together, or one to set aside unread (`deaths` > 0)."""
 
     messages: tuple[M, ...]
-    deaths: int = 0  # how often hubd died with it in flight: set aside when DEATHS_TO_SET_ASIDE or more
+    deaths: int = 0  # how often hubd died with it alone in flight: set aside when DEATHS_TO_SET_ASIDE or more
 
     @property
     def set_aside(self) -> bool:
@@ -90,7 +91,9 @@ class InflightRecord:
         suspects = {m: d for m, d in _marks(data.get("suspects"))}
         died = _marks(data.get("inflight"))
         for found, deaths in died:
-            suspects[found] = max(suspects.get(found, 0), deaths) + 1
+            # A death counts against a message only when it was the only one in flight: a death in a batch of
+            # several (hubd killed from outside, a power-cut restart, any of them) makes each a suspect, read alone.
+            suspects[found] = max(suspects.get(found, 0), deaths) + (1 if len(died) == 1 else 0)
         self.suspects = dict(list(suspects.items())[-MAX_SUSPECTS:])
         if died:
             log.warning("hubd stopped while reading %d device message(s) (%s); each is read alone when it comes "
@@ -104,8 +107,8 @@ class InflightRecord:
         steps: list[Step[M]] = []
         run: list[M] = []
         for message in messages:
-            deaths = self.suspects.get(mark(message), 0)
-            if not deaths:
+            deaths = self.suspects.get(mark(message))
+            if deaths is None:
                 run.append(message)
                 continue
             if run:
