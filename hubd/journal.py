@@ -138,7 +138,7 @@ class EventJournal:
         entry = self._entry(event, at)
         entry.status, entry.error, entry.updated_at, entry.retry_at = "held", reason[:MAX_TEXT], at, None
 
-    # --- what the device registry reports (hubd.registry.RejectionObserver) ---------------------------------
+    # --- what the device registry reports (hubd.problems.RejectionObserver) ---------------------------------
 
     def rejected(self, topic: str, reason: str, at: float) -> None:
         """A device message was refused (invalid, or hubd failed on it)."""

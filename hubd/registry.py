@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol
@@ -37,12 +36,12 @@ from hubd.devices.changes import (
     DeviceRemoved,
     DoorbellPressed,
     StatesChanged,
-    describe,
 )
 from hubd.devices.device import Device
 from hubd.devices.model import MAX_DEVICE_ID_CHARS, Route, StateSample, valid_device_id
 from hubd.devices.names import NameIndex
 from hubd.devices.overrides import NO_OVERRIDE, Override
+from hubd.devices.waiters import Waiters
 from hubd.dialects.base import (
     AvailabilityReceived,
     ConfigReceived,
@@ -55,29 +54,15 @@ from hubd.dialects.base import (
     input_kind,
 )
 from hubd.errors import DeviceMessageInvalid, StorageUnavailable
-from hubd.failures import REFUSAL_WINDOW_S, MessageFailures, RefusalLog
+from hubd.failures import REFUSAL_WINDOW_S
 from hubd.metrics import Metrics
+from hubd.problems import DeviceProblems, RejectionObserver
 from hubd.store.db import Database
 from hubd.store.devices import DeviceRows, device_row, load_devices_blocking
 from hubd.store.overrides import OverrideRow, load_overrides_blocking
 from hubd.store.receipts import Receipt
 
 log = logging.getLogger(__name__)
-
-BURST_PRESSES = 10  # presses of one doorbell within BURST_WINDOW_S: a problem to show
-BURST_WINDOW_S = 2.0
-
-
-class RejectionObserver(Protocol):
-    """Told of every device message the registry refuses, and of what else it notices (the event journal,
-    `hubd.journal`); each call O(1)."""
-
-    def rejected(self, topic: str, reason: str, at: float) -> None:
-        """A message on `topic` was refused for `reason` (received at `at`)."""
-
-    def noticed(self, subject: str, problem: str, at: float) -> None:
-        """Something else went wrong for `subject` (a device's burst of presses)."""
-
 
 class ChangeSink(Protocol):
     """The next stage: persists the rows and whatever the changes cause, in one transaction."""
@@ -94,17 +79,11 @@ class DeviceRegistry:
     def __init__(self, db: Database, sink: ChangeSink, metrics: Metrics, *, namespace: str = "Service",
                  rejections: RejectionObserver | None = None) -> None:
         self._db = db
-        self._rejections = rejections
         self._sink = sink
         self._namespace = namespace  # platform.namespace: a "<namespace>.Switch" interface is "Switch"
         self._devices: dict[str, Device] = {}
-        self._waiters: dict[str, list[asyncio.Future[None]]] = {}
-        self._invalid = metrics.counter("hubd_device_messages_invalid_total",
-                                        "device messages ignored as invalid, by kind", "kind")
-        self._failures = MessageFailures(metrics)
-        self._refusals = RefusalLog(log)
-        self._command_errors = RefusalLog(log, what="failed speaker commands", line="%s: %s%s")
-        self._presses: dict[str, deque[float]] = {}  # device → when its last presses came (a burst is a problem)
+        self._waiters = Waiters()
+        self._problems = DeviceProblems(metrics, rejections, self.label)
         self._names = NameIndex()  # displayName → devices, so that a name hubd chose gets a word where two share it
         self._overrides: dict[str, Override] = {}  # endpointId → the owner's override (devices absent too)
         self._lock = asyncio.Lock()  # one batch or owner's change at a time, applied and committed
@@ -123,8 +102,7 @@ class DeviceRegistry:
         """The registry is driven by `handle`; once a minute it sums up the refusals it did not log one by one."""
         while True:
             await asyncio.sleep(REFUSAL_WINDOW_S)
-            self._refusals.flush()
-            self._command_errors.flush()
+            self._problems.flush()
 
     async def stop(self) -> None:
         """Nothing to release."""
@@ -192,26 +170,8 @@ class DeviceRegistry:
 
     async def wait_for_state(self, device_id: str, predicate: Callable[[Device], bool], timeout_s: float) -> bool:
         """Wait until the device's state satisfies `predicate`; False on timeout."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while True:
-            device = self._devices.get(device_id)
-            if device is not None and predicate(device):
-                return True
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return False
-            future: asyncio.Future[None] = loop.create_future()
-            self._waiters.setdefault(device_id, []).append(future)
-            try:
-                async with asyncio.timeout(remaining):
-                    await future
-            except TimeoutError:
-                return False
-            finally:
-                waiters = self._waiters.get(device_id, [])
-                if future in waiters:
-                    waiters.remove(future)
+        return await self._waiters.wait(device_id, lambda: (d := self._devices.get(device_id)) is not None
+                                        and predicate(d), timeout_s)
 
     async def handle(self, batch: Sequence[Decoded], receipts: Sequence[Receipt] = ()) -> None:
         """Apply a batch of decoded messages in order; bad inputs are logged and counted, never raised.
@@ -230,25 +190,17 @@ class DeviceRegistry:
                 try:
                     self._apply(item, decoded, work)
                 except DeviceMessageInvalid as err:
-                    self._invalid.inc(label=input_kind(item))
-                    self._refusals.refused(decoded.topic, str(err))
-                    self._rejected(decoded, str(err))
-                    refused.append(str(err))
+                    refused.append(self._problems.invalid(input_kind(item), decoded.topic, err, decoded.received_at))
                 except Exception as err:  # a bug for this message must not stop the others (nor hubd)
-                    self._invalid.inc(label=input_kind(item))
-                    self._failures.record(log, decoded.topic, "hubd", err)
-                    self._rejected(decoded, f"hubd failed on it ({type(err).__name__}: {err})")
-                    refused.append(f"hubd failed on it ({type(err).__name__})")
+                    refused.append(self._problems.failed(input_kind(item), decoded.topic, err, decoded.received_at))
             if tracing:
-                self._trace(decoded, work.changes[first:], refused)
+                rejected = [i.reason for i in decoded.inputs if isinstance(i, InputRejected)]
+                self._problems.trace(decoded.topic, decoded.source, work.changes[first:], [*refused, *rejected])
         if not work.changes and not work.dirty and not work.deleted:
             return
         rows = DeviceRows(tuple(device_row(d) for d in work.dirty.values()), tuple(sorted(work.deleted)))
         await self._commit(work.changes, rows, receipts)
-        for device_id in {*work.dirty, *work.deleted}:
-            for future in self._waiters.pop(device_id, []):
-                if not future.done():
-                    future.set_result(None)
+        self._waiters.wake({*work.dirty, *work.deleted})
 
     def routes(self, dialect: str) -> list[tuple[str, Route]]:
         """The kept routes of one dialect's devices (device_id, route): what a dialect restores at start."""
@@ -273,9 +225,7 @@ class DeviceRegistry:
 
     def _apply(self, item: DeviceInput, decoded: Decoded, work: _Batch) -> None:
         if isinstance(item, InputRejected):
-            self._invalid.inc(label=item.kind)
-            self._refusals.refused(decoded.topic, item.reason, _clear_hint(item, decoded))
-            self._rejected(decoded, item.reason)
+            self._problems.rejected(item.kind, decoded.topic, item.reason, decoded.retained, decoded.received_at)
             return
         device_id = item.device_id
         if not valid_device_id(device_id):
@@ -317,7 +267,7 @@ class DeviceRegistry:
         elif isinstance(item, PressReceived):
             if not device.hidden:
                 work.changes.append(DoorbellPressed(device_id, item.timestamp))
-            self._count_press(device, decoded)
+            self._problems.pressed(device, decoded.topic, decoded.received_at)
         elif isinstance(item, AvailabilityReceived):
             if device.online != item.online:
                 device.online = item.online
@@ -326,41 +276,12 @@ class DeviceRegistry:
         else:
             work.changes.append(CommandResultReceived(device_id, item.result, decoded.received_at))
             if item.result.status == "error":  # a speaker's failed command: a problem to show, and to log
-                what = f"command {item.result.command_id} failed: {item.result.message or 'no reason given'}"
-                self._command_errors.refused(self.label(device_id), what)
-                if self._rejections is not None:
-                    self._rejections.noticed(self.label(device_id), what, decoded.received_at)
-
-    def _trace(self, decoded: Decoded, changes: Sequence[Change], refused: list[str]) -> None:
-        said = [describe(c, self.label(c.device_id)) for c in changes]
-        said += [f"refused: {why}" for why in refused]
-        if not said:
-            rejected = [i.reason for i in decoded.inputs if isinstance(i, InputRejected)]
-            said = [f"refused: {why}" for why in rejected] or ["nothing changed"]
-        log.debug("MQTT %s (%s): %s", decoded.topic, decoded.source or "?", "; ".join(said))
+                self._problems.command_failed(device_id, item.result, decoded.received_at)
 
     def label(self, device_id: str) -> str:
         """A device as log lines name it: its name and its endpointId ("Desk Lamp (lamp-1)")."""
         device = self._devices.get(device_id)
         return f"{device.config.displayName} ({device_id})" if device is not None else device_id
-
-    def _count_press(self, device: Device, decoded: Decoded) -> None:
-        """Every press is sent; a burst of them (a bouncing button, a flood) is shown as a problem."""
-        times = self._presses.get(device.device_id)
-        if times is None:
-            times = self._presses[device.device_id] = deque(maxlen=BURST_PRESSES)
-        times.append(decoded.received_at)
-        if len(times) == BURST_PRESSES and times[-1] - times[0] <= BURST_WINDOW_S:
-            times.clear()
-            if self._rejections is not None:
-                self._rejections.noticed(
-                    device.device_id, f"{device.config.displayName}: {BURST_PRESSES} doorbell presses within "
-                    f"{BURST_WINDOW_S:g} s (each one is sent to the platform); a button that bounces, or a flood on "
-                    f"{decoded.topic}?", decoded.received_at)
-
-    def _rejected(self, decoded: Decoded, reason: str) -> None:
-        if self._rejections is not None:
-            self._rejections.rejected(decoded.topic, reason, decoded.received_at)
 
     def _apply_config(self, item: ConfigReceived, topic: str, work: _Batch) -> None:
         device_id = item.device_id
@@ -447,12 +368,3 @@ class _Batch:
     changes: list[Change] = field(default_factory=list)
     dirty: dict[str, Device] = field(default_factory=dict)
     deleted: set[str] = field(default_factory=set)
-
-
-def _clear_hint(item: InputRejected, decoded: Decoded) -> str:
-    """For a refused retained config, how to clear it from the broker (else it comes back at every start)."""
-    if item.kind != "config" or not decoded.retained:
-        return ""
-    topic = decoded.topic.replace("'", "'\\''")
-    return (f"; it is retained on the broker: publish a fixed config, or clear it with "
-            f"mosquitto_pub -h <broker> -t '{topic}' -r -n")
