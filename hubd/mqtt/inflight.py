@@ -1,18 +1,19 @@
 """The in-flight record: which device messages hubd was reading when it died, so that one message cannot kill it
 at every start.
 
-hubd acknowledges a device message only once what it caused is committed, so a message that kills hubd while it
-is being read (a bug, the kernel's OOM killer, systemd's watchdog on a stalled loop) is never acknowledged: the
-broker delivers it again at the next start, before anything else, and hubd dies again, until systemd gives up.
-So the bridge writes the marks of a batch (topic, CRC-32 and length of each payload) to a small file beside the
-database before it decodes them, and empties it once the batch is committed. A record still full at start names
-the messages hubd died on. `plan` then reads each of them alone when it comes again; a message hubd died on
-twice while it was the only one in flight is not read again: it is acknowledged and set aside (listed under the
-status page's problems with its topic), and so it is whenever it comes again (a retained one comes at every start)
-until its content changes. A death with several messages in flight (hubd killed from outside at some moment, a
-power-cut restart) only makes each a suspect, read alone next time: it counts against none of them. The marks are the payload's, not the packet id: a broker that restarted meanwhile sends the same
-message under another id. A death while the message is still being received (a payload larger than the memory
-left) comes before the record knows it: mosquitto's `message_size_limit` bounds that.
+hubd acknowledges a device message only once what it caused is committed, so a message that kills hubd while it is
+being read (a bug, the kernel's OOM killer, systemd's watchdog on a stalled loop) is never acknowledged: the broker
+delivers it again at the next start, before anything else, and hubd dies again, until systemd gives up. So the
+bridge writes the marks of a batch (topic, CRC-32 and length of each payload) to a small file beside the database
+before it decodes them, and empties it once the batch is committed. A record still full at start names the messages
+hubd died on. `plan` then reads each of them alone when it comes again; a message hubd died on twice while it was
+the only one in flight is not read again: it is acknowledged and set aside (listed under the status page's problems
+with its topic), and so it is whenever it comes again (a retained one comes at every start) until its content
+changes. A death with several messages in flight (hubd killed from outside at some moment, a power-cut restart) only
+makes each a suspect, read alone next time: it counts against none of them. The marks are the payload's, not the
+packet id: a broker that restarted meanwhile sends the same message under another id. A death while the message is
+still being received (a payload larger than the memory left) comes before the record knows it: mosquitto's
+`message_size_limit` bounds that.
 
 The file is written without fsync: it must outlive hubd's process, not the machine (a power cut is no poison).
 A record hubd cannot write (a full or read-only disk) disables the guard with one warning; messages still flow.
