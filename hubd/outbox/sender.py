@@ -8,6 +8,13 @@ New rows come from the writer in memory (`hubd.outbox.feed`), with their bodies 
 an event's path from commit to POST touches the database thread no more. Fed rows are taken only while their
 ids continue the index without a gap; otherwise (a split's pieces, a start, rows fed out of order) the new rows
 are read from the outbox, which has every committed row.
+Discovery reports go together: AddOrUpdateReports (and DeleteReports) committed within DISCOVERY_WINDOW_S of the
+first of a window wait until it closes, then go as one message per user (up to DISCOVERY_BATCH endpoints; more
+in the next ones, in order). Only fed rows never sent are merged, and into one row (`OutboxRepo.merge`, in
+one transaction) before its first try: the merged message has the messageId of the row it became, stable
+across retries and restarts like any row's; a crash before the merge leaves the rows as they were, sent one
+by one after the restart. ChangeReports, DoorbellPresses and Responses never wait for a window; a device's
+own events still wait behind its report (its lane).
 Users share the send slots fairly: each round starts with the next user, a user holds at most
 MAX_IN_FLIGHT_PER_USER sends, one with nothing in flight always gets one, and a user whose token is
 being refreshed is skipped (nobody waits for a token in a slot). So one user's outage, backlog or dead
@@ -32,6 +39,7 @@ from hubd.errors import StorageUnavailable
 from hubd.journal import EventRef
 from hubd.lifecycle import Clock
 from hubd.metrics import Metrics, event_stages
+from hubd.outbox.decide import DISCOVERY_BATCH
 from hubd.outbox.delivery import RETRY_CAP_S, Delivery, DeliveryObserver, PlatformApi, TokenSource
 from hubd.outbox.feed import Fed, OutboxFeed
 from hubd.outbox.lanes import IN_FLIGHT, PendingRow, UserQueue
@@ -55,9 +63,18 @@ PRUNE_SLACK = 500
 # interval resends a few delivered events with their original messageId (at least once, as always).
 DELETE_EVERY_S = 0.05
 DELETE_BATCH = 500
+# Discovery reports committed within this long of a window's first go out in one message, once it closes:
+# retained configs arrive in bursts (every broker reconnect), and the platform takes one report better than
+# many. Nothing else waits for it.
+DISCOVERY_WINDOW_S = 0.1
+WINDOWED = frozenset({"AddOrUpdateReport", "DeleteReport"})
 # Bodies of fed rows held in memory until they go (about 0.5 KB each). Beyond it, during a backlog, a row's body
 # is read from the outbox when it goes, as after a restart: memory stays bounded whatever waits.
 BODIES_KEPT = 1_000
+
+
+# One send: the row, its user's token, and the other rows of its window that go in its message.
+Send = tuple[PendingRow, str, list[PendingRow]]
 
 
 class OutboxSender:
@@ -92,6 +109,8 @@ class OutboxSender:
         self._done_full = asyncio.Event()
         self._delivery = Delivery(self._store, api, tokens, clock=clock, metrics=metrics, observer=observer,
                                   log_events=log_events, load_new=self._load_split)
+        self._merged = metrics.counter("hubd_events_merged_total",
+                                       "discovery reports sent in one message with an older one of their window")
         self._dropped = metrics.counter("hubd_events_dropped_total",
                                         "undelivered events dropped for a user who must bind again")
         metrics.gauge("hubd_outbox_depth", "events waiting to be delivered", lambda: float(self.depth()))
@@ -121,11 +140,12 @@ class OutboxSender:
                         await self._store.writable()
                         continue
                     await self._prune()
-                next_due, due = self._dispatch()
+                next_in, due = self._dispatch()
                 if due:
-                    # Fed rows bring their body; one query for the bodies of the others, not one per row.
-                    bodies = {row.id: loaded for row, _ in due if (loaded := self._bodies.pop(row.id, None))}
-                    missing = [row.id for row, _ in due if row.id not in bodies]
+                    # Fed rows bring their body; one query for the bodies of the others, not one per row. A
+                    # window's other rows are read with the merge.
+                    bodies = {row.id: loaded for row, _, _ in due if (loaded := self._bodies.pop(row.id, None))}
+                    missing = [row.id for row, _, _ in due if row.id not in bodies]
                     try:
                         if missing:
                             bodies.update(await self._store.bodies(missing))
@@ -133,10 +153,11 @@ class OutboxSender:
                         self._put_back(due)
                         await self._store.writable()
                         continue
-                    for row, token in due:
-                        group.create_task(self._deliver(row, token, bodies.get(row.id)), name=f"outbox.send.{row.id}")
+                    for row, token, parts in due:
+                        group.create_task(self._deliver(row, token, bodies.get(row.id), parts),
+                                          name=f"outbox.send.{row.id}")
                 # Capped: retry times are wall-clock times, and the wall clock may jump.
-                delay = RETRY_CAP_S if next_due is None else min(RETRY_CAP_S, max(0.0, next_due - self._clock.time()))
+                delay = RETRY_CAP_S if next_in is None else min(RETRY_CAP_S, max(0.0, next_in))
                 try:
                     async with asyncio.timeout(delay):
                         await self._kick.wait()
@@ -168,11 +189,13 @@ class OutboxSender:
             self._new_rows = True
             self._kick.set()
 
-    def _dispatch(self) -> tuple[float | None, list[tuple[PendingRow, str]]]:
-        """Mark every row that may be sent now as in flight; return them (with their token) and the next retry."""
+    def _dispatch(self) -> tuple[float | None, list[Send]]:
+        """Mark every row that may be sent now as in flight; return them (with their token and the rows of their
+        window that go in their message) and the seconds until the next retry or window is due."""
         now = self._clock.time()
-        next_due: float | None = None
-        due: list[tuple[PendingRow, str]] = []
+        mono = self._clock.monotonic()
+        next_in: float | None = None
+        due: list[Send] = []
         users = [user for user, queue in self._queues.items() if queue.rows]
         if not users:
             return None, due
@@ -185,9 +208,9 @@ class OutboxSender:
                 self._kick.set()
                 break
             queue = self._queues[user]
-            when = queue.next_due(now)
-            if when is not None:
-                next_due = when if next_due is None else min(next_due, when)
+            for wait in _until(queue.next_due(now), now), _until(queue.next_window(mono), mono):
+                if wait is not None:
+                    next_in = wait if next_in is None else min(next_in, wait)
             if not tokens.is_active(user):
                 continue
             if tokens.activated(user) > self._loaded_activations:
@@ -203,23 +226,32 @@ class OutboxSender:
             if queue.in_flight == 0:
                 room = max(room, 1)  # a user with nothing in flight never waits for the others' sends
             room = min(room, MAX_SENDS_PER_ROUND - len(due))
-            while room > 0 and (row := queue.take(now)) is not None:
-                row.state = IN_FLIGHT
+            while room > 0:
+                window = queue.take_window(mono, DISCOVERY_BATCH)  # one send for the rows of a window
+                row = window[0] if window else queue.take(now)
+                if row is None:
+                    break
+                for taken in window or (row,):
+                    taken.state = IN_FLIGHT
                 queue.in_flight += 1
                 self._in_flight += 1
                 room -= 1
-                due.append((row, token))
-        return next_due, due
+                due.append((row, token, window[1:]))
+        return next_in, due
 
-    async def _deliver(self, row: PendingRow, token: str, loaded: Loaded | None) -> None:
+    async def _deliver(self, row: PendingRow, token: str, loaded: Loaded | None, parts: list[PendingRow]) -> None:
         queue = self._queues[row.user_id]
-        event = None if loaded is None else EventRef(row.id, row.user_id, loaded[0], loaded[2], row.endpoints,
-                                                     loaded[3])
-        started = time.monotonic()  # the stages' clock is the process's, as the writer stamped committed_at
-        if row.committed_at:
-            self._stages.observe(started - row.committed_at, "commit_to_post")
-            row.committed_at = 0.0  # a retry's wait is the backoff's, not this stage's
+        event = None
         try:
+            if parts:
+                loaded = await self._merge(row, parts, loaded)
+            row.merge = ""  # its messageId goes on the wire: never merged from now on
+            event = None if loaded is None else EventRef(row.id, row.user_id, loaded[0], loaded[2], row.endpoints,
+                                                         loaded[3])
+            started = time.monotonic()  # the stages' clock is the process's, as the writer stamped committed_at
+            if row.committed_at:
+                self._stages.observe(started - row.committed_at, "commit_to_post")
+                row.committed_at = 0.0  # a retry's wait is the backoff's, not this stage's
             outcome = await self._delivery.send(row, token, loaded, event)
             if outcome == "done" and loaded is not None:
                 self._stages.observe(time.monotonic() - started, "post")
@@ -242,6 +274,36 @@ class OutboxSender:
         else:  # backoff, resend, paused: the row stays
             queue.back(row, now)
         self._kick.set()
+
+    async def _merge(self, row: PendingRow, parts: list[PendingRow], loaded: Loaded | None) -> Loaded | None:
+        """Make the other rows of `row`'s window part of it (one row, one message) before its first try; its
+        body as it now goes. Rows it did not take go back to the index; if the disk refuses the write, `row`
+        goes alone."""
+        queue = self._queues[row.user_id]
+        taken: list[int] = []
+        try:
+            merged = await self._store.merge(row.id, [part.id for part in parts])
+            if merged is None:
+                return None  # no longer in the outbox
+            loaded, taken = merged
+        except StorageUnavailable as err:
+            log.warning("could not merge %d discovery reports for user %s into one message (%s); they go one by "
+                        "one", len(parts) + 1, row.user_id, err)
+        finally:
+            now = self._clock.time()
+            absorbed = [part for part in parts if part.id in taken]
+            for part in parts:
+                if part.id not in taken:
+                    queue.back(part, now)
+            if absorbed:
+                queue.absorb(row, absorbed)
+                for part in absorbed:
+                    self._bodies.pop(part.id, None)
+                self._merged.inc(len(absorbed))
+                if self._observer is not None and loaded is not None:
+                    self._observer.merged(EventRef(row.id, row.user_id, loaded[0], loaded[2], row.endpoints,
+                                                   loaded[3]), [part.id for part in absorbed], now)
+        return loaded
 
     async def _prune(self) -> None:
         """Drop the oldest undelivered events of users who must bind again, beyond KEPT_WHILE_UNBOUND.
@@ -298,14 +360,15 @@ class OutboxSender:
                 self._done_ready.set()
                 await self._store.writable()
 
-    def _put_back(self, due: list[tuple[PendingRow, str]]) -> None:
+    def _put_back(self, due: list[Send]) -> None:
         """Rows marked in flight whose bodies could not be read: they go in a later round."""
         now = self._clock.time()
-        for row, _ in due:
+        for row, _, parts in due:
             queue = self._queues[row.user_id]
             queue.in_flight -= 1
             self._in_flight -= 1
-            queue.back(row, now)
+            for taken in (row, *parts):
+                queue.back(taken, now)
 
     async def _load_new(self, *, read: bool = False) -> None:
         """Index the rows committed since the last load: those fed in memory, or (`read`, or a gap in what was
@@ -333,6 +396,7 @@ class OutboxSender:
     def _index(self, rows: Sequence[IndexedRow], fed: Sequence[Fed | None]) -> None:
         """Add rows to their users' queues; keep the bodies fed with them while there is room."""
         now = self._clock.time()
+        mono = self._clock.monotonic()
         observer = self._observer
         bodies = self._bodies
         for (row_id, user_id, lanes, attempts, next_at, name, message_id, created_at), written in zip(
@@ -346,7 +410,17 @@ class OutboxSender:
                 row.committed_at = written.committed_at
                 if len(bodies) < BODIES_KEPT:
                     bodies[row_id] = (name, written.row.body, message_id, created_at)
+                if name in WINDOWED and not row.barrier and len(row.lanes) < DISCOVERY_BATCH:
+                    # Fed, so never sent: it may go in one message with the others of its window.
+                    row.merge = name
+                    row.window_end = queue.window(mono - max(0.0, time.monotonic() - written.committed_at),
+                                                  DISCOVERY_WINDOW_S)
             queue.add(row, now)
             self._last_id = max(self._last_id, row_id)
             if observer is not None:
                 observer.queued(EventRef(row_id, user_id, name, message_id, row.endpoints, created_at), now)
+
+
+def _until(when: float | None, now: float) -> float | None:
+    """Seconds from `now` until `when` (None stays None)."""
+    return None if when is None else when - now
