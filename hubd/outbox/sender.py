@@ -8,13 +8,13 @@ New rows come from the writer in memory (`hubd.outbox.feed`), with their bodies 
 an event's path from commit to POST touches the database thread no more. Fed rows are taken only while their
 ids continue the index without a gap; otherwise (a split's pieces, a start, rows fed out of order) the new rows
 are read from the outbox, which has every committed row.
-Discovery reports go together: AddOrUpdateReports (and DeleteReports) committed within DISCOVERY_WINDOW_S of the
-first of a window wait until it closes, then go as one message per user (up to DISCOVERY_BATCH endpoints; more
-in the next ones, in order). Only fed rows never sent are merged, and into one row (`OutboxRepo.merge`, in
-one transaction) before its first try: the merged message has the messageId of the row it became, stable
-across retries and restarts like any row's; a crash before the merge leaves the rows as they were, sent one
-by one after the restart. ChangeReports, DoorbellPresses and Responses never wait for a window; a device's
-own events still wait behind its report (its lane).
+Discovery reports go together: a fed AddOrUpdateReport or DeleteReport waits until DISCOVERY_WINDOW_S after the
+first report of its window arrived, then the window's reports go as one message per user (up to DISCOVERY_BATCH
+endpoints; more in the next ones, in order). Before that first try they become one row (`OutboxRepo.merge`, one
+transaction), whose messageId (the oldest row's, never sent) stays through retries and restarts. Rows read back
+from the outbox may have been sent before a restart and are never merged: a crash inside a window sends its
+reports one by one. ChangeReports, DoorbellPresses and Responses never wait for a window; a device's own events
+wait behind its report, in its lane.
 Users share the send slots fairly: each round starts with the next user, a user holds at most
 MAX_IN_FLIGHT_PER_USER sends, one with nothing in flight always gets one, and a user whose token is
 being refreshed is skipped (nobody waits for a token in a slot). So one user's outage, backlog or dead
@@ -67,7 +67,7 @@ DELETE_BATCH = 500
 # retained configs arrive in bursts (every broker reconnect), and the platform takes one report better than
 # many. Nothing else waits for it.
 DISCOVERY_WINDOW_S = 0.1
-WINDOWED = frozenset({"AddOrUpdateReport", "DeleteReport"})
+DISCOVERY_REPORTS = frozenset({"AddOrUpdateReport", "DeleteReport"})
 # Bodies of fed rows held in memory until they go (about 0.5 KB each). Beyond it, during a backlog, a row's body
 # is read from the outbox when it goes, as after a restart: memory stays bounded whatever waits.
 BODIES_KEPT = 1_000
@@ -410,7 +410,7 @@ class OutboxSender:
                 row.committed_at = written.committed_at
                 if len(bodies) < BODIES_KEPT:
                     bodies[row_id] = (name, written.row.body, message_id, created_at)
-                if name in WINDOWED and not row.barrier and len(row.lanes) < DISCOVERY_BATCH:
+                if name in DISCOVERY_REPORTS and not row.barrier and len(row.lanes) < DISCOVERY_BATCH:
                     # Fed, so never sent: it may go in one message with the others of its window.
                     row.merge = name
                     row.window_end = queue.window(mono - max(0.0, time.monotonic() - written.committed_at),
