@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -148,7 +149,7 @@ class UserQueue:
         ends = [r.window_end for r in self.reports.values() if r.window_end > mono]
         return min(ends) if ends else None
 
-    def absorb(self, row: PendingRow, parts: list[PendingRow]) -> None:
+    def absorb(self, row: PendingRow, parts: Sequence[PendingRow]) -> None:
         """`parts` (in flight with `row`) went into `row`'s message: `row` takes their place at the head of their
         lanes and carries their endpoints."""
         for part in parts:

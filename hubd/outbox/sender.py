@@ -74,7 +74,7 @@ BODIES_KEPT = 1_000
 
 
 # One send: the row, its user's token, and the other rows of its window that go in its message.
-Send = tuple[PendingRow, str, list[PendingRow]]
+Send = tuple[PendingRow, str, tuple[PendingRow, ...]]
 
 
 class OutboxSender:
@@ -208,9 +208,11 @@ class OutboxSender:
                 self._kick.set()
                 break
             queue = self._queues[user]
-            for wait in _until(queue.next_due(now), now), _until(queue.next_window(mono), mono):
-                if wait is not None:
-                    next_in = wait if next_in is None else min(next_in, wait)
+            when = queue.next_due(now)
+            if when is not None:
+                next_in = _sooner(next_in, when - now)
+            if queue.reports and (closes := queue.next_window(mono)) is not None:
+                next_in = _sooner(next_in, closes - mono)
             if not tokens.is_active(user):
                 continue
             if tokens.activated(user) > self._loaded_activations:
@@ -227,19 +229,25 @@ class OutboxSender:
                 room = max(room, 1)  # a user with nothing in flight never waits for the others' sends
             room = min(room, MAX_SENDS_PER_ROUND - len(due))
             while room > 0:
-                window = queue.take_window(mono, DISCOVERY_BATCH)  # one send for the rows of a window
-                row = window[0] if window else queue.take(now)
-                if row is None:
+                parts: tuple[PendingRow, ...] = ()
+                if queue.reports and (window := queue.take_window(mono, DISCOVERY_BATCH)):
+                    row, *rest = window  # one send for the rows of a window
+                    parts = tuple(rest)
+                    for part in parts:
+                        part.state = IN_FLIGHT
+                elif (taken := queue.take(now)) is not None:
+                    row = taken
+                else:
                     break
-                for taken in window or (row,):
-                    taken.state = IN_FLIGHT
+                row.state = IN_FLIGHT
                 queue.in_flight += 1
                 self._in_flight += 1
                 room -= 1
-                due.append((row, token, window[1:]))
+                due.append((row, token, parts))
         return next_in, due
 
-    async def _deliver(self, row: PendingRow, token: str, loaded: Loaded | None, parts: list[PendingRow]) -> None:
+    async def _deliver(self, row: PendingRow, token: str, loaded: Loaded | None,
+                       parts: tuple[PendingRow, ...]) -> None:
         queue = self._queues[row.user_id]
         event = None
         try:
@@ -275,7 +283,7 @@ class OutboxSender:
             queue.back(row, now)
         self._kick.set()
 
-    async def _merge(self, row: PendingRow, parts: list[PendingRow], loaded: Loaded | None) -> Loaded | None:
+    async def _merge(self, row: PendingRow, parts: tuple[PendingRow, ...], loaded: Loaded | None) -> Loaded | None:
         """Make the other rows of `row`'s window part of it (one row, one message) before its first try; its
         body as it now goes. Rows it did not take go back to the index; if the disk refuses the write, `row`
         goes alone."""
@@ -421,6 +429,6 @@ class OutboxSender:
                 observer.queued(EventRef(row_id, user_id, name, message_id, row.endpoints, created_at), now)
 
 
-def _until(when: float | None, now: float) -> float | None:
-    """Seconds from `now` until `when` (None stays None)."""
-    return None if when is None else when - now
+def _sooner(current: float | None, wait: float) -> float:
+    """The shorter of two waits (None: none yet)."""
+    return wait if current is None else min(current, wait)
