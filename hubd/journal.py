@@ -138,6 +138,14 @@ class EventJournal:
         entry = self._entry(event, at)
         entry.status, entry.error, entry.updated_at, entry.retry_at = "held", reason[:MAX_TEXT], at, None
 
+    def merged(self, event: EventRef, rows: Sequence[int], at: float) -> None:
+        """Discovery reports of one window became one message, `event` (its row, with every endpoint): the other
+        rows are no events of their own any more."""
+        for row_id in rows:
+            self._events.pop(row_id, None)
+        entry = self._entry(event, at)
+        entry.ref, entry.detail, entry.updated_at = event, None, at
+
     # --- what the device registry reports (hubd.problems.RejectionObserver) ---------------------------------
 
     def rejected(self, topic: str, reason: str, at: float) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from unit_helpers import NOW, FakeClock
+from unit_helpers import NOW, FakeClock, eventually
 
 from hubd.cloud import messages
 from hubd.events import PendingEvent
@@ -22,6 +22,7 @@ from hubd.metrics import Metrics
 from hubd.outbox.delivery import DeliveryObserver, PlatformApi
 from hubd.outbox.feed import OutboxFeed
 from hubd.outbox.sender import OutboxSender
+from hubd.outbox.windows import DISCOVERY_WINDOW_S
 from hubd.store.db import Database
 from hubd.store.outbox import Written, insert_events_blocking
 
@@ -148,6 +149,12 @@ class SenderRig:
         self.clock.now += seconds
         self.wakeup.set()
         await asyncio.sleep(0)
+
+    async def close_windows(self, waiting: int) -> None:
+        """Once `waiting` rows wait in the sender's index, move the clock past the discovery window of those that
+        wait for theirs (AddOrUpdateReports and DeleteReports)."""
+        await eventually(lambda: self.sender.depth() >= waiting, f"{waiting} rows waiting")
+        await self.later(DISCOVERY_WINDOW_S)
 
     async def rows(self, table: str = "outbox") -> list[sqlite3.Row]:
         return await self.db.call(lambda c: c.execute(f"SELECT * FROM {table} ORDER BY id").fetchall())  # noqa: S608

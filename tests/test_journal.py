@@ -185,10 +185,24 @@ async def test_a_batch_refused_as_a_whole_is_held_and_its_pieces_delivered(
     sender.api.behaviour["alice"] = platform
     sender.tokens.tokens["alice"] = "alice:1"
     await sender.queue("alice", *discovery_events("Service", [endpoint("a"), endpoint("b")]))
+    await sender.close_windows(1)
     await eventually(lambda: len(sender.api.accepted) == 2, "both pieces")
     await eventually(lambda: [e["status"] for e in journal.events()] == ["delivered", "delivered", "held"],
                      "the pieces delivered, the batch held")
     assert "resent as 2 messages" in journal.events()[2]["error"]
+
+
+async def test_reports_of_one_window_are_one_event_with_every_endpoint(
+        sender: SenderRig, journal: EventJournal) -> None:
+    sender.tokens.tokens["alice"] = "alice:1"
+    for device in ("a", "b", "c"):  # three commits, one window
+        await sender.queue("alice", *discovery_events("Service", [endpoint(device)]))
+    await eventually(lambda: len(journal.events()) == 3, "three reports waiting")
+    await sender.close_windows(3)
+    await eventually(lambda: [e["status"] for e in journal.events()] == ["delivered"], "one event, delivered")
+    [event] = journal.events()
+    [post] = sender.api.accepted
+    assert (event["endpoints"], event["detail"], event["messageId"]) == (["a", "b", "c"], "a, b, c", post.message_id)
 
 
 @pytest.mark.parametrize("quiet", [False, True])

@@ -86,3 +86,63 @@ def test_a_row_back_from_flight_is_ready_again_and_endpoints_leave_out_the_barri
     assert drain(queue) == [1]
     assert row(2, BARRIER_LANE, "lamp", "fan").endpoints == ("lamp", "fan")
     assert row(3, "lamp").endpoints == ("lamp",)
+
+
+def report(row_id: int, *lanes: str, name: str = "AddOrUpdateReport", window_end: float) -> PendingRow:
+    """A fresh discovery report that may go in one message with the others of its window."""
+    return PendingRow(row_id, "alice", lanes, 0, 0.0, merge=name, window_end=window_end)
+
+
+def test_reports_arriving_within_a_window_share_it_and_a_later_one_opens_the_next() -> None:
+    queue = UserQueue()
+    assert queue.window(10.0, 0.1) == queue.window(10.05, 0.1) == queue.window(10.0999, 0.1) == 10.1
+    assert queue.window(10.1, 0.1) == queue.window(10.15, 0.1) == 10.2
+
+
+def test_a_windows_reports_wait_for_it_to_close_and_go_together_while_other_rows_go_at_once() -> None:
+    queue = UserQueue()
+    for r in (report(1, "lamp", window_end=10.1), row(2, "fan"), report(3, "door", window_end=10.1),
+              report(4, "old", name="DeleteReport", window_end=10.1), report(5, "hall", window_end=10.2)):
+        queue.add(r, NOW)
+    assert queue.take_window(10.05, 100) == []
+    assert queue.next_window(10.05) == 10.1
+    assert drain(queue) == [2]  # the fan's change does not wait for the window
+    together = queue.take_window(10.1, 100)
+    assert [r.id for r in together] == [1, 3]  # the DeleteReport goes in a message of its own
+    assert [r.id for r in queue.take_window(10.1, 100)] == [4]
+    assert queue.take_window(10.1, 100) == []  # row 5 is in the next window
+    assert queue.next_window(10.1) == 10.2
+    assert [r.id for r in queue.take_window(10.2, 100)] == [5]
+
+
+def test_a_window_beyond_the_endpoint_limit_goes_in_several_messages_in_order() -> None:
+    queue = UserQueue()
+    queue.add(report(1, "a", "b", window_end=10.1), NOW)
+    queue.add(report(2, "c", "d", window_end=10.1), NOW)
+    queue.add(report(3, "e", window_end=10.1), NOW)
+    assert [r.id for r in queue.take_window(10.1, 3)] == [1]  # 1 and 2 would be four endpoints
+    assert [r.id for r in queue.take_window(10.1, 3)] == [2, 3]
+
+
+def test_a_merged_report_heads_its_parts_lanes_and_their_events_wait_for_it() -> None:
+    queue = UserQueue()
+    for r in (report(1, "lamp", window_end=10.1), report(2, "door", window_end=10.1), row(3, "door"),
+              row(4, "lamp")):
+        queue.add(r, NOW)
+    first, part = queue.take_window(10.1, 100)
+    first.state = part.state = IN_FLIGHT
+    queue.absorb(first, [part])
+    assert first.endpoints == ("lamp", "door") and set(queue.rows) == {1, 3, 4}
+    assert queue.take(NOW) is None  # the door's change waits behind the merged report, which now heads its lane
+    first.merge = ""  # as the sender does before the POST: its messageId is on the wire
+    queue.back(first, NOW)  # a failed try: it is ready again, as any row
+    assert drain(queue) == [1, 3, 4]
+
+
+def test_a_barrier_holds_back_a_closed_window() -> None:
+    queue = UserQueue()
+    queue.add(report(1, "lamp", window_end=10.1), NOW)
+    queue.add(row(2, BARRIER_LANE, "lamp"), NOW)
+    assert queue.take_window(10.1, 100) == [] and queue.next_window(10.0) is None
+    assert drain(queue) == [2]
+    assert [r.id for r in queue.take_window(10.1, 100)] == [1]

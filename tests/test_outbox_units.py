@@ -21,6 +21,7 @@ from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
 from hubd.events import BARRIER_LANE, PendingEvent
 from hubd.outbox import sender as outbox
 from hubd.outbox.decide import discovery_events
+from hubd.outbox.windows import DISCOVERY_WINDOW_S
 from hubd.store import outbox as outbox_store
 from hubd.store.outbox import insert_events_blocking
 
@@ -121,6 +122,7 @@ async def test_a_refused_batch_is_split_so_one_bad_endpoint_dead_letters_only_it
     rig.tokens.tokens["alice"] = "alice:1"
     [batch] = discovery_events("Service", [endpoint("good"), endpoint("bad"), endpoint("also")])
     await rig.queue("alice", batch, change("good", "On"), change("also", "Off"))
+    await rig.close_windows(3)
     await eventually(lambda: len([p for p in rig.api.accepted if p.name == "ChangeReport"]) == 2, "both changes")
     await eventually(lambda: rig.sender.depth() == 0, "every row handled")
     names = [(p.name, p.endpoints) for p in rig.api.accepted]
@@ -288,7 +290,7 @@ async def test_pruning_keeps_delete_reports_and_leaves_no_dead_rows_in_memory(
     queue = rig.sender._queues["alice"]
     assert len(queue.ready) + len(queue.waiting) <= len(queue.lanes) + 1
     rig.tokens.activate("alice", "alice:2")
-    rig.wakeup.set()
+    await rig.later(DISCOVERY_WINDOW_S)  # the DeleteReport's window closes (and the sender is woken)
     await eventually(lambda: len(rig.api.of("alice")) == len(names), "the kept events delivered")
     assert rig.api.of("alice")[0].name == "DeleteReport"
 

@@ -6,10 +6,11 @@ is still the grant's) and a 401 backs off; 400/422 dead-letter (a batched AddOrU
 refused with 400 is first split into one message per endpoint, so one bad endpoint dead-letters only itself);
 anything else (5xx, 429, other 4xx, timeouts, and any unexpected error, logged with its traceback) backs off
 (cap RETRY_CAP_S) and tries again. A dead letter or a split the disk refuses (`StorageUnavailable`) backs off.
-Every try is told to a `DeliveryObserver` (the event journal of the status page: sending, delivered, retrying
-and why, given up on, held back), and each event delivered or given up on is one line on the `hubd.events`
-logger (`delivered ChangeReport <messageId> for user u1: lamp (Switch=On) in 3 ms`, info, off with
-`log.events: false`; `gave up on ...` is an error and always logged); never a token (stored bodies hold none).
+Every try is told to a `DeliveryObserver` (the event journal of the status page: sending, delivered, retrying and
+why, given up on, held back, merged into another's message), and each event delivered or given up on is one line
+on the `hubd.events` logger (`delivered ChangeReport <messageId> for user u1: lamp (Switch=On) in 3 ms`, info, off
+with `log.events: false`; `gave up on ...` is an error and always logged); never a token (stored bodies hold
+none).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, Protocol
 
 from hubd.cloud.messages import with_token_json
@@ -64,6 +65,9 @@ class DeliveryObserver(Protocol):
 
     def held(self, event: EventRef, reason: str, at: float) -> None:
         """Not sent for now, not a failed try: a token refresh, a grant that ended, a batch resent in pieces."""
+
+    def merged(self, event: EventRef, rows: Sequence[int], at: float) -> None:
+        """These rows (queued, never sent) became part of `event`'s row: one message, with all their endpoints."""
 
 
 class PlatformApi(Protocol):

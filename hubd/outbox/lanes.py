@@ -7,12 +7,18 @@ starting with `hubd.events.BARRIER_LANE`: a new grant's AddOrUpdateReport, or a 
 before every other row of its user, alone; barriers go in the order of their place ("#": their own id, "#<id>":
 that row's), never ahead of one in flight. A row is in exactly one state: blocked (behind another row in a
 lane), ready, waiting for its retry time, or in flight; the sender moves it to and from in flight.
+
+Discovery reports in a window (`PendingRow.merge`: fresh AddOrUpdateReports and DeleteReports, never sent) are
+ready apart from the others: `take_window` hands them out once their window has closed, those of one name
+together (up to a number of endpoints), for the sender to send as one message; `absorb` makes the group one row
+that heads each of its members' lanes. Windows are on the monotonic clock, retries on the wall clock.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -38,6 +44,8 @@ class PendingRow:
     refusals: int = 0  # 401/403 answers in a row
     keep: bool = False  # pruning never drops it (a DeleteReport)
     committed_at: float = 0.0  # monotonic time its commit returned, while its first try has not begun (0: unknown)
+    merge: str = ""  # a discovery report's name while it may still go in one message with others of its window
+    window_end: float = 0.0  # monotonic time its window closes (with `merge`)
 
     @property
     def barrier(self) -> bool:
@@ -59,6 +67,8 @@ class UserQueue:
     barriers: deque[PendingRow] = field(default_factory=deque)
     ready: list[tuple[int, PendingRow]] = field(default_factory=list)  # heap by id; stale entries skipped
     waiting: list[tuple[float, int, PendingRow]] = field(default_factory=list)  # heap by retry time
+    reports: dict[int, PendingRow] = field(default_factory=dict)  # ready rows with `merge`, kept out of `ready`
+    window_end: float = 0.0  # monotonic time the user's latest discovery window closes
     in_flight: int = 0
 
     def add(self, row: PendingRow, now: float) -> None:
@@ -71,9 +81,17 @@ class UserQueue:
             self.lanes.setdefault(lane, deque()).append(row)
         self._head(row, now)
 
+    def window(self, arrived: float, length: float) -> float:
+        """When the discovery window a report that arrived at monotonic time `arrived` joins closes: the open
+        one, or one it opens."""
+        if arrived >= self.window_end:
+            self.window_end = arrived + length
+        return self.window_end
+
     def remove(self, row: PendingRow, now: float) -> None:
         """Forget a row; the rows behind it in its lanes may go."""
         self.rows.pop(row.id, None)
+        self.reports.pop(row.id, None)
         if row.barrier:
             _drop(self.barriers, row)
             return
@@ -103,6 +121,44 @@ class UserQueue:
             return row if row.state != IN_FLIGHT and row.next_attempt_at <= now else None
         return self._pop_ready()
 
+    def take_window(self, mono: float, max_endpoints: int) -> list[PendingRow]:
+        """Ready discovery reports whose window closed by monotonic time `mono`, to go as one message: the oldest
+        and, in id order, those of its name that fit in `max_endpoints` with it. Empty: none (or a barrier waits)."""
+        if self.barriers or not self.reports:
+            return []
+        closed = sorted((r for r in self.reports.values() if r.window_end <= mono), key=lambda r: r.id)
+        if not closed:
+            return []
+        group = [closed[0]]
+        count = len(closed[0].lanes)
+        for row in closed[1:]:
+            if row.merge != group[0].merge:
+                continue  # a DeleteReport never shares an AddOrUpdateReport's message
+            if count + len(row.lanes) > max_endpoints:
+                break  # the rest go in the next message, in order
+            group.append(row)
+            count += len(row.lanes)
+        for row in group:
+            del self.reports[row.id]
+        return group
+
+    def next_window(self, mono: float) -> float | None:
+        """When the next ready discovery report's window closes (None: none is held)."""
+        if self.barriers:
+            return None
+        ends = [r.window_end for r in self.reports.values() if r.window_end > mono]
+        return min(ends) if ends else None
+
+    def absorb(self, row: PendingRow, parts: Sequence[PendingRow]) -> None:
+        """`parts` (in flight with `row`) went into `row`'s message: `row` takes their place at the head of their
+        lanes and carries their endpoints."""
+        for part in parts:
+            self.rows.pop(part.id, None)
+            for lane in part.lanes:
+                queue = self.lanes[lane]
+                queue[queue.index(part)] = row  # its head: a part headed its lanes when taken, and still does
+            row.lanes = (*row.lanes, *part.lanes)
+
     def next_due(self, now: float) -> float | None:
         """Make due retries ready; return when the next one is due (None: nothing is waiting)."""
         if self.barriers:
@@ -116,8 +172,7 @@ class UserQueue:
             if due > now:
                 return due
             heapq.heappop(self.waiting)
-            row.state = READY
-            heapq.heappush(self.ready, (row.id, row))
+            self._ready(row)
         return None
 
     def compact(self) -> None:
@@ -148,7 +203,13 @@ class UserQueue:
             row.state = WAITING
             heapq.heappush(self.waiting, (row.next_attempt_at, row.id, row))
         else:
-            row.state = READY
+            self._ready(row)
+
+    def _ready(self, row: PendingRow) -> None:
+        row.state = READY
+        if row.merge:
+            self.reports[row.id] = row  # it goes with its window (take_window)
+        else:
             heapq.heappush(self.ready, (row.id, row))
 
 

@@ -8,6 +8,10 @@ New rows come from the writer in memory (`hubd.outbox.feed`), with their bodies 
 an event's path from commit to POST touches the database thread no more. Fed rows are taken only while their
 ids continue the index without a gap; otherwise (a split's pieces, a start, rows fed out of order) the new rows
 are read from the outbox, which has every committed row.
+Discovery reports that arrive together go as one message per user (`hubd.outbox.windows`: a fed
+AddOrUpdateReport or DeleteReport waits for its window to close, then the window's reports become one row before
+the first try); ChangeReports, DoorbellPresses and Responses never wait for a window, and a device's own events
+wait behind its report, in its lane.
 Users share the send slots fairly: each round starts with the next user, a user holds at most
 MAX_IN_FLIGHT_PER_USER sends, one with nothing in flight always gets one, and a user whose token is
 being refreshed is skipped (nobody waits for a token in a slot). So one user's outage, backlog or dead
@@ -32,9 +36,11 @@ from hubd.errors import StorageUnavailable
 from hubd.journal import EventRef
 from hubd.lifecycle import Clock
 from hubd.metrics import Metrics, event_stages
+from hubd.outbox.decide import DISCOVERY_BATCH
 from hubd.outbox.delivery import RETRY_CAP_S, Delivery, DeliveryObserver, PlatformApi, TokenSource
 from hubd.outbox.feed import Fed, OutboxFeed
 from hubd.outbox.lanes import IN_FLIGHT, PendingRow, UserQueue
+from hubd.outbox.windows import WindowMerger, open_window
 from hubd.store.db import Database
 from hubd.store.outbox import IndexedRow, Loaded, OutboxRepo
 
@@ -58,6 +64,10 @@ DELETE_BATCH = 500
 # Bodies of fed rows held in memory until they go (about 0.5 KB each). Beyond it, during a backlog, a row's body
 # is read from the outbox when it goes, as after a restart: memory stays bounded whatever waits.
 BODIES_KEPT = 1_000
+
+
+# One send: the row, its user's token, and the other rows of its window that go in its message.
+Send = tuple[PendingRow, str, tuple[PendingRow, ...]]
 
 
 class OutboxSender:
@@ -92,6 +102,7 @@ class OutboxSender:
         self._done_full = asyncio.Event()
         self._delivery = Delivery(self._store, api, tokens, clock=clock, metrics=metrics, observer=observer,
                                   log_events=log_events, load_new=self._load_split)
+        self._windows = WindowMerger(self._store, clock=clock, metrics=metrics, observer=observer)
         self._dropped = metrics.counter("hubd_events_dropped_total",
                                         "undelivered events dropped for a user who must bind again")
         metrics.gauge("hubd_outbox_depth", "events waiting to be delivered", lambda: float(self.depth()))
@@ -121,11 +132,12 @@ class OutboxSender:
                         await self._store.writable()
                         continue
                     await self._prune()
-                next_due, due = self._dispatch()
+                next_in, due = self._dispatch()
                 if due:
-                    # Fed rows bring their body; one query for the bodies of the others, not one per row.
-                    bodies = {row.id: loaded for row, _ in due if (loaded := self._bodies.pop(row.id, None))}
-                    missing = [row.id for row, _ in due if row.id not in bodies]
+                    # Fed rows bring their body; one query for the bodies of the others, not one per row. A
+                    # window's other rows are read with the merge.
+                    bodies = {row.id: loaded for row, _, _ in due if (loaded := self._bodies.pop(row.id, None))}
+                    missing = [row.id for row, _, _ in due if row.id not in bodies]
                     try:
                         if missing:
                             bodies.update(await self._store.bodies(missing))
@@ -133,10 +145,11 @@ class OutboxSender:
                         self._put_back(due)
                         await self._store.writable()
                         continue
-                    for row, token in due:
-                        group.create_task(self._deliver(row, token, bodies.get(row.id)), name=f"outbox.send.{row.id}")
+                    for row, token, parts in due:
+                        group.create_task(self._deliver(row, token, bodies.get(row.id), parts),
+                                          name=f"outbox.send.{row.id}")
                 # Capped: retry times are wall-clock times, and the wall clock may jump.
-                delay = RETRY_CAP_S if next_due is None else min(RETRY_CAP_S, max(0.0, next_due - self._clock.time()))
+                delay = RETRY_CAP_S if next_in is None else min(RETRY_CAP_S, max(0.0, next_in))
                 try:
                     async with asyncio.timeout(delay):
                         await self._kick.wait()
@@ -168,11 +181,13 @@ class OutboxSender:
             self._new_rows = True
             self._kick.set()
 
-    def _dispatch(self) -> tuple[float | None, list[tuple[PendingRow, str]]]:
-        """Mark every row that may be sent now as in flight; return them (with their token) and the next retry."""
+    def _dispatch(self) -> tuple[float | None, list[Send]]:
+        """Mark every row that may be sent now as in flight; return them (with their token and the rows of their
+        window that go in their message) and the seconds until the next retry or window is due."""
         now = self._clock.time()
-        next_due: float | None = None
-        due: list[tuple[PendingRow, str]] = []
+        mono = self._clock.monotonic()
+        next_in: float | None = None
+        due: list[Send] = []
         users = [user for user, queue in self._queues.items() if queue.rows]
         if not users:
             return None, due
@@ -187,7 +202,9 @@ class OutboxSender:
             queue = self._queues[user]
             when = queue.next_due(now)
             if when is not None:
-                next_due = when if next_due is None else min(next_due, when)
+                next_in = _sooner(next_in, when - now)
+            if queue.reports and (closes := queue.next_window(mono)) is not None:
+                next_in = _sooner(next_in, closes - mono)
             if not tokens.is_active(user):
                 continue
             if tokens.activated(user) > self._loaded_activations:
@@ -203,23 +220,40 @@ class OutboxSender:
             if queue.in_flight == 0:
                 room = max(room, 1)  # a user with nothing in flight never waits for the others' sends
             room = min(room, MAX_SENDS_PER_ROUND - len(due))
-            while room > 0 and (row := queue.take(now)) is not None:
+            while room > 0:
+                parts: tuple[PendingRow, ...] = ()
+                if queue.reports and (window := queue.take_window(mono, DISCOVERY_BATCH)):
+                    row, *rest = window  # one send for the rows of a window
+                    parts = tuple(rest)
+                    for part in parts:
+                        part.state = IN_FLIGHT
+                elif (taken := queue.take(now)) is not None:
+                    row = taken
+                else:
+                    break
                 row.state = IN_FLIGHT
                 queue.in_flight += 1
                 self._in_flight += 1
                 room -= 1
-                due.append((row, token))
-        return next_due, due
+                due.append((row, token, parts))
+        return next_in, due
 
-    async def _deliver(self, row: PendingRow, token: str, loaded: Loaded | None) -> None:
+    async def _deliver(self, row: PendingRow, token: str, loaded: Loaded | None,
+                       parts: tuple[PendingRow, ...]) -> None:
         queue = self._queues[row.user_id]
-        event = None if loaded is None else EventRef(row.id, row.user_id, loaded[0], loaded[2], row.endpoints,
-                                                     loaded[3])
-        started = time.monotonic()  # the stages' clock is the process's, as the writer stamped committed_at
-        if row.committed_at:
-            self._stages.observe(started - row.committed_at, "commit_to_post")
-            row.committed_at = 0.0  # a retry's wait is the backoff's, not this stage's
+        event = None
         try:
+            if parts:
+                loaded, absorbed = await self._windows.merge(queue, row, parts, loaded)
+                for part in absorbed:
+                    self._bodies.pop(part.id, None)
+            row.merge = ""  # its messageId goes on the wire: never merged from now on
+            event = None if loaded is None else EventRef(row.id, row.user_id, loaded[0], loaded[2], row.endpoints,
+                                                         loaded[3])
+            started = time.monotonic()  # the stages' clock is the process's, as the writer stamped committed_at
+            if row.committed_at:
+                self._stages.observe(started - row.committed_at, "commit_to_post")
+                row.committed_at = 0.0  # a retry's wait is the backoff's, not this stage's
             outcome = await self._delivery.send(row, token, loaded, event)
             if outcome == "done" and loaded is not None:
                 self._stages.observe(time.monotonic() - started, "post")
@@ -298,14 +332,15 @@ class OutboxSender:
                 self._done_ready.set()
                 await self._store.writable()
 
-    def _put_back(self, due: list[tuple[PendingRow, str]]) -> None:
+    def _put_back(self, due: list[Send]) -> None:
         """Rows marked in flight whose bodies could not be read: they go in a later round."""
         now = self._clock.time()
-        for row, _ in due:
+        for row, _, parts in due:
             queue = self._queues[row.user_id]
             queue.in_flight -= 1
             self._in_flight -= 1
-            queue.back(row, now)
+            for taken in (row, *parts):
+                queue.back(taken, now)
 
     async def _load_new(self, *, read: bool = False) -> None:
         """Index the rows committed since the last load: those fed in memory, or (`read`, or a gap in what was
@@ -333,6 +368,7 @@ class OutboxSender:
     def _index(self, rows: Sequence[IndexedRow], fed: Sequence[Fed | None]) -> None:
         """Add rows to their users' queues; keep the bodies fed with them while there is room."""
         now = self._clock.time()
+        mono = self._clock.monotonic()
         observer = self._observer
         bodies = self._bodies
         for (row_id, user_id, lanes, attempts, next_at, name, message_id, created_at), written in zip(
@@ -346,7 +382,14 @@ class OutboxSender:
                 row.committed_at = written.committed_at
                 if len(bodies) < BODIES_KEPT:
                     bodies[row_id] = (name, written.row.body, message_id, created_at)
+                # Fed, so never sent: a discovery report may go in one message with the others of its window.
+                open_window(queue, row, name, mono - max(0.0, time.monotonic() - written.committed_at))
             queue.add(row, now)
             self._last_id = max(self._last_id, row_id)
             if observer is not None:
                 observer.queued(EventRef(row_id, user_id, name, message_id, row.endpoints, created_at), now)
+
+
+def _sooner(current: float | None, wait: float) -> float:
+    """The shorter of two waits (None: none yet)."""
+    return wait if current is None else min(current, wait)

@@ -1,14 +1,14 @@
 """The `outbox` and `dead_letters` tables: every SQL statement on them.
 
-An outbox row is one platform message for one user: its name, its lanes (the endpoints whose order it joins,
-JSON; a first lane starting with `hubd.events.BARRIER_LANE` makes it a barrier), its body (JSON text with its
-own messageId and no token), its attempts and next attempt time, and the time it was written. Rows are
-inserted by the outbox writer (`insert_events_blocking`, inside the writer's transaction, so they are durable
-with the device rows or the grant that caused them) and read, deleted, dead-lettered and split by the sender
-(`OutboxRepo`). Ids grow: a row's id is its place in the outbox. A row leaves the outbox only by being
-delivered, moved to `dead_letters` (in one transaction), replaced by its pieces (in one transaction), or
-dropped with its user. Writes raise `StorageUnavailable` when the disk refuses them; `writable()` says when to
-try again.
+An outbox row is one platform message for one user: its name, its lanes (the endpoints whose order it joins, JSON;
+a first lane starting with `hubd.events.BARRIER_LANE` makes it a barrier), its body (JSON text with its own
+messageId and no token), its attempts and next attempt time, and the time it was written. Rows are inserted by the
+outbox writer (`insert_events_blocking`, inside the writer's transaction, so they are durable with the device rows
+or the grant that caused them) and read, deleted, dead-lettered and split by the sender (`OutboxRepo`). Ids grow:
+a row's id is its place in the outbox. A row leaves the outbox only by being delivered, moved to `dead_letters`
+(in one transaction), replaced by its pieces (in one transaction), merged into an older discovery report before
+either was sent (in one transaction), or dropped with its user. Writes raise `StorageUnavailable` when the disk
+refuses them; `writable()` says when to try again.
 """
 
 from __future__ import annotations
@@ -70,6 +70,11 @@ class OutboxRepo:
     async def dead_letter(self, row_id: int, status: int, response: str, now: float) -> None:
         """Move a row the platform refused for good to `dead_letters`, with the answer, in one transaction."""
         await self._db.call(dead_letter_blocking, row_id, status, response, now)
+
+    async def merge(self, row_id: int, others: Sequence[int]) -> tuple[Loaded, list[int]] | None:
+        """Make `others` (discovery reports of `row_id`'s name) part of row `row_id`, in one transaction: the row
+        as it now is, and which of `others` it took (the rest are gone). None: row `row_id` is gone."""
+        return await self._db.call(merge_blocking, row_id, list(others))
 
     async def split(self, row_id: int) -> int:
         """Replace a batched discovery row by one barrier row per endpoint; how many (0: the row is gone)."""
@@ -158,6 +163,37 @@ def dead_letter_blocking(conn: sqlite3.Connection, row_id: int, status: int, res
             "created_at, dead_at) SELECT id, user_id, message_id, name, body, ?, ?, attempts + 1, created_at, ? "
             "FROM outbox WHERE id = ?", (status, response, now, row_id))
         conn.execute("DELETE FROM outbox WHERE id = ?", (row_id,))
+
+
+def merge_blocking(conn: sqlite3.Connection, row_id: int, others: list[int]) -> tuple[Loaded, list[int]] | None:
+    """Append the endpoints and lanes of rows `others` to row `row_id`'s, in that order, and delete them.
+
+    The row keeps its id (its place in each lane it joins: the others headed theirs) and its messageId, which
+    the caller has never sent.
+    """
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        ids = [row_id, *others]
+        marks = ",".join("?" * len(ids))
+        found = {r[0]: tuple(r[1:]) for r in conn.execute(
+            f"SELECT id, name, lanes, body, message_id, created_at FROM outbox WHERE id IN ({marks})",  # noqa: S608
+            ids)}
+        if row_id not in found:
+            return None
+        name, lanes_json, text, message_id, created_at = found[row_id]
+        taken = [i for i in others if i in found]
+        if not taken:
+            return (name, text, message_id, created_at), []
+        body = json.loads(text)
+        lanes = json.loads(lanes_json)
+        endpoints = body["payload"]["endpoints"]
+        for other in taken:
+            endpoints.extend(json.loads(found[other][2])["payload"]["endpoints"])
+            lanes.extend(json.loads(found[other][1]))
+        text = json.dumps(body, separators=(",", ":"))
+        conn.execute("UPDATE outbox SET body = ?, lanes = ? WHERE id = ?", (text, json.dumps(lanes), row_id))
+        conn.executemany("DELETE FROM outbox WHERE id = ?", [(i,) for i in taken])
+        return (name, text, message_id, created_at), taken
 
 
 def split_blocking(conn: sqlite3.Connection, row_id: int) -> int:
