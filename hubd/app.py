@@ -99,7 +99,8 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None, *, confi
     # The writer hands what it committed to the sender in memory; the outbox on disk stays the truth.
     feed = OutboxFeed()
     outbox = OutboxSender(db, platform, tokens, clock=clock, metrics=metrics, wakeup=outbox_wakeup, observer=journal,
-                          log_events=config.log.events, feed=feed)
+                          log_events=config.log.events, feed=feed,
+                          label=lambda device_id: registry.label(device_id))  # log lines name devices
     components += [platform, tokens, outbox]
     if not config.platform.reporting_enabled:
         log.warning("state reporting is off: set platform.base_url, auth_url, client_id and client_secret")

@@ -74,3 +74,23 @@ async def test_a_speakers_failed_command_is_logged_and_listed(make_rig: Callable
 async def _known(rig: Rig, device_id: str) -> bool:
     _, body = await rig.hub.get("/api/devices")
     return any(d["endpointId"] == device_id for d in body["devices"])
+
+
+async def test_a_retried_event_is_named_by_event_messageid_and_device_in_the_log(make_rig: Callable[..., Any]) -> None:
+    rig: Rig = await make_rig()
+    rig.publish("lamp-1", "config", LAMP, retain=True)
+    await rig.bind()
+    await rig.wait_events(1, "AddOrUpdateReport")
+    rig.sim.fail_events(503)  # the next event: a 503, then delivered
+    rig.publish("lamp-1", "state", {"Switch": "On"})
+    [change] = await rig.wait_events(1, "ChangeReport", endpoint="lamp-1")
+    message_id = change.message["header"]["messageId"]
+
+    async def delivered() -> bool:
+        return f"delivered ChangeReport {message_id}" in rig.hub.log()
+    await rig.hub.wait_for(delivered, what="the delivery logged")
+    log = rig.hub.log()
+    assert f"delivery of ChangeReport {message_id}: Desk Lamp (lamp-1) for user user-1 failed (attempt 1), " \
+           "retrying in" in log, log[-3000:]
+    assert f"delivered ChangeReport {message_id} for user user-1: Desk Lamp (lamp-1) (Switch=On) in" in log
+    assert "outbox row" not in log

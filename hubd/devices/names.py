@@ -9,11 +9,16 @@ the spoken-name rule.
 
 from __future__ import annotations
 
+from functools import cache
+
 from hubd.devices.device import Device
 from hubd.devices.model import DeviceConfig
 from hubd.spoken import spoken
 
-MAX_ORDINAL = 1000
+# Ordinals up to the hundredth: past that a voice tells no device apart anyway (the name is kept as it is, and the
+# owner renames them on the devices page). Bounded, so that 40,000 sensors all named "Sensor" cost a few dict
+# lookups each, not a thousand spelled-out ordinals.
+MAX_ORDINAL = 100
 
 
 class NameIndex:
@@ -36,7 +41,8 @@ class NameIndex:
 
     def taken(self, name: str, device_id: str) -> bool:
         """Whether another device has this name."""
-        return bool(self._ids.get(name.casefold(), set()) - {device_id})
+        ids = self._ids.get(name.casefold())
+        return ids is not None and (len(ids) > 1 or device_id not in ids)  # O(1): 40,000 "Sensor"s are one set
 
     def distinct(self, device_id: str, config: DeviceConfig, existing: Device | None) -> str:
         """The device's name, with a word where another device has it: its room ("Kitchen IKEA TRADFRI LED bulb"),
@@ -50,8 +56,8 @@ class NameIndex:
         room = config.recommendRoomName
         if room and not self.taken(f"{room} {name}", device_id):
             return f"{room} {name}"
-        for n in range(2, MAX_ORDINAL):
-            candidate = f"{spoken(ordinal(n))} {name}"
+        for n in range(2, MAX_ORDINAL + 1):
+            candidate = f"{spoken_ordinal(n)} {name}"
             if not self.taken(candidate, device_id):
                 return candidate
         return name
@@ -61,3 +67,9 @@ def ordinal(n: int) -> str:
     """2 → "2nd", 3 → "3rd", 11 → "11th" (spoken() says it as a word)."""
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
+
+
+@cache
+def spoken_ordinal(n: int) -> str:
+    """The ordinal as the platform takes it ("Second", "Third"), spelled once per n."""
+    return spoken(ordinal(n))

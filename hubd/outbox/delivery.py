@@ -106,7 +106,8 @@ class Delivery:
     """Sends one row with a token and says what became of it; counts, logs and reports every try."""
 
     def __init__(self, store: OutboxRepo, api: PlatformApi, tokens: TokenSource, *, clock: Clock, metrics: Metrics,
-                 observer: DeliveryObserver | None, log_events: bool, load_new: Callable[[], Awaitable[None]]) -> None:
+                 observer: DeliveryObserver | None, log_events: bool, load_new: Callable[[], Awaitable[None]],
+                 label: Callable[[str], str] | None = None) -> None:
         self._store = store
         self._api = api
         self._tokens = tokens
@@ -114,6 +115,7 @@ class Delivery:
         self._observer = observer
         self._log_events = log_events  # `log.events`: the info line per delivered event
         self._load_new = load_new  # the sender's load of new rows: a split's pieces, before the batch leaves
+        self._label = label  # a device's name and id for log lines ("Desk Lamp (lamp-1)"); None: its id
         self._sent = metrics.counter("hubd_events_sent_total", "events the platform accepted, by name", "name")
         self._failed = metrics.counter("hubd_event_send_failures_total", "failed sends, by reason", "reason")
         self._dead = metrics.counter("hubd_events_dead_lettered_total", "events the platform refused for good")
@@ -147,7 +149,7 @@ class Delivery:
             if self._observer is not None:
                 self._observer.failed(event, row.attempts + 1, answer, now, retry_at=None)
             events_log.error("gave up on %s %s for user %s: %s (%s), moved to dead letters", name, event.message_id,
-                             row.user_id, _Description(event, body), answer)
+                             row.user_id, _Description(event, body, self._label), answer)
             return "dead"
         self._sent.inc(label=name)
         now = self._clock.time()
@@ -155,7 +157,7 @@ class Delivery:
             self._observer.delivered(event, row.attempts + 1, now)
         if self._log_events and events_log.isEnabledFor(logging.INFO):
             events_log.info("delivered %s %s for user %s: %s in %s%s", name, event.message_id, row.user_id,
-                            _Description(event, body), _took(now - event.created_at),
+                            _Description(event, body, self._label), _took(now - event.created_at),
                             f" (try {row.attempts + 1})" if row.attempts else "")
         return "done"
 
@@ -163,8 +165,8 @@ class Delivery:
         """Called in an `except`: log the error with its traceback, count it, retry the row with backoff."""
         delay = self._back_off(row)
         self._failed.inc(label="error")
-        log.error("delivery of outbox row %d for user %s failed unexpectedly (attempt %d), retrying in %.1f s",
-                  row.id, row.user_id, row.attempts, delay, exc_info=True)
+        log.error("delivery of %s for user %s failed unexpectedly (attempt %d), retrying in %.1f s",
+                  self._what(row, event), row.user_id, row.attempts, delay, exc_info=True)
         if self._observer is not None and event is not None:
             err = sys.exception()
             self._observer.failed(event, row.attempts, f"hubd failed unexpectedly ({type(err).__name__}: {err})",
@@ -201,6 +203,12 @@ class Delivery:
         self._tokens.invalidate(user, token)
         return await self._try_later(row, event, f"token refused after a refresh: {err}", "auth")
 
+    def _what(self, row: PendingRow, event: EventRef | None) -> str:
+        """An event as a retry's log line names it: "ChangeReport <messageId>: Desk Lamp (lamp-1)"."""
+        if event is None:
+            return f"outbox row {row.id}"
+        return f"{event.name} {event.message_id}: {_Description(event, None, self._label)}"
+
     def _held(self, event: EventRef, reason: str) -> None:
         if self._observer is not None:
             self._observer.held(event, reason, self._clock.time())
@@ -218,8 +226,8 @@ class Delivery:
         """A failed try: back off, count `reason`, log and report it, note it in the row (for a restart)."""
         delay = self._back_off(row)
         self._failed.inc(label=reason)
-        log.warning("delivery of outbox row %d for user %s failed (attempt %d), retrying in %.1f s: %s",
-                    row.id, row.user_id, row.attempts, delay, error[:200])
+        log.warning("delivery of %s for user %s failed (attempt %d), retrying in %.1f s: %s",
+                    self._what(row, event), row.user_id, row.attempts, delay, error[:200])
         if self._observer is not None:
             self._observer.failed(event, row.attempts, error, self._clock.time(), retry_at=row.next_attempt_at)
         # The row's attempts and retry time are in memory too: a refused write only makes a restart forget them.
@@ -244,14 +252,17 @@ class Delivery:
 class _Description:
     """An event's description for a log line, made only if the line is written (it may parse the body)."""
 
-    __slots__ = ("body", "event")
+    __slots__ = ("body", "event", "label")
 
-    def __init__(self, event: EventRef, body: str) -> None:
+    def __init__(self, event: EventRef, body: str | None, label: Callable[[str], str] | None) -> None:
         self.event = event
         self.body = body
+        self.label = label
 
     def __str__(self) -> str:
-        return describe(self.event.name, self.event.endpoints, self.body)
+        endpoints = self.event.endpoints if self.label is None or len(self.event.endpoints) > 4 else \
+            tuple(self.label(e) for e in self.event.endpoints)  # "Desk Lamp (lamp-1)"
+        return describe(self.event.name, endpoints, self.body)
 
 
 def _took(seconds: float) -> str:

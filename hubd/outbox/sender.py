@@ -30,7 +30,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from hubd.errors import StorageUnavailable
 from hubd.journal import EventRef
@@ -77,7 +77,7 @@ class OutboxSender:
 
     def __init__(self, db: Database, api: PlatformApi, tokens: TokenSource, *, clock: Clock, metrics: Metrics,
                  wakeup: asyncio.Event, observer: DeliveryObserver | None = None, log_events: bool = True,
-                 feed: OutboxFeed | None = None) -> None:
+                 feed: OutboxFeed | None = None, label: Callable[[str], str] | None = None) -> None:
         self._store = OutboxRepo(db)
         self._feed = feed  # None: new rows are always read from the outbox
         # Delivered rows waiting to be deleted: on the feed, where the writer's next commit takes them; without one,
@@ -101,7 +101,7 @@ class OutboxSender:
         self._done_ready = asyncio.Event()
         self._done_full = asyncio.Event()
         self._delivery = Delivery(self._store, api, tokens, clock=clock, metrics=metrics, observer=observer,
-                                  log_events=log_events, load_new=self._load_split)
+                                  log_events=log_events, load_new=self._load_split, label=label)
         self._windows = WindowMerger(self._store, clock=clock, metrics=metrics, observer=observer)
         self._dropped = metrics.counter("hubd_events_dropped_total",
                                         "undelivered events dropped for a user who must bind again")
