@@ -27,14 +27,16 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from hubd.devices.overrides import Override
-from hubd.owner import page
 from hubd.owner.edits import Edit, EditInvalid, Problem, parse_bulk, parse_edit
 from hubd.owner.guard import OwnerGuard
 from hubd.owner.signin import Sessions
 from hubd.web.jsonbody import JsonBodyInvalid, load_json
 from hubd.web.jsonerror import json_error
+from hubd.web.page import InlinePage
 
 log = logging.getLogger(__name__)
+
+PAGE = InlinePage("hubd.owner", "templates/devices.html", referrer="same-origin")  # the devices page
 
 MAX_BODY_BYTES = 64 * 1024  # an edit is a small object; a bulk one names at most 500 endpointIds
 NO_STORE = {"Cache-Control": "no-store"}
@@ -89,8 +91,8 @@ class OwnerRoutes:
                 web.delete("/api/session", self._sign_out)]
 
     async def _page(self, request: web.Request) -> web.Response:
-        return web.Response(text=page.render(self._listing.listing()), content_type="text/html", charset="utf-8",
-                            headers=page.headers())
+        return web.Response(text=PAGE.render(self._listing.listing()), content_type="text/html", charset="utf-8",
+                            headers=PAGE.headers)
 
     async def _one(self, request: web.Request) -> web.Response:
         endpoint_id = request.match_info["endpointId"]

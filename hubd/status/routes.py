@@ -35,10 +35,11 @@ from hubd.devices.device import Device
 from hubd.devices.overrides import Override
 from hubd.dialects.base import Dialect, Unexported
 from hubd.lifecycle import Health
-from hubd.status import page
 from hubd.store.grants import Grant
+from hubd.web.page import InlinePage
 
 EVENTS_SHOWN = 30
+PAGE = InlinePage("hubd.status", "templates/status.html", referrer="no-referrer")  # the status page
 REPORTS = frozenset({"AddOrUpdateReport", "DeleteReport"})  # what tells the platform of a device's name and room
 
 
@@ -215,8 +216,8 @@ class StatusRoutes:
         return web.json_response(await self.status(), headers={"Cache-Control": "no-store"})
 
     async def _page(self, request: web.Request) -> web.Response:
-        return web.Response(text=page.render(await self.status()), content_type="text/html", charset="utf-8",
-                            headers=page.headers())
+        return web.Response(text=PAGE.render(await self.status()), content_type="text/html", charset="utf-8",
+                            headers=PAGE.headers)
 
 
 def _entities(device: Device) -> list[dict[str, Any]]:

@@ -26,7 +26,8 @@ from hubd.dialects.base import (
     PressReceived,
     StateReceived,
 )
-from hubd.dialects.homeassistant.devices import DeviceEndpoint, Globs, Record, assign_doorbells, device_endpoints
+from hubd.dialects.globs import Globs
+from hubd.dialects.homeassistant.devices import DeviceEndpoint, Record, assign_doorbells, device_endpoints
 from hubd.dialects.homeassistant.entities import StateProblem, TemplateFailed
 from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
 

@@ -25,15 +25,14 @@ read for commands (`read_address`); it restores nothing.
 
 from __future__ import annotations
 
-import fnmatch
 import json
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from hubd.devices.model import ADDITIONAL_INFO_MAX_CHARS, Capability, DeviceConfig, EntityNote, Origin, Route
 from hubd.dialects import mapping, naming
+from hubd.dialects.globs import Globs
 from hubd.dialects.homeassistant import names
 from hubd.dialects.homeassistant.actuators import Climate
 from hubd.dialects.homeassistant.address import ADDRESS_VERSION
@@ -113,16 +112,6 @@ class Record:
         return True if True in known else (False if None not in known else None)
 
 
-class Globs:
-    """fnmatch patterns, case-insensitive, compiled once."""
-
-    def __init__(self, patterns: Iterable[str]) -> None:
-        self._res = [re.compile(fnmatch.translate(p.casefold())) for p in patterns]
-
-    def any(self, names: Iterable[str | None]) -> bool:
-        """Whether a pattern matches one of the names."""
-        folded = [n.casefold() for n in names if n]
-        return any(r.match(n) for r in self._res for n in folded)
 
 
 @dataclass(frozen=True, slots=True)

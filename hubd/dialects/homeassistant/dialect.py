@@ -34,10 +34,11 @@ from hubd.dialects.base import (
     Selection,
     Unexported,
 )
+from hubd.dialects.globs import Globs
 from hubd.dialects.homeassistant.actuators import Climate, Cover, Fan, Scene, Switch
 from hubd.dialects.homeassistant.address import read_address
 from hubd.dialects.homeassistant.book import EntityBook
-from hubd.dialects.homeassistant.devices import DIALECT, Globs, Record, device_id_of, names_of, note_of
+from hubd.dialects.homeassistant.devices import DIALECT, Record, device_id_of, names_of, note_of
 from hubd.dialects.homeassistant.discovery import (
     COMPONENTS,
     DEVICE_COMPONENT,

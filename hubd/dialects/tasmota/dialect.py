@@ -36,6 +36,7 @@ from hubd.dialects.base import (
     StateReceived,
     Unexported,
 )
+from hubd.dialects.globs import Globs
 from hubd.dialects.tasmota.commands import command
 from hubd.dialects.tasmota.discovery import (
     DIALECT,
@@ -47,7 +48,7 @@ from hubd.dialects.tasmota.discovery import (
     read_config,
     read_sensors,
 )
-from hubd.dialects.tasmota.entities import Address, Globs, build, parse_address, part
+from hubd.dialects.tasmota.entities import Address, build, parse_address, part
 from hubd.dialects.tasmota.states import pressed, read
 
 log = logging.getLogger(__name__)

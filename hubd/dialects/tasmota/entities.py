@@ -13,10 +13,8 @@ again. Imports the mapping, the discovery reader and the seam's types.
 
 from __future__ import annotations
 
-import fnmatch
 import json
-import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,16 +91,6 @@ class Built:
     reason: str = ""
 
 
-class Globs:
-    """fnmatch patterns, case-insensitive, compiled once."""
-
-    def __init__(self, patterns: Iterable[str]) -> None:
-        self._res = [re.compile(fnmatch.translate(p.casefold())) for p in patterns]
-
-    def any(self, names: Iterable[str]) -> bool:
-        """Whether a pattern matches one of the names."""
-        folded = [n.casefold() for n in names if n]
-        return any(r.match(n) for r in self._res for n in folded)
 
 
 def entities(info: TasmotaInfo, sensors: Mapping[str, Any] | None,

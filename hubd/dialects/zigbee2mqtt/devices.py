@@ -11,7 +11,6 @@ seam's types.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -21,6 +20,7 @@ from typing import Any
 from hubd.devices.model import ADDITIONAL_INFO_MAX_CHARS, DeviceConfig, EntityNote, Origin, Route
 from hubd.dialects import convert, mapping, naming
 from hubd.dialects.base import ConfigReceived
+from hubd.dialects.globs import Globs
 from hubd.dialects.zigbee2mqtt.exposes import ACTION, PUBLISHED, RANK_SENSOR, Exposes, Feature, read_exposes
 from hubd.dialects.zigbee2mqtt.features import part
 from hubd.spoken import spoken
@@ -32,16 +32,6 @@ MAX_ID_CHARS = 64
 _OUTLET_WORDS = ("plug", "socket", "outlet")
 
 
-class Globs:
-    """fnmatch patterns, case-insensitive, compiled once."""
-
-    def __init__(self, patterns: Iterable[str]) -> None:
-        self._res = [re.compile(fnmatch.translate(p.casefold())) for p in patterns]
-
-    def any(self, names: Iterable[str]) -> bool:
-        """Whether a pattern matches one of the names."""
-        folded = [n.casefold() for n in names if n]
-        return any(r.match(n) for r in self._res for n in folded)
 
 
 @dataclass(frozen=True, slots=True)

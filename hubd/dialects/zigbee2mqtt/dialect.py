@@ -37,12 +37,12 @@ from hubd.dialects.base import (
     StateReceived,
     Unexported,
 )
+from hubd.dialects.globs import Globs
 from hubd.dialects.payload import MAX_PAYLOAD_BYTES, check_nesting
 from hubd.dialects.zigbee2mqtt.devices import (
     DIALECT,
     Address,
     Entry,
-    Globs,
     Z2mDevice,
     device_from_routes,
     parse_address,
