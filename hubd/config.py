@@ -18,10 +18,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
+from hubd.modelpaths import KeyPath, is_secret_path
 from hubd.yamlconfig import (
-    KeyPath,
     SecretFile,
-    is_secret_path,
     parse_yaml_model,
     read_config_file,
     secret_files,

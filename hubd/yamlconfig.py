@@ -5,12 +5,12 @@ traceback), `${ENV_VAR}` substitution (with the directories a caller names for a
 `<key>_file` secrets (of the model's SecretStr fields, at any depth; left unread for a command that uses
 none), did-you-mean for unknown keys, and the report: one `<key.path>: <problem> (line N)` line per problem,
 all in one pass, sorted by line. A value is never quoted back (it may be a secret). Knows no model of its
-own: the caller passes one. Imports nothing from hubd but errors.
+own: the caller passes one. Merge keys are hubd.yamlmerge's, key paths and secret fields hubd.modelpaths'.
+Imports nothing else from hubd but errors.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import typing
@@ -23,11 +23,12 @@ import yaml
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from hubd.errors import ConfigError, HubdError
+from hubd.modelpaths import KeyPath, did_you_mean, dotted, is_secret, is_secret_path, list_item, model_of
+from hubd.yamlmerge import YAML_TAG, MergeError, merged_pairs
 
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _DIR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}/([^$]+)")  # `${VAR}/NAME`: a file in a directory VAR names
 
-KeyPath = tuple[str | int, ...]
 M = typing.TypeVar("M", bound=BaseModel)
 # Problems one key cannot show alone, read from the raw values: (key path, message) each.
 CrossChecks = typing.Callable[[dict[str, Any]], list[tuple[KeyPath, str]]]
@@ -91,7 +92,7 @@ def parse_yaml_model(model: type[M], text: str, env: Mapping[str, str], source: 
         for error in err.errors():
             loc = _loc(error)
             if not any(loc[:n] in problems.paths for n in range(1, len(loc) + 1)):
-                problems.add(loc, _message(error, example) + _did_you_mean(model, loc, error),
+                problems.add(loc, _message(error, example) + did_you_mean(model, loc, error),
                              _line(loc, lines))
     for loc, message in cross_checks(data) if cross_checks is not None else ():
         if loc not in problems.paths:
@@ -111,7 +112,7 @@ class _Problems:
 
     def add(self, path: KeyPath, message: str, line: int | None) -> None:
         where = f" (line {line})" if line is not None else ""
-        self._items.append((line if line is not None else 1 << 30, f"{_dotted(path)}: {message}{where}"))
+        self._items.append((line if line is not None else 1 << 30, f"{dotted(path)}: {message}{where}"))
         self.paths.add(path)
 
     def lines(self) -> list[str]:
@@ -141,7 +142,7 @@ class _YamlReader:
         if isinstance(node, yaml.MappingNode):
             return self._mapping(node, path)
         if isinstance(node, yaml.SequenceNode):
-            if node.tag != _YAML_TAG + "seq":
+            if node.tag != YAML_TAG + "seq":
                 self._bad_tag(node, path)
                 return None
             return [self.read(item, (*path, i)) for i, item in enumerate(node.value)]
@@ -156,13 +157,13 @@ class _YamlReader:
         return None if value is _UNREADABLE else value
 
     def _mapping(self, node: yaml.MappingNode, path: KeyPath) -> dict[str, Any] | None:
-        if node.tag != _YAML_TAG + "map":
+        if node.tag != YAML_TAG + "map":
             self._bad_tag(node, path)
             return None
-        written_here = {id(key) for key, _ in node.value if key.tag != _YAML_TAG + "merge"}
+        written_here = {id(key) for key, _ in node.value if key.tag != YAML_TAG + "merge"}
         try:
-            pairs = _merged_pairs(node)  # the merged keys first, then this mapping's own
-        except _MergeError as err:
+            pairs = merged_pairs(node)  # the merged keys first, then this mapping's own
+        except MergeError as err:
             self._problems.add(path, "cannot merge this: `<<:` takes a mapping or a list of mappings, e.g. "
                                "`<<: *anchor`", err.line)
             return None
@@ -196,7 +197,7 @@ class _YamlReader:
         try:
             return self._loader.construct_object(node)
         except (yaml.YAMLError, ValueError, TypeError, OverflowError):
-            kind = node.tag.removeprefix(_YAML_TAG)
+            kind = node.tag.removeprefix(YAML_TAG)
             name = _TAG_NAMES.get(kind, kind)
             implicit = node.style is None and self._loader.resolve(  # type: ignore[no-untyped-call]
                 yaml.ScalarNode, node.value, (True, False))
@@ -209,8 +210,8 @@ class _YamlReader:
 
     def _bad_tag(self, node: yaml.Node, path: KeyPath) -> None:
         tag = node.tag
-        if tag.startswith(_YAML_TAG):
-            problem = f"cannot read this value (!!{tag.removeprefix(_YAML_TAG)} is not supported here; " \
+        if tag.startswith(YAML_TAG):
+            problem = f"cannot read this value (!!{tag.removeprefix(YAML_TAG)} is not supported here; " \
                       "write a plain mapping or list)"
         else:
             problem = _unknown_tag(self._model, tag, path)
@@ -270,7 +271,7 @@ def secret_files(model: type[BaseModel], text: str, env: Mapping[str, str],
     found: list[SecretFile] = []
     for path, written in _secret_file_keys(model, data if isinstance(data, dict) else {}, ()):
         expanded, problems = expand(written, env, fallbacks)
-        found.append(SecretFile(_dotted(path), written, None if problems else Path(expanded),
+        found.append(SecretFile(dotted(path), written, None if problems else Path(expanded),
                                 problems[0] if problems else None))
     return found
 
@@ -279,13 +280,13 @@ def _secret_file_keys(model: type[BaseModel], data: dict[str, Any], path: KeyPat
     out: list[tuple[KeyPath, str]] = []
     for name, field in model.model_fields.items():
         key = f"{name}_file"
-        if _is_secret(field.annotation) and isinstance(data.get(key), str):
+        if is_secret(field.annotation) and isinstance(data.get(key), str):
             out.append(((*path, key), data[key]))
         value = data.get(name)
-        sub = _model_of(field.annotation)
+        sub = model_of(field.annotation)
         if sub is not None and isinstance(value, dict):
             out.extend(_secret_file_keys(sub, value, (*path, name)))
-        item_model = _model_of(_list_item(field.annotation))
+        item_model = model_of(list_item(field.annotation))
         if item_model is not None and isinstance(value, list):
             for i, item in enumerate(value):
                 if isinstance(item, dict):
@@ -301,47 +302,6 @@ def _names_secret(model: type[BaseModel], path: KeyPath) -> bool:
     return is_secret_path(model, path)
 
 
-class _MergeError(Exception):
-    """A `<<:` whose value is not a mapping or a list of mappings; `line` is where that value starts."""
-
-    def __init__(self, line: int) -> None:
-        super().__init__(line)
-        self.line = line
-
-
-def _merged_pairs(node: yaml.MappingNode, within: frozenset[int] = frozenset()) -> list[tuple[yaml.Node, yaml.Node]]:
-    """The mapping's (key, value) pairs with `<<:` merge keys applied, in an order where the last one wins.
-
-    The YAML merge-key rules (yaml.org/type/merge.html): keys written in the mapping win over merged ones;
-    of the merged mappings, the first in a `<<: [*a, *b]` list wins. Done here rather than by PyYAML's
-    `flatten_mapping`, whose order for a list changed between releases (6.0.4 lets the last one win).
-    The nodes are not changed: an anchor's mapping may be merged in several places.
-    """
-    if id(node) in within:  # `&a {<<: *a}`: a mapping merged into itself
-        raise _MergeError(node.start_mark.line + 1)
-    within = within | {id(node)}
-    merged: list[tuple[yaml.Node, yaml.Node]] = []
-    own: list[tuple[yaml.Node, yaml.Node]] = []
-    for key_node, value_node in node.value:
-        if key_node.tag != _YAML_TAG + "merge":
-            own.append((key_node, value_node))
-            continue
-        if isinstance(value_node, yaml.MappingNode):
-            sources = [value_node]
-        elif isinstance(value_node, yaml.SequenceNode):
-            sources = []
-            for item in value_node.value:
-                if not isinstance(item, yaml.MappingNode):
-                    raise _MergeError(item.start_mark.line + 1)
-                sources.append(item)
-        else:
-            raise _MergeError(value_node.start_mark.line + 1)
-        for source in reversed(sources):  # the first source last, so that it wins
-            merged.extend(_merged_pairs(source, within))
-    return merged + own
-
-
-_YAML_TAG = "tag:yaml.org,2002:"
 _TAG_NAMES = {"int": "an integer", "float": "a number", "bool": "true or false", "timestamp": "a date",
               "binary": "base64 data", "null": "null"}
 _UNREADABLE = object()
@@ -349,7 +309,7 @@ _UNREADABLE = object()
 
 def _unknown_tag(model: type[BaseModel], tag: str, path: KeyPath) -> str:
     """What to say about a YAML tag hubd does not read (Home Assistant's own ones get their equivalent)."""
-    shown = f"!!{tag.removeprefix(_YAML_TAG)}" if tag.startswith(_YAML_TAG) else tag
+    shown = f"!!{tag.removeprefix(YAML_TAG)}" if tag.startswith(YAML_TAG) else tag
     if tag == "!secret":
         key = path[-1] if path and isinstance(path[-1], str) else None
         as_file = f"`{key}_file: /path/to/file` or " if key is not None and is_secret_path(model, path) else ""
@@ -361,20 +321,6 @@ def _unknown_tag(model: type[BaseModel], tag: str, path: KeyPath) -> str:
     return f"unknown YAML tag {shown}; remove it (hubd reads plain YAML values, with `${{ENV_VAR}}`)"
 
 
-def is_secret_path(model: type[BaseModel], path: KeyPath) -> bool:
-    """True if `path` names a secret field of `model` (one that also takes `<key>_file`)."""
-    annotation: Any = model
-    for part in path:
-        if isinstance(part, int):
-            annotation = _list_item(annotation)
-            continue
-        sub = _model_of(annotation)
-        if sub is None or part not in sub.model_fields:
-            return False
-        annotation = sub.model_fields[part].annotation
-    return _is_secret(annotation)
-
-
 def _read_secret_files(
     model: type[BaseModel], data: dict[str, Any], path: KeyPath, lines: dict[KeyPath, int], problems: _Problems,
     *, read: bool = True,
@@ -384,13 +330,13 @@ def _read_secret_files(
     for name, field in model.model_fields.items():
         annotation = field.annotation
         key = f"{name}_file"
-        if _is_secret(annotation) and (key in data or (not read and name in data)):
+        if is_secret(annotation) and (key in data or (not read and name in data)):
             _read_secret_file(data, path, name, lines, problems, read=read)
         value = data.get(name)
-        sub = _model_of(annotation)
+        sub = model_of(annotation)
         if sub is not None and isinstance(value, dict):
             _read_secret_files(sub, value, (*path, name), lines, problems, read=read)
-        item_model = _model_of(_list_item(annotation))
+        item_model = model_of(list_item(annotation))
         if item_model is not None and isinstance(value, list):
             for i, item in enumerate(value):
                 if isinstance(item, dict):
@@ -404,11 +350,11 @@ def _read_secret_file(
     file_path, value_path = (*path, key), (*path, name)
     given = data.pop(key, None)
     if given is not None and name in data:
-        problems.add(file_path, f"give either {_dotted(value_path)} or {_dotted(file_path)}, not both",
+        problems.add(file_path, f"give either {dotted(value_path)} or {dotted(file_path)}, not both",
                      lines.get(file_path))
         return
     if not read:
-        data[name] = UnreadSecret(_dotted(value_path))
+        data[name] = UnreadSecret(dotted(value_path))
         lines.setdefault(value_path, lines.get(file_path, 0))
         return
     if file_path in problems.paths:  # an unset ${ENV_VAR} in the path: reported already
@@ -421,48 +367,6 @@ def _read_secret_file(
         problems.paths.add(value_path)
         return
     lines[value_path] = lines.get(file_path, 0)
-
-
-def _is_secret(annotation: Any) -> bool:
-    return annotation is SecretStr or SecretStr in typing.get_args(annotation)
-
-
-def _did_you_mean(model: type[BaseModel], loc: KeyPath, error: Any) -> str:
-    """For an unknown key, the closest key that exists there: `mqtt.hots` -> "; did you mean `host`?"."""
-    if error["type"] != "extra_forbidden" or not loc or not isinstance(loc[-1], str):
-        return ""
-    current: type[BaseModel] | None = model
-    for part in loc[:-1]:
-        if current is None:
-            return ""
-        if isinstance(part, int):
-            continue  # a list's item: its model was taken with the list's field
-        field = current.model_fields.get(part)
-        if field is None:
-            return ""
-        current = _model_of(field.annotation) or _model_of(_list_item(field.annotation))
-    if current is None:
-        return ""
-    close = difflib.get_close_matches(loc[-1], list(current.model_fields), n=1, cutoff=0.6)
-    return f"; did you mean `{close[0]}`?" if close else ""
-
-
-def _model_of(annotation: Any) -> type[BaseModel] | None:
-    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
-
-
-def _list_item(annotation: Any) -> Any:
-    if typing.get_origin(annotation) is list:
-        args = typing.get_args(annotation)
-        return args[0] if args else None
-    return None
-
-
-def _dotted(path: KeyPath) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
-    return out or "<top>"
 
 
 def _loc(error: Any) -> KeyPath:

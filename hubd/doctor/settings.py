@@ -18,7 +18,7 @@ from hubd.doctor.report import Result, failed, passed, warned
 from hubd.driver.passwords import is_hash
 from hubd.driver.policy import driver_policy
 from hubd.errors import ConfigError
-from hubd.yamlconfig import KeyPath, is_secret_path
+from hubd.modelpaths import KeyPath, is_secret_path
 
 CONFIG = "config"
 SECRETS = "secrets"

@@ -18,9 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from hubd.config import LogConfig, MqttConfig
 from hubd.devices.model import MAX_DEVICE_ID_CHARS, valid_device_id
+from hubd.modelpaths import KeyPath
 from hubd.speaker.template import CommandTemplate, control_character
 from hubd.spoken import spoken
-from hubd.yamlconfig import KeyPath, parse_yaml_model, read_config_file
+from hubd.yamlconfig import parse_yaml_model, read_config_file
 
 DEFAULT_TTS = "espeak-ng -v en-us -w {wav} {text}"
 EXAMPLE_FILE = "speaker.example.yaml"
