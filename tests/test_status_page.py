@@ -120,7 +120,7 @@ async def test_each_delivered_event_is_one_info_line_unless_log_events_is_off(
     mine = [line for line in lines if change.message_id in line]
     assert len(mine) == 1, lines
     assert re.search(rf"INFO +hubd\.events: delivered ChangeReport {change.message_id} for user user-1: "
-                     r"lamp-1 \(Switch=On\) in \d+ ms$", mine[0]), mine[0]
+                     r"Desk Lamp \(lamp-1\) \(Switch=On\) in \d+ ms$", mine[0]), mine[0]
     assert sum("delivered AddOrUpdateReport" in line for line in lines) == 1
 
 
