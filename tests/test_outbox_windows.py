@@ -154,3 +154,38 @@ async def test_a_merge_the_disk_refuses_sends_the_reports_one_by_one(
         assert len({p.message_id for p in rig.api.accepted}) == 2
     finally:
         probe.cancel()
+
+
+def named(endpoint_id: str, name: str) -> PendingEvent:
+    """An AddOrUpdateReport of one endpoint under this displayName."""
+    [event] = discovery_events("Service", [{**endpoint(endpoint_id), "displayName": name}])
+    return event
+
+
+async def test_a_device_described_again_within_its_window_is_heard_once_as_it_ended_up(rig: SenderRig) -> None:
+    """A device whose entities arrive one by one is described at each (its name, its parts): within one window
+    the platform gets one message with each endpoint's last description, in its first place."""
+    rig.tokens.tokens["alice"] = "alice:1"
+    await rig.queue("alice", named("relay", "Switch Two"))
+    await rig.queue("alice", named("relay", "Switch One"), named("relay-2", "Switch Two"))
+    await rig.queue("alice", named("relay", "Switch One"), report("lamp"))
+    first = next(r["message_id"] for r in await rig.rows() if r["name"] == "AddOrUpdateReport")
+    await rig.close_windows(3)
+    await eventually(lambda: rig.sender.depth() == 0, "every report sent")
+    [added] = reports(rig, "alice")
+    assert [(e["endpointId"], e["displayName"]) for e in added.body["payload"]["endpoints"]] == \
+        [("relay", "Switch One"), ("relay-2", "Switch Two"), ("lamp", "Lamp")]
+    assert added.message_id == first
+
+
+async def test_a_report_behind_a_change_of_its_device_waits_for_it(rig: SenderRig) -> None:
+    """A description never jumps ahead of a state of its device: it goes after that ChangeReport, in order."""
+    rig.tokens.tokens["alice"] = "alice:1"
+    await rig.queue("alice", named("relay", "Switch Two"))
+    await rig.queue("alice", change("relay", "On"))
+    await rig.queue("alice", named("relay", "Switch One"))
+    await rig.close_windows(3)
+    await eventually(lambda: rig.sender.depth() == 0, "every event sent")
+    sent = [(p.name, p.body["payload"]["endpoints"][0]["displayName"] if p.name == "AddOrUpdateReport" else "")
+            for p in rig.api.posted]
+    assert sent == [("AddOrUpdateReport", "Switch Two"), ("ChangeReport", ""), ("AddOrUpdateReport", "Switch One")]

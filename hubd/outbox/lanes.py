@@ -140,7 +140,34 @@ class UserQueue:
             count += len(row.lanes)
         for row in group:
             del self.reports[row.id]
-        return group
+        return group + self._followers(group, mono, max_endpoints - count)
+
+    def _followers(self, group: list[PendingRow], mono: float, room: int) -> list[PendingRow]:
+        """Reports of the same window written right behind the group's in every lane of theirs (a device described
+        again while its entities arrive): they go in the same message, their endpoints' newer descriptions in
+        place of the older ones, so the platform hears a device once, as it ended up. Only the front of each lane
+        is looked at: the group heads its lanes."""
+        members = {id(row) for row in group}
+        lanes = {lane for row in group for lane in row.lanes}
+        kind = group[0].merge
+        out: list[PendingRow] = []
+        grown = True
+        while grown:
+            grown = False
+            for lane in sorted(lanes):
+                row = _after_members(self.lanes.get(lane), members)
+                if row is None or row.merge != kind or row.state != BLOCKED or not 0 < row.window_end <= mono:
+                    continue
+                new = [own for own in row.lanes if own not in lanes]
+                if len(new) > room or any(_after_members(self.lanes.get(own), members) is not row
+                                          for own in row.lanes):
+                    continue  # too many endpoints, or another row is ahead of it in one of its lanes
+                members.add(id(row))
+                lanes.update(new)
+                out.append(row)
+                room -= len(new)
+                grown = True
+        return sorted(out, key=lambda r: r.id)
 
     def next_window(self, mono: float) -> float | None:
         """When the next ready discovery report's window closes (None: none is held)."""
@@ -156,8 +183,11 @@ class UserQueue:
             self.rows.pop(part.id, None)
             for lane in part.lanes:
                 queue = self.lanes[lane]
-                queue[queue.index(part)] = row  # its head: a part headed its lanes when taken, and still does
-            row.lanes = (*row.lanes, *part.lanes)
+                if row in queue:  # a follower, right behind a row the message carries already
+                    _drop(queue, part)
+                else:
+                    queue[queue.index(part)] = row  # its head: a part headed its lanes when taken, and still does
+            row.lanes = (*row.lanes, *(lane for lane in part.lanes if lane not in row.lanes))
 
     def next_due(self, now: float) -> float | None:
         """Make due retries ready; return when the next one is due (None: nothing is waiting)."""
@@ -240,3 +270,13 @@ def _drop(queue: deque[PendingRow], row: PendingRow) -> None:
         queue.popleft()
     elif row in queue:
         queue.remove(row)
+
+
+def _after_members(queue: deque[PendingRow] | None, members: set[int]) -> PendingRow | None:
+    """The first row of a lane behind its front run of `members` (None: the lane is all members, or none heads it)."""
+    if not queue or id(queue[0]) not in members:
+        return None
+    for row in queue:
+        if id(row) not in members:
+            return row
+    return None

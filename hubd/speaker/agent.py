@@ -35,7 +35,7 @@ from hubd.speaker.assistant import Assistant, AssistantFailed, make_assistant
 from hubd.speaker.config import SpeakerConfig
 from hubd.speaker.fetch import DownloadFailed, check_player_url, download, shown
 from hubd.speaker.reach import download_session
-from hubd.speaker.sound import Loudspeaker, SoundFailed, Tools, find_tools
+from hubd.speaker.sound import Loudspeaker, SoundFailed, Tools, find_tools, tool_problems
 from hubd.speaker.wire import CommandInvalid, Job, announcement, encode, parse_command
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class SpeakerAgent:
 
     async def start(self) -> None:
         """Make the work directory and the HTTP session, and set the mixer to volume.initial."""
-        for problem in _tool_problems(self._tools):
+        for problem in tool_problems(self._tools):
             log.warning("%s", problem)
         self._workdir = Path(tempfile.mkdtemp(prefix=f"hubd-speaker-{self._config.id}-"))
         self._session = aiohttp.ClientSession()
@@ -374,19 +374,6 @@ class SpeakerAgent:
             self._level_known = True
             log.info("volume %d, mute %s", wanted.volume, "on" if wanted.muted else "off")
             self._publish(self._topics["state"], encode(wanted.state()))
-
-
-def _tool_problems(tools: Tools) -> list[str]:
-    problems = []
-    for tool in (tools.tts, tools.player, tools.url_player, tools.mixer):
-        if tool is None:
-            continue
-        if tool.template is None:
-            problems.append(f"{tool.role}: {tool.note}")
-        elif tool.path is None:
-            problems.append(f"{tool.role}: `{tool.template.program}` ({tool.note}) is not installed; commands that "
-                            "need it will fail (hubd speaker --check says what to install)")
-    return problems
 
 
 async def run_agent(config: SpeakerConfig) -> int:

@@ -229,3 +229,17 @@ def _fill(template: CommandTemplate, values: dict[str, str], what: str) -> list[
         return template.fill(values)
     except ValueRefused as err:
         raise SoundFailed(f"{what}: {err}") from None
+
+
+def tool_problems(tools: Tools) -> list[str]:
+    """What the agent warns of at start: each tool it has no command for, or whose program is not installed."""
+    problems = []
+    for tool in (tools.tts, tools.player, tools.url_player, tools.mixer):
+        if tool is None:
+            continue
+        if tool.template is None:
+            problems.append(f"{tool.role}: {tool.note}")
+        elif tool.path is None:
+            problems.append(f"{tool.role}: `{tool.template.program}` ({tool.note}) is not installed; commands that "
+                            "need it will fail (hubd speaker --check says what to install)")
+    return problems

@@ -166,7 +166,8 @@ def dead_letter_blocking(conn: sqlite3.Connection, row_id: int, status: int, res
 
 
 def merge_blocking(conn: sqlite3.Connection, row_id: int, others: list[int]) -> tuple[Loaded, list[int]] | None:
-    """Append the endpoints and lanes of rows `others` to row `row_id`'s, in that order, and delete them.
+    """Append the endpoints and lanes of rows `others` to row `row_id`'s, in that order, and delete them; an
+    endpoint already there takes the later row's description (a device described again within the window).
 
     The row keeps its id (its place in each lane it joins: the others headed theirs) and its messageId, which
     the caller has never sent.
@@ -187,13 +188,25 @@ def merge_blocking(conn: sqlite3.Connection, row_id: int, others: list[int]) -> 
         body = json.loads(text)
         lanes = json.loads(lanes_json)
         endpoints = body["payload"]["endpoints"]
+        place = {_endpoint_key(e): i for i, e in enumerate(endpoints)}
         for other in taken:
-            endpoints.extend(json.loads(found[other][2])["payload"]["endpoints"])
-            lanes.extend(json.loads(found[other][1]))
+            for endpoint in json.loads(found[other][2])["payload"]["endpoints"]:
+                key = _endpoint_key(endpoint)
+                if key in place:  # described again within the window: the newer description, in the older's place
+                    endpoints[place[key]] = endpoint
+                else:
+                    place[key] = len(endpoints)
+                    endpoints.append(endpoint)
+            lanes.extend(lane for lane in json.loads(found[other][1]) if lane not in lanes)
         text = json.dumps(body, separators=(",", ":"))
         conn.execute("UPDATE outbox SET body = ?, lanes = ? WHERE id = ?", (text, json.dumps(lanes), row_id))
         conn.executemany("DELETE FROM outbox WHERE id = ?", [(i,) for i in taken])
         return (name, text, message_id, created_at), taken
+
+
+def _endpoint_key(endpoint: object) -> object:
+    """An endpoint of a report's payload by its id (an AddOrUpdateReport's object, a DeleteReport's id as is)."""
+    return endpoint.get("endpointId") if isinstance(endpoint, dict) else endpoint
 
 
 def split_blocking(conn: sqlite3.Connection, row_id: int) -> int:

@@ -15,8 +15,8 @@ came), a busy one whose body has not all arrived that long after its headers, an
 KEEPALIVE_S. This does not rely on aiohttp's keepalive_timeout, which closes a connection that never
 sent its headers only in recent releases (3.9 and 3.10 never do).
 
-The cap (`connection_cap`) keeps HTTP well below the file-descriptor limit. At the cap, a new connection
-takes the place of the oldest fresh one, else of the oldest kept one, else of the oldest still sending
+The cap (`hubd.web.fdlimit.connection_cap`) keeps HTTP well below the file-descriptor limit. At the cap, a new
+connection takes the place of the oldest fresh one, else of the oldest kept one, else of the oldest still sending
 its body; with none of those, it gets a canned 503 and is closed at once, before any parsing.
 """
 
@@ -26,7 +26,6 @@ import asyncio
 import errno
 import json
 import logging
-import resource
 import socket
 from collections import OrderedDict
 from collections.abc import Callable
@@ -35,14 +34,10 @@ from typing import Any
 from aiohttp import web
 
 from hubd.metrics import Metrics
+from hubd.web.fdlimit import MAX_CONNECTIONS
 
 log = logging.getLogger(__name__)
 
-# File descriptors HTTP leaves to the rest of hubd: SQLite (database, WAL, shared memory), the MQTT
-# connection, up to 64 outbox sends in flight (outbox.MAX_IN_FLIGHT), zeroconf, the event loop, the log.
-RESERVED_FDS = 96
-MAX_CONNECTIONS = 1024  # a hub's clients are a platform, a few browsers and automations
-MIN_CONNECTIONS = 8
 BACKLOG = 128  # connections the kernel holds until they are accepted: not yet descriptors of hubd's
 ACCEPT_BATCH = 16  # accepts per wake-up; the connections they make room for close on the next loop pass
 KEEPALIVE_S = 75.0  # longer than the 60 s reverse proxies keep an idle upstream connection
@@ -60,22 +55,6 @@ _REFUSAL_BODY = json.dumps({"error": "hubd has too many open connections; try ag
                             "details": []}).encode()
 _REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 5\r\n"
             b"Connection: close\r\nContent-Length: " + str(len(_REFUSAL_BODY)).encode() + b"\r\n\r\n" + _REFUSAL_BODY)
-
-
-def fd_limit() -> int:
-    """The soft RLIMIT_NOFILE: how many file descriptors this process may have open."""
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return 1 << 20 if soft == resource.RLIM_INFINITY else soft
-
-
-def connection_cap(limit: int, configured: int | None = None) -> int:
-    """HTTP connections allowed at once: half of the descriptors left after RESERVED_FDS, within bounds.
-
-    The other half is headroom: a batch of accepts whose evictions are not released yet, the embedded
-    broker's clients. A configured value lowers the cap, never raises it past what the limit allows.
-    """
-    derived = max(MIN_CONNECTIONS, min(MAX_CONNECTIONS, (limit - RESERVED_FDS) // 2))
-    return derived if configured is None else min(configured, derived)
 
 
 class _Connection(asyncio.Protocol):

@@ -38,7 +38,6 @@ from hubd.dialects.base import (
     Unexported,
 )
 from hubd.dialects.globs import Globs
-from hubd.dialects.payload import MAX_PAYLOAD_BYTES, check_nesting
 from hubd.dialects.zigbee2mqtt.devices import (
     DIALECT,
     Address,
@@ -50,7 +49,7 @@ from hubd.dialects.zigbee2mqtt.devices import (
 )
 from hubd.dialects.zigbee2mqtt.exposes import Feature
 from hubd.dialects.zigbee2mqtt.features import command, part, read
-from hubd.errors import DeviceMessageInvalid
+from hubd.dialects.zigbee2mqtt.payloads import command_json, online_value, state_object
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +120,7 @@ class Zigbee2MqttDialect(Dialect):
         if rest == "bridge/devices":
             return self._device_list(topic, payload)
         if rest == "bridge/state":
-            online = self._online_value(topic, payload)
+            online = online_value(topic, payload)
             if isinstance(online, InputRejected):
                 return [online]
             if online is not None:
@@ -137,7 +136,7 @@ class Zigbee2MqttDialect(Dialect):
         if sub == "":
             return self._state(self._devices[ieee], topic, payload, received_at, retained)
         if sub == _AVAILABILITY:
-            online = self._online_value(topic, payload)
+            online = online_value(topic, payload)
             if isinstance(online, InputRejected):
                 return [online]
             if online is not None:
@@ -149,7 +148,7 @@ class Zigbee2MqttDialect(Dialect):
         """One publish to `<base>/<current friendly_name>/set` in zigbee2mqtt's form."""
         where, feature = self._feature(device_id, route, request.interface)
         body = command(feature, request)
-        return [Outgoing(f"{self._prefix}{self._name_of(where)}/set", _json(body))]
+        return [Outgoing(f"{self._prefix}{self._name_of(where)}/set", command_json(body))]
 
     def owns_command_topic(self, topic: str) -> bool:
         """Every topic under the base topic: its devices' `/set`, and the bridge's requests."""
@@ -260,7 +259,7 @@ class Zigbee2MqttDialect(Dialect):
         self._by_name = {d.name: ieee for ieee, d in devices.items()}
         for rest, (message, _) in self._early.items():
             found = self._match(rest)
-            online = self._online_value(rest, message) if found is not None and found[1] == _AVAILABILITY else None
+            online = online_value(rest, message) if found is not None and found[1] == _AVAILABILITY else None
             if isinstance(online, bool) and found is not None:
                 self._device_online[found[0]] = online
         present: set[str] = set()
@@ -286,19 +285,9 @@ class Zigbee2MqttDialect(Dialect):
 
     def _state(self, device: Z2mDevice, topic: str, payload: bytes, received_at: float,
                retained: bool) -> list[DeviceInput]:
-        if len(payload) > MAX_PAYLOAD_BYTES:
-            return [InputRejected("state", f"{topic}: {len(payload)} bytes; a device state is at most "
-                                           f"{MAX_PAYLOAD_BYTES}")]
-        if not payload.strip():
-            return []  # zigbee2mqtt clears a retained state so
-        try:
-            check_nesting(payload)
-            data: Any = json.loads(payload.decode("utf-8"))
-        except (UnicodeDecodeError, DeviceMessageInvalid, ValueError, RecursionError):
-            data = None
+        data = state_object(topic, payload)
         if not isinstance(data, dict):
-            return [InputRejected("state", f"{topic}: not a JSON object; zigbee2mqtt publishes a device's state as "
-                                           "one (set its advanced.output to json or attribute_and_json)")]
+            return [] if data is None else [data]
         raw = self._raw.setdefault(device.ieee, {})
         for prop in device.reads:  # a few properties, of the ten or more zigbee2mqtt publishes each time
             if prop in data:
@@ -325,22 +314,6 @@ class Zigbee2MqttDialect(Dialect):
                 and action.casefold() == device.doorbell[1].casefold():
             out.append(PressReceived(device.doorbell[0], when))
         return out
-
-    def _online_value(self, topic: str, payload: bytes) -> bool | InputRejected | None:
-        text = payload.decode("utf-8", errors="replace").strip()
-        if not text:
-            return None  # a retained availability cleared (the device was removed)
-        if text.startswith("{"):
-            try:
-                data: Any = json.loads(text) if len(payload) <= MAX_PAYLOAD_BYTES else None
-            except (ValueError, RecursionError):
-                data = None
-            state = data.get("state") if isinstance(data, dict) else None
-            text = state if isinstance(state, str) else ""
-        if text.casefold() in ("online", "offline"):
-            return text.casefold() == "online"
-        return InputRejected("availability", f"{topic}: {_short(payload)} is neither online/offline nor "
-                                             '{"state": "online"/"offline"}, as zigbee2mqtt publishes')
 
     def _availability_changes(self, ieees: Iterable[str]) -> list[DeviceInput]:
         out: list[DeviceInput] = []
@@ -398,12 +371,3 @@ class Zigbee2MqttDialect(Dialect):
         if not name or "+" in name or "#" in name:
             raise CommandRefused(f"{where.ieee}: friendly name {name!r} is no topic hubd can publish to")
         return name
-
-
-def _json(body: dict[str, Any]) -> bytes:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def _short(payload: bytes) -> str:
-    text = payload[:60].decode("utf-8", errors="replace")
-    return repr(text + ("..." if len(payload) > 60 else ""))
