@@ -49,6 +49,7 @@ from typing import Any
 from bench.load import StateShape, device_id
 from bench.rig import Hubd
 from bench.scenarios import Contender, Result, Rig
+from simulators.discovery_tasmota import tasmota_config
 
 IMPORTS = ("discovery", "zigbee2mqtt", "tasmota")
 DISCOVERY_PREFIX = "bench-ha"  # hubd's homeassistant.discovery_prefix in the discovery scenario
@@ -247,15 +248,9 @@ def zigbee2mqtt_fleet(devices: int) -> Fleet:
 # --- tasmota -------------------------------------------------------------------------------------------------------
 
 def _tasmota_config(i: int) -> dict[str, Any]:
-    """Device i's discovery config: Tasmota 15's keys, no relay, FullTopic %prefix%/%topic%/."""
-    mac = f"B0B0B0{i:06X}"
-    return {"ip": "192.0.2.10", "dn": f"Sensor {i}", "fn": [f"Sensor {i}", None, None, None, None, None, None, None],
-            "hn": f"bench-tas-{i:05d}", "mac": mac, "md": "ESP32-DevKit", "ty": 0, "if": 0, "cam": 0,
-            "ofln": "Offline", "onln": "Online", "state": ["OFF", "ON", "TOGGLE", "HOLD"], "sw": "15.0.1.4",
-            "t": f"bench-tas-{i:05d}", "ft": "%prefix%/%topic%/", "tp": ["cmnd", "stat", "tele"], "rl": [0] * 32,
-            "swc": [-1] * 28, "swn": [None] * 28, "btn": [0] * 32,
-            "so": {"4": 0, "11": 0, "13": 0, "17": 0, "20": 0, "30": 0, "68": 0, "73": 0, "82": 0, "114": 0,
-                   "117": 0}, "lk": 1, "lt_st": 0, "bat": 0, "dslp": 0, "sho": [], "sht": [], "ver": 1}
+    """Device i's discovery config: a sensor, no relay."""
+    return tasmota_config(mac=f"B0B0B0{i:06X}", device_name=f"Sensor {i}", model="ESP32-DevKit",
+                          topic=f"bench-tas-{i:05d}", host_name=f"bench-tas-{i:05d}", ip="192.0.2.10")
 
 
 def _tasmota_reading(temperature: float) -> dict[str, Any]:

@@ -62,7 +62,7 @@ def markdown(results: dict[str, Any]) -> str:
         delivered = [_get(results, f"throughput.{c}") for c in ("hubd", "forwarder", "node-red")]
         cells = [f"{d['received']:,} / {d['events']:,}" if isinstance(d, dict) and "received" in d else "–"
                  for d in delivered]
-        lines.append(f"| throughput: delivered / published | {' | '.join(cells)} | | | |")
+        lines.append(f"| throughput: delivered / published | {' | '.join(cells)} | | |")
         row("throughput, events/s (first publish → last receipt)", "throughput.{c}", "events_per_s")
         row("throughput, sustained events/s (10th–90th percentile of receipts)", "throughput.{c}",
             "sustained_events_per_s")

@@ -25,6 +25,7 @@ from hubd.directives.discovery import Discovery
 from hubd.directives.endpoint import DirectiveEndpoint
 from hubd.directives.grant import AcceptGrant
 from hubd.directives.replay import Replay
+from hubd.driver.limits import LoginLimiter
 from hubd.driver.service import DriverService
 from hubd.journal import EventJournal
 from hubd.lifecycle import Component, Health, Supervisor, SystemClock
@@ -84,8 +85,11 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None, *, confi
         components.append(EmbeddedBroker(host=config.mqtt.host, port=config.mqtt.port,
                                          users={mqtt_username: mqtt_password or ""}))
 
+    # One count of failed sign-ins for the authorize page and the devices page: an account's lock-out is one budget.
+    logins = LoginLimiter()
     driver = DriverService(db, config.driver, public_url=config.http.base_url, metrics=metrics,
-                           auth_url=config.platform.auth_url, trusted_proxies=config.http.trusted_proxies)
+                           auth_url=config.platform.auth_url, trusted_proxies=config.http.trusted_proxies,
+                           limiter=logins)
     components.append(driver)
 
     clock = SystemClock()
@@ -155,8 +159,8 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None, *, confi
                           imports=dialects,  # what each leaves out
                           journal=journal, webhooks=webhook)
     # The owner's devices page and its API: writes need an admin token or a signed-in owner (an admin account).
-    sessions = Sessions(config.driver.accounts)
-    owner = OwnerRoutes(registry, status, OwnerGuard(sessions, AdminTokens(db)), sessions, selection)
+    sessions = Sessions(config.driver.accounts, logins)
+    owner = OwnerRoutes(registry, status, OwnerGuard(sessions, AdminTokens(db)), sessions, selection, dialects)
     local: list[RouteSource] = [status, owner, webhook]
     components.append(HttpServer(host=config.http.host, port=config.http.port,
                                  max_body_bytes=config.http.max_body_bytes, health=health, metrics=metrics,

@@ -1,4 +1,4 @@
-"""Plain-text tables for the admin commands (`hubd tokens list`, `hubd webhook list`)."""
+"""Plain-text tables for the admin commands (`hubd tokens list`, `hubd webhook list`), and the times they show."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
+from hubd.hostnames import is_host_name
 from hubd.modelpaths import KeyPath, is_secret_path
 from hubd.yamlconfig import (
     SecretFile,
@@ -27,11 +28,6 @@ from hubd.yamlconfig import (
 )
 
 _TOPIC_SEGMENT_RE = re.compile(r"^[^#+\x00]+$")
-_HOST_NAME_LABEL = r"[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
-# A host name as a Host header has it (punycode for other scripts), with an optional trailing dot.
-_HOST_NAME_RE = re.compile(rf"^(?=.{{1,253}}$){_HOST_NAME_LABEL}(?:\.{_HOST_NAME_LABEL})*\.?$")
-
-
 class _Model(BaseModel):
     """Base: frozen, unknown keys are errors. `<secret>_file` keys are read by the loader (parse_config)."""
 
@@ -110,7 +106,7 @@ class HttpConfig(_Model):
     @classmethod
     def _allowed_hosts(cls, value: list[str]) -> list[str]:
         for name in value:
-            if not _HOST_NAME_RE.match(name):
+            if not is_host_name(name):
                 raise ValueError(f"{name!r} is not a host name: give names only, without scheme or port, "
                                  "e.g. [hub.home.arpa, pi.lan]")
         return value
@@ -145,7 +141,7 @@ class HttpConfig(_Model):
         if self.public_url:
             names.append(urlsplit(self.public_url).hostname or "")
         listen = (self.host, self.local_host)  # where they are names (an IPv4 address passes as one anyway)
-        names += [h for h in listen if _HOST_NAME_RE.match(h) and not h.replace(".", "").isdigit()]
+        names += [h for h in listen if is_host_name(h) and not h.replace(".", "").isdigit()]
         return [name for name in dict.fromkeys(names) if name]
 
     @property

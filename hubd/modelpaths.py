@@ -1,12 +1,13 @@
 """Key paths into a pydantic model (pure): how a config key is written (`mqtt.host`, `driver.accounts[0].name`),
-which fields are secrets (SecretStr, and so take `<key>_file`), and the closest key to a misspelt one. Imports
-nothing of hubd.
+which fields are secrets (SecretStr, and so take `<key>_file`) and where they are in a file's values, and the
+closest key to a misspelt one. Imports nothing of hubd.
 """
 
 from __future__ import annotations
 
 import difflib
 import typing
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel, SecretStr
@@ -26,6 +27,26 @@ def is_secret_path(model: type[BaseModel], path: KeyPath) -> bool:
             return False
         annotation = sub.model_fields[part].annotation
     return is_secret(annotation)
+
+
+def secret_fields(model: type[BaseModel], data: dict[str, Any],
+                  path: KeyPath = ()) -> Iterator[tuple[dict[str, Any], KeyPath, str]]:
+    """Each secret field of `model` where a file's values (`data`, at `path`) may hold it: the mapping it goes
+    in, that mapping's key path and the field's name; at any depth (a nested model's mapping, each mapping in a
+    list of them), whether the mapping holds the field or not. A caller may change the mapping it is given."""
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if is_secret(annotation):
+            yield data, path, name
+        value = data.get(name)
+        sub = model_of(annotation)
+        if sub is not None and isinstance(value, dict):
+            yield from secret_fields(sub, value, (*path, name))
+        item_model = model_of(list_item(annotation))
+        if item_model is not None and isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, dict):
+                    yield from secret_fields(item_model, item, (*path, name, i))
 
 
 def is_secret(annotation: Any) -> bool:

@@ -8,6 +8,7 @@ metrics.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -49,10 +50,11 @@ class DeviceProblems:
         self._command_errors = RefusalLog(log, what="failed speaker commands", line="%s: %s%s")
         self._presses: dict[str, deque[float]] = {}  # device → when its last presses came (a burst is a problem)
 
-    def flush(self) -> None:
-        """Once a minute: sum up the refusals not logged one by one."""
-        self._refusals.flush()
-        self._command_errors.flush()
+    async def run(self) -> None:
+        """Sum up the refusals not logged one by one once their minute is over (the registry's `run()`)."""
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._refusals.run(), name="device-refusals-summed-up")
+            group.create_task(self._command_errors.run(), name="command-errors-summed-up")
 
     def rejected(self, kind: str, topic: str, reason: str, retained: bool, at: float) -> None:
         """A dialect refused a message (`kind`: config, state, ...)."""

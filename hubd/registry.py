@@ -54,7 +54,6 @@ from hubd.dialects.base import (
     input_kind,
 )
 from hubd.errors import DeviceMessageInvalid, StorageUnavailable
-from hubd.failures import REFUSAL_WINDOW_S
 from hubd.metrics import Metrics
 from hubd.problems import DeviceProblems, RejectionObserver
 from hubd.store.db import Database
@@ -99,10 +98,9 @@ class DeviceRegistry:
         log.info("loaded %d devices (%d overrides of the owner's)", len(self._devices), len(self._overrides))
 
     async def run(self) -> None:
-        """The registry is driven by `handle`; once a minute it sums up the refusals it did not log one by one."""
-        while True:
-            await asyncio.sleep(REFUSAL_WINDOW_S)
-            self._problems.flush()
+        """The registry is driven by `handle`; it sums up the refusals it did not log one by one once their minute is
+        over (`hubd.failures.RefusalLog.run`)."""
+        await self._problems.run()
 
     async def stop(self) -> None:
         """Nothing to release."""

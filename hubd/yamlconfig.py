@@ -23,7 +23,7 @@ import yaml
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from hubd.errors import ConfigError, HubdError
-from hubd.modelpaths import KeyPath, did_you_mean, dotted, is_secret, is_secret_path, list_item, model_of
+from hubd.modelpaths import KeyPath, did_you_mean, dotted, is_secret_path, secret_fields
 from hubd.yamlmerge import YAML_TAG, MergeError, merged_pairs
 
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -84,7 +84,7 @@ def parse_yaml_model(model: type[M], text: str, env: Mapping[str, str], source: 
         raise ConfigError(problems.lines())
     if not isinstance(data, dict):
         raise ConfigError([f"{source}: the top level must be a mapping of {top_level}"])
-    _read_secret_files(model, data, (), lines, problems, read=read_secrets)
+    _read_secret_files(model, data, lines, problems, read=read_secrets)
     config: M | None = None
     try:
         config = model.model_validate(data)
@@ -269,29 +269,14 @@ def secret_files(model: type[BaseModel], text: str, env: Mapping[str, str],
     reader = _YamlReader(model, env, {}, _Problems(), read_secrets=False)
     data = None if node is None else reader.read(node, ())
     found: list[SecretFile] = []
-    for path, written in _secret_file_keys(model, data if isinstance(data, dict) else {}, ()):
+    for mapping, path, name in secret_fields(model, data if isinstance(data, dict) else {}):
+        written = mapping.get(f"{name}_file")
+        if not isinstance(written, str):
+            continue
         expanded, problems = expand(written, env, fallbacks)
-        found.append(SecretFile(dotted(path), written, None if problems else Path(expanded),
+        found.append(SecretFile(dotted((*path, f"{name}_file")), written, None if problems else Path(expanded),
                                 problems[0] if problems else None))
     return found
-
-
-def _secret_file_keys(model: type[BaseModel], data: dict[str, Any], path: KeyPath) -> list[tuple[KeyPath, str]]:
-    out: list[tuple[KeyPath, str]] = []
-    for name, field in model.model_fields.items():
-        key = f"{name}_file"
-        if is_secret(field.annotation) and isinstance(data.get(key), str):
-            out.append(((*path, key), data[key]))
-        value = data.get(name)
-        sub = model_of(field.annotation)
-        if sub is not None and isinstance(value, dict):
-            out.extend(_secret_file_keys(sub, value, (*path, name)))
-        item_model = model_of(list_item(field.annotation))
-        if item_model is not None and isinstance(value, list):
-            for i, item in enumerate(value):
-                if isinstance(item, dict):
-                    out.extend(_secret_file_keys(item_model, item, (*path, name, i)))
-    return out
 
 
 def _names_secret(model: type[BaseModel], path: KeyPath) -> bool:
@@ -322,25 +307,13 @@ def _unknown_tag(model: type[BaseModel], tag: str, path: KeyPath) -> str:
 
 
 def _read_secret_files(
-    model: type[BaseModel], data: dict[str, Any], path: KeyPath, lines: dict[KeyPath, int], problems: _Problems,
-    *, read: bool = True,
+    model: type[BaseModel], data: dict[str, Any], lines: dict[KeyPath, int], problems: _Problems, *, read: bool = True,
 ) -> None:
     """Replace every `<secret>_file: PATH` (of a SecretStr field, at any depth) by the file's content; with
     `read=False`, every secret (from a file or not) by an UnreadSecret."""
-    for name, field in model.model_fields.items():
-        annotation = field.annotation
-        key = f"{name}_file"
-        if is_secret(annotation) and (key in data or (not read and name in data)):
-            _read_secret_file(data, path, name, lines, problems, read=read)
-        value = data.get(name)
-        sub = model_of(annotation)
-        if sub is not None and isinstance(value, dict):
-            _read_secret_files(sub, value, (*path, name), lines, problems, read=read)
-        item_model = model_of(list_item(annotation))
-        if item_model is not None and isinstance(value, list):
-            for i, item in enumerate(value):
-                if isinstance(item, dict):
-                    _read_secret_files(item_model, item, (*path, name, i), lines, problems, read=read)
+    for mapping, path, name in secret_fields(model, data):
+        if f"{name}_file" in mapping or (not read and name in mapping):
+            _read_secret_file(mapping, path, name, lines, problems, read=read)
 
 
 def _read_secret_file(

@@ -5,13 +5,15 @@ Owns TasmotaBulb: an RGBCW bulb (a Sonoff B1, say) with Tasmota's defaults (SetO
 (the shape Tasmota's own discovery driver, xdrv_12_discovery.ino in arendst/Tasmota, builds), its LWT
 (`tele/<topic>/LWT`, `Online` retained, `Offline` its last will), its `tele/<topic>/STATE`, and the commands it
 obeys on `cmnd/<topic>/<Command>`: `POWER1`, `Dimmer`, `CT`, `Color2` and `STATE`, each answered with the
-light's state on `stat/<topic>/RESULT` as Tasmota answers. Must not import hubd.
+light's state on `stat/<topic>/RESULT` as Tasmota answers. `tasmota_config` is that config for any device (the
+bench's sensors). Must not import hubd.
 """
 
 from __future__ import annotations
 
 import colorsys
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from simulators.discovery_session import DiscoveryDevice, Message, Received
@@ -19,6 +21,22 @@ from simulators.discovery_session import DiscoveryDevice, Message, Received
 TASMOTA_DISCOVERY_PREFIX = "tasmota/discovery"
 TASMOTA_VERSION = "15.0.1.4"
 MAX_RELAYS = 32  # Tasmota's discovery lists 32 relays, 28 switches and 32 buttons (ESP32)
+
+
+def tasmota_config(*, mac: str, device_name: str, model: str, topic: str, host_name: str, ip: str,
+                   relays: Sequence[int] = (), light_subtype: int = 0) -> dict[str, Any]:
+    """A device's discovery config, as xdrv_12_discovery.ino's TasDiscoverMessage builds it (FullTopic
+    `%prefix%/%topic%/`, no switch, no button): `relays` the first relays' types (2: a light; the others 0,
+    none), `light_subtype` the light's channels (0: no light, 5: RGBCW)."""
+    return {
+        "ip": ip, "dn": device_name, "fn": [device_name] + [None] * 7, "hn": host_name, "mac": mac, "md": model,
+        "ty": 0, "if": 0, "cam": 0, "ofln": "Offline", "onln": "Online", "state": ["OFF", "ON", "TOGGLE", "HOLD"],
+        "sw": TASMOTA_VERSION, "t": topic, "ft": "%prefix%/%topic%/", "tp": ["cmnd", "stat", "tele"],
+        "rl": [*relays] + [0] * (MAX_RELAYS - len(relays)), "swc": [-1] * 28, "swn": [None] * 28,
+        "btn": [0] * MAX_RELAYS,
+        "so": {"4": 0, "11": 0, "13": 0, "17": 0, "20": 0, "30": 0, "68": 0, "73": 0, "82": 0, "114": 0, "117": 0},
+        "lk": 1, "lt_st": light_subtype, "bat": 0, "dslp": 0, "sho": [], "sht": [], "ver": 1,
+    }
 
 
 class TasmotaBulb(DiscoveryDevice):
@@ -44,18 +62,10 @@ class TasmotaBulb(DiscoveryDevice):
         return f"{self.discovery_prefix}/{self.mac}/config"
 
     def config(self) -> dict[str, Any]:
-        """Its discovery config, as xdrv_12_discovery.ino's TasDiscoverMessage builds it."""
-        relays = [2] + [0] * (MAX_RELAYS - 1)
-        return {
-            "ip": "192.0.2.31", "dn": self.device_name, "fn": [self.device_name] + [None] * 7,
-            "hn": f"tasmota-{self.mac[-6:]}-{int(self.mac[-4:], 16) % 10000:04d}", "mac": self.mac, "md": self.model,
-            "ty": 0, "if": 0, "cam": 0, "ofln": "Offline", "onln": "Online", "state": ["OFF", "ON", "TOGGLE", "HOLD"],
-            "sw": TASMOTA_VERSION, "t": self.topic, "ft": "%prefix%/%topic%/", "tp": ["cmnd", "stat", "tele"],
-            "rl": relays, "swc": [-1] * 28, "swn": [None] * 28, "btn": [0] * MAX_RELAYS,
-            "so": {"4": 0, "11": 0, "13": 0, "17": 0, "20": 0, "30": 0, "68": 0, "73": 0, "82": 0, "114": 0,
-                   "117": 0},
-            "lk": 1, "lt_st": 5, "bat": 0, "dslp": 0, "sho": [], "sht": [], "ver": 1,
-        }
+        """Its discovery config, as xdrv_12_discovery.ino's TasDiscoverMessage builds it: one relay, the light."""
+        return tasmota_config(mac=self.mac, device_name=self.device_name, model=self.model, topic=self.topic,
+                              host_name=f"tasmota-{self.mac[-6:]}-{int(self.mac[-4:], 16) % 10000:04d}",
+                              ip="192.0.2.31", relays=[2], light_subtype=5)
 
     async def turn(self, on: bool) -> None:
         """Switched at the wall or in its web page: Tasmota reports the change on stat/RESULT."""
@@ -112,4 +122,4 @@ def _compact(payload: dict[str, Any]) -> bytes:
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-__all__ = ["TASMOTA_DISCOVERY_PREFIX", "TasmotaBulb"]
+__all__ = ["TASMOTA_DISCOVERY_PREFIX", "TasmotaBulb", "tasmota_config"]

@@ -19,7 +19,7 @@ def test_parts_of_one_device_share_its_endpoint_until_an_interface_repeats() -> 
                  dimmable=True, color_temperature=False, color=False)}
 
     device = mapping.endpoint_id("dev:1")
-    planned = mapping.plan(device, parts)
+    planned = mapping.plan_ranked(device, parts, {})
 
     assert [(e.endpoint_id, e.keys, e.display_type, e.split) for e in planned] == [
         (device, ("humidity", "light", "temperature"), "light", False),
@@ -31,8 +31,8 @@ def test_the_split_is_the_same_whatever_order_the_parts_come_in() -> None:
     one = {"b": mapping.switch(), "a": mapping.switch(outlet=True)}
     two = {"a": mapping.switch(outlet=True), "b": mapping.switch()}
 
-    assert mapping.plan("x", one) == mapping.plan("x", two)
-    assert mapping.plan("x", one)[0].display_type == "socket"
+    assert mapping.plan_ranked("x", one, {}) == mapping.plan_ranked("x", two, {})
+    assert mapping.plan_ranked("x", one, {})[0].display_type == "socket"
 
 
 def test_the_mapping_table_of_the_contract() -> None:

@@ -257,3 +257,22 @@ def test_only_nonces_of_the_documented_shape_are_answered(challenge: str) -> Non
 
     assert not valid_challenge(challenge)
     assert valid_challenge(new_challenge())
+
+
+def test_a_secret_file_others_can_read_is_found_where_hubd_finds_it(tmp_path: Path) -> None:
+    """`hubd init`'s config names its secrets under ${CREDENTIALS_DIRECTORY}, which is unset outside systemd: the
+    doctor looks where `hubd run` would read them, and warns of one readable by other users."""
+    from backup_helpers import installation
+
+    from hubd.config import load_config
+    from hubd.doctor.settings import check_secrets
+
+    config_path = installation(tmp_path, secrets_dir=tmp_path / "etc")  # beside the config: found without it
+    env = {k: v for k, v in os.environ.items() if k != "CREDENTIALS_DIRECTORY"}
+    config = load_config(config_path, env)
+    assert check_secrets(config_path, config, env).verdict.value == "PASS"
+    secret = tmp_path / "etc" / "hubd.client-secret"
+    secret.chmod(0o644)
+    result = check_secrets(config_path, config, env)
+    assert result.verdict.value == "WARN" and f"{secret} (platform.client_secret) is readable by other users" in \
+        result.detail, result

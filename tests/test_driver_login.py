@@ -179,7 +179,7 @@ async def test_wrong_password_shows_the_page_again(driver: RunningDriver, sessio
 
 
 def count_scrypt_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Patch the service's verify_password to record every scrypt run (the real check still runs)."""
+    """Patch the sign-in check's verify_password to record every scrypt run (the real check still runs)."""
     runs: list[str] = []
     real = verify_password
 
@@ -188,7 +188,7 @@ def count_scrypt_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             runs.append(candidate)
         return real(stored, candidate)
 
-    monkeypatch.setattr("hubd.driver.service.verify_password", counting)
+    monkeypatch.setattr("hubd.driver.passwords.verify_password", counting)
     return runs
 
 

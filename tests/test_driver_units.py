@@ -20,6 +20,7 @@ from hubd.driver.urls import (
     authorize_url,
     callback_rules,
     check_callback,
+    foreign_origin,
     get_ci,
     parse_callback_hosts,
 )
@@ -225,6 +226,26 @@ def test_check_config_reports_what_run_refuses() -> None:
     assert [p.split(":")[0] for p in config_problems(config)] == [
         "driver.callback_hosts[1]", "http.trusted_proxies[1]", "driver.accounts[1].username"]
     assert config_problems(HubdConfig()) == []
+
+
+@pytest.mark.parametrize(("claimed", "host", "shown"), [
+    ("https://hub.example", "hub.example", None),  # a proxy ended the browser's https: hubd sees http
+    ("http://hub.example:8080", "hub.example:8080", None),
+    ("https://hub.example/devices?x=1", "hub.example", None),  # a Referer
+    ("https://hub.example", "hub.example:8080", "https://hub.example:443"),
+    ("https://evil.example", "hub.example", "https://evil.example:443"),
+    ("http://[::1]:8443", "hub.example", "http://[::1]:8443"),
+    ("null", "hub.example", "'null'"),
+])
+def test_an_origin_is_ours_when_it_names_the_host_the_request_was_sent_to_by_any_scheme(
+        claimed: str, host: str, shown: str | None) -> None:
+    assert foreign_origin(claimed, host) == shown
+
+
+def test_the_public_urls_origin_is_ours_whatever_host_the_request_was_sent_to() -> None:
+    public = ("https", "hub.example", 443)
+    assert foreign_origin("https://hub.example", "192.168.1.20:8080", public) is None
+    assert foreign_origin("https://evil.example", "192.168.1.20:8080", public) == "https://evil.example:443"
 
 
 def test_get_ci() -> None:

@@ -101,12 +101,14 @@ def test_reports_arriving_within_a_window_share_it_and_a_later_one_opens_the_nex
 
 def test_a_windows_reports_wait_for_it_to_close_and_go_together_while_other_rows_go_at_once() -> None:
     queue = UserQueue()
-    for r in (report(1, "lamp", window_end=10.1), row(2, "fan"), report(3, "door", window_end=10.1),
-              report(4, "old", name="DeleteReport", window_end=10.1), report(5, "hall", window_end=10.2)):
+    first = queue.window(10.0, 0.1)  # windows as the sender opens them: the first report's arrival
+    for r in (report(1, "lamp", window_end=first), row(2, "fan"), report(3, "door", window_end=first),
+              report(4, "old", name="DeleteReport", window_end=first)):
         queue.add(r, NOW)
     assert queue.take_window(10.05, 100) == []
     assert queue.next_window(10.05) == 10.1
     assert drain(queue) == [2]  # the fan's change does not wait for the window
+    queue.add(report(5, "hall", window_end=queue.window(10.1, 0.1)), NOW)  # arrived as the first one closed
     together = queue.take_window(10.1, 100)
     assert [r.id for r in together] == [1, 3]  # the DeleteReport goes in a message of its own
     assert [r.id for r in queue.take_window(10.1, 100)] == [4]

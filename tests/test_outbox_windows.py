@@ -14,15 +14,17 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from outbox_helpers import FakeTokens, Posted, SenderRig, change, endpoint, running_sender
+from outbox_helpers import FakeTokens, Posted, SenderRig, change, endpoint, insert_rows, running_sender
 from unit_helpers import eventually
 
 from hubd.cloud import messages
+from hubd.config import StorageConfig
 from hubd.errors import CloudUnavailable
 from hubd.events import PendingEvent
 from hubd.outbox import sender as outbox
 from hubd.outbox.decide import DISCOVERY_BATCH, discovery_events
 from hubd.store import outbox as outbox_store
+from hubd.store.db import Database
 
 
 @pytest.fixture
@@ -137,7 +139,7 @@ async def test_a_window_beyond_one_messages_endpoints_goes_in_several_in_order(r
 
 async def test_a_merge_the_disk_refuses_sends_the_reports_one_by_one(
         rig: SenderRig, monkeypatch: pytest.MonkeyPatch) -> None:
-    def full(conn: sqlite3.Connection, row_id: int, others: list[int]) -> None:
+    def full(conn: sqlite3.Connection, row_id: int, others: list[int], delivered: list[int]) -> None:
         err = sqlite3.OperationalError("database or disk is full")
         err.sqlite_errorcode = sqlite3.SQLITE_FULL  # type: ignore[attr-defined]
         raise err
@@ -189,3 +191,15 @@ async def test_a_report_behind_a_change_of_its_device_waits_for_it(rig: SenderRi
     sent = [(p.name, p.body["payload"]["endpoints"][0]["displayName"] if p.name == "AddOrUpdateReport" else "")
             for p in rig.api.posted]
     assert sent == [("AddOrUpdateReport", "Switch Two"), ("ChangeReport", ""), ("AddOrUpdateReport", "Switch One")]
+
+
+async def test_a_merge_deletes_the_delivered_rows_that_could_stand_between_its_endpoints(tmp_path: Path) -> None:
+    """A delivered DeleteReport of a device, not deleted yet, sits between the window's first report and a newer
+    one re-adding that device: read back after a crash it would go again after the re-add. The merge deletes it."""
+    db = Database.of(StorageConfig(path=tmp_path / "hubd.db"))
+    [added, removed, again] = db.call_blocking(
+        lambda conn: insert_rows(conn, [report("lamp"), deleted("door"), report("door")], "alice"))
+    merged = db.call_blocking(outbox_store.merge_blocking, added.id, [again.id], [removed.id])
+    assert merged is not None and merged[1] == [again.id]
+    left = db.call_blocking(lambda conn: [r[0] for r in conn.execute("SELECT id FROM outbox ORDER BY id")])
+    assert left == [added.id]  # the re-add went into the first row; the delivered DeleteReport is gone

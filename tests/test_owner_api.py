@@ -137,6 +137,12 @@ async def test_a_zigbee2mqtt_button_is_declared_the_doorbell_by_its_ieee_address
     assert listed["name"] == "button" and "single" in listed["doorbellEvents"]
     shown = await device(rig.hub, BUTTON)
     assert shown["exported"] is False and shown["overrides"]["doorbell"] is None
+    # A bulk edit knows it too, and answers with it as GET does.
+    for room in ("Hallway", None):
+        status, body, _ = await request(rig.hub, "PATCH", "/api/devices", {"endpointIds": [BUTTON], "room": room},
+                                        token=token)
+        assert status == 200 and body == {"devices": [await device(rig.hub, BUTTON)]}, body
+        assert body["devices"][0]["exported"] is False and body["devices"][0]["overrides"]["room"] == room
     await rig.bind()
 
     status, body = await patch(rig.hub, BUTTON, {"doorbell": "single", "name": "Front Door"}, token=token)
@@ -248,6 +254,9 @@ async def test_a_bulk_room_goes_out_in_one_report_and_an_override_of_a_device_go
     await rig.wait_events(1, "DeleteReport", endpoint="lamp-1")
     kept = await device(rig.hub, "lamp-1")
     assert kept["present"] is False and kept["overrides"]["room"] == "Hallway"
+    status, body, _ = await request(rig.hub, "PATCH", "/api/devices", {"endpointIds": ["lamp-1"], "room": "Hallway"},
+                                    token=token)
+    assert status == 200 and body == {"devices": [kept]}, body
     rig.publish("lamp-1", "config", LAMP, retain=True)
     back = await rig.wait_events(3, "AddOrUpdateReport", endpoint="lamp-1")
     assert endpoint_in(back[-1], "lamp-1")["recommendRoomName"] == "Hallway"

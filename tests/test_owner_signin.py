@@ -1,6 +1,7 @@
 """Signing in on the devices page over loopback (a real hubd): an owner account's session in an HttpOnly,
 SameSite=Strict cookie, a CSRF token on every write, the Origin check, signing out, accounts that are not owners,
-and the same fair lock-outs as the login page (the guesser waits, the owner's trusted address does not)."""
+and the login page's fair lock-outs, counted together with it (the guesser waits, the owner's trusted address does
+not)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
-from driver_helpers import browser_session
+from driver_helpers import PageForm, browser_session, open_page
 from owner_helpers import device
 from rig import LAMP, Rig
 
@@ -85,6 +86,28 @@ async def test_an_owner_signs_in_and_each_write_needs_the_sessions_csrf_token(ma
     assert "owner-pw" not in rig.hub.log()
 
 
+async def test_behind_a_proxy_that_ends_https_the_hubs_own_page_signs_in_and_writes_and_other_sites_cannot(
+        make_rig: MakeRig) -> None:
+    rig = await make_rig(hub_overrides=ACCOUNTS)
+    rig.publish("lamp-1", "config", LAMP, retain=True)
+    await rig.hub.wait_for(lambda: _known(rig), what="lamp-1")
+    # What a proxy on port 443 forwards: the browser's https Origin, the Host it was sent to; hubd sees plain http.
+    proxied = {"Origin": "https://127.0.0.1", "Host": "127.0.0.1", "Sec-Fetch-Site": "same-origin"}
+    async with browser_session() as browser:
+        status, body, _ = await call(browser, rig, "POST", "/api/session",
+                                     {"username": "owner", "password": "owner-pw"}, proxied)
+        assert status == 200, body
+        csrf = {"X-CSRF-Token": body["csrf"]}
+        status, body, _ = await call(browser, rig, "PATCH", "/api/devices/lamp-1", {"name": "Hall Lamp"},
+                                     {**proxied, **csrf})
+        assert status == 200 and body["displayName"] == "Hall Lamp"
+        for other in ("https://evil.example", "https://127.0.0.1:8443", "http://evil.example"):
+            status, body, _ = await call(browser, rig, "PATCH", "/api/devices/lamp-1", {"name": "Other Lamp"},
+                                         {**proxied, **csrf, "Origin": other})
+            assert status == 403 and body["details"][0]["path"] == "(header) Origin", other
+    assert (await device(rig.hub, "lamp-1"))["displayName"] == "Hall Lamp"
+
+
 async def test_a_guesser_waits_while_the_owner_at_a_trusted_address_signs_in(make_rig: MakeRig) -> None:
     rig = await make_rig(hub_overrides=ACCOUNTS)
     right = {"username": "owner", "password": "owner-pw"}
@@ -108,6 +131,36 @@ async def test_a_guesser_waits_while_the_owner_at_a_trusted_address_signs_in(mak
     async with browser_session("127.0.0.2") as owner:
         status, body, _ = await call(owner, rig, "POST", "/api/session", right)
         assert status == 200 and body["signedIn"] is True
+
+
+async def test_failed_sign_ins_here_and_on_the_authorize_page_count_against_one_account_lock_out(
+        make_rig: MakeRig) -> None:
+    rig = await make_rig(hub_overrides=ACCOUNTS)
+    right = {"username": "owner", "password": "owner-pw"}
+    wrong = {"username": "owner", "password": "guess"}
+    callback = f"{rig.sim.url}/callback?src=sim"  # the platform's host: allowed by default
+    # Half the account's budget on each page, from two addresses: neither page alone locks the account ...
+    async with browser_session("127.0.0.1") as devices_page, browser_session("127.0.0.3") as authorize_page:
+        for _ in range(ACCOUNT_FREE - SOURCE_FREE):
+            assert (await call(devices_page, rig, "POST", "/api/session", wrong))[0] == 401
+        page_url, form = await open_page(authorize_page, rig.hub.url, callback)
+        for _ in range(SOURCE_FREE):
+            status, text = await authorize(authorize_page, page_url, form, **wrong)
+            assert status == 200 and "Wrong username or password." in text
+    # ... together they make every untrusted address wait, on either page, even with the right password.
+    async with browser_session("127.0.0.4") as stranger:
+        status, body, response = await call(stranger, rig, "POST", "/api/session", right)
+        assert status == 429 and "too many" in body["error"] and int(response.headers["Retry-After"]) >= 1
+        page_url, form = await open_page(stranger, rig.hub.url, callback)
+        status, text = await authorize(stranger, page_url, form, **right)
+        assert status == 429 and "Too many failed sign-in attempts" in text
+
+
+async def authorize(session: aiohttp.ClientSession, page_url: str, form: PageForm, *, username: str,
+                    password: str) -> tuple[int, str]:
+    """Submit the authorize page's form like a browser; the status and the page (a sign-in redirects: 302)."""
+    async with session.post(page_url, data=form.data(username, password), allow_redirects=False) as response:
+        return response.status, await response.text()
 
 
 async def _known(rig: Rig) -> bool:

@@ -4,6 +4,7 @@ selection's globs."""
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import json
 from collections.abc import Mapping, Sequence
@@ -238,6 +239,24 @@ class RecordingBridge:
         self.given.append(dict(selections))
 
 
+class SlowBridge:
+    """Takes each selection only when let go, with no lock of its own, and notes whether two came at once."""
+
+    def __init__(self) -> None:
+        self.given: list[Mapping[str, Selection]] = []
+        self.entered = asyncio.Event()
+        self.go = asyncio.Event()
+        self.busy = self.overlapped = False
+
+    async def reconfigure(self, selections: Mapping[str, Selection]) -> None:
+        self.overlapped |= self.busy
+        self.busy = True
+        self.entered.set()
+        await self.go.wait()
+        self.given.append(dict(selections))
+        self.busy = False
+
+
 class Overrides:
     def __init__(self, overrides: dict[str, Override]) -> None:
         self._overrides = overrides
@@ -263,3 +282,18 @@ async def test_the_live_selection_adds_the_owners_doorbells_after_the_configs() 
     live = LiveSelection(config, bridge, Overrides({"b*": Override(doorbell="single"), "x": Override(name="Lamp")}))
     await live.start()
     assert bridge.given == [{"zigbee2mqtt": Selection(("*",), ("bulb",), (("Front*", "press"), ("b[*]", "single")))}]
+
+
+async def test_an_owners_doorbell_and_a_sighup_at_once_reach_the_dialects_one_after_the_other_newest_last() -> None:
+    config = HubdConfig.model_validate({"zigbee2mqtt": {"enabled": True}})
+    owners: dict[str, Override] = {}
+    bridge = SlowBridge()
+    live = LiveSelection(config, bridge, Overrides(owners))
+    sighup = asyncio.create_task(live.apply(config.model_copy(update={"doorbells": []})))
+    await bridge.entered.wait()
+    owners[BUTTON] = Override(doorbell="single")  # the owner's doorbell, committed while the SIGHUP's selection goes
+    edit = asyncio.create_task(live.apply())
+    bridge.go.set()
+    await asyncio.gather(sighup, edit)
+    assert not bridge.overlapped
+    assert [given["zigbee2mqtt"].doorbells for given in bridge.given] == [(), ((exact_glob(BUTTON), "single"),)]

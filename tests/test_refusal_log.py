@@ -1,13 +1,17 @@
 """Refused device messages are logged without a flood (hubd.failures.RefusalLog): once per topic and reason per
-minute, at most 60 lines a minute in all, and the rest summed up once a minute."""
+minute, at most 60 lines a minute in all, and the rest summed up once their minute is over, also when no other
+refusal comes."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 
 import pytest
+from unit_helpers import eventually
 
-from hubd.failures import REFUSALS_PER_MINUTE, RefusalLog
+from hubd.failures import REFUSAL_WINDOW_S, REFUSALS_PER_MINUTE, RefusalLog
 
 
 class Clock:
@@ -56,3 +60,21 @@ def test_fifty_thousand_refusals_on_as_many_topics_are_a_few_lines(caplog: pytes
     with caplog.at_level(logging.WARNING):
         refusals.flush()  # nothing left out since: nothing to say
     assert _lines(caplog) == []
+
+
+async def test_what_was_left_out_is_summed_up_once_its_minute_is_over_without_another_refusal(
+        caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    refusals = RefusalLog(logging.getLogger("test.refusals"), clock=clock)
+    runs = asyncio.create_task(refusals.run())
+    try:
+        with caplog.at_level(logging.WARNING):
+            for _ in range(3):
+                refusals.refused("hubd/device/x/state", "unknown device 'x'")
+            clock.now += REFUSAL_WINDOW_S  # the minute is over; no further refusal comes
+            await eventually(lambda: len(_lines(caplog)) == 2, "the summary")
+        assert _lines(caplog)[1].startswith("2 more refused device messages on 1 topic(s) not logged one by one")
+    finally:
+        runs.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runs

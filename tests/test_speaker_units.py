@@ -272,6 +272,17 @@ def test_audio_urls_are_http_or_https_with_a_host_and_nothing_a_url_never_holds(
     assert found is not None and problem in found, found
 
 
+def test_an_audio_urls_host_name_is_counted_without_its_trailing_dot() -> None:
+    """hubd.config's host-name rule, with the DNS's count: 253 characters, and the root's dot besides."""
+    name = ".".join(["a" * 63] * 3 + ["a" * 61])
+    assert len(name) == 253
+    assert url_problem(f"http://{name}/x.mp3") is None
+    assert url_problem(f"http://{name}./x.mp3") is None
+    for host in (f"{name}a", f"{name}..", "a..", "."):
+        found = url_problem(f"http://{host}/x.mp3")
+        assert found is not None and "has no valid host name or address" in found, host
+
+
 @pytest.mark.parametrize("url", ["http://nas.local/chime.mp3", "https://example.com:8443/a/b.ogg?x=1&y=%20#f",
                                  "HTTP://NAS/x.mp3", "http://192.168.1.5/x.mp3", "http://[fd00::2]:8000/x",
                                  "http://user:pw@nas/x.mp3", "http://nas.local/Grüße.mp3", "http://bücher.example/x"])

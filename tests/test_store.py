@@ -74,3 +74,28 @@ async def test_a_world_readable_database_is_made_private(tmp_path: Path, caplog:
 
 def test_migrations_are_numbered_in_sequence() -> None:
     assert [version for version, _, _ in migrations()] == list(range(1, len(migrations()) + 1))
+
+
+def test_a_file_is_replaced_whole_or_not_at_all(tmp_path: Path, umask_022: None) -> None:
+    """hubd.store.snapshot's file chore (the backup file, a restored config or secret, the copy before a
+    migration): the new file takes the old one's place only once written and synced; a write that fails leaves
+    the old file as it was and nothing beside it."""
+    from hubd.store.snapshot import replace_file_blocking, write_synced_blocking
+
+    target, partial = tmp_path / "secret", tmp_path / ".secret.partial"
+    target.write_bytes(b"old")
+    replace_file_blocking(target, partial, lambda p: write_synced_blocking(p, 0o600, lambda f: f.write(b"new"),
+                                                                           exclusive=True))
+    assert target.read_bytes() == b"new" and stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["secret"]
+
+    def fails(path: Path) -> None:
+        write_synced_blocking(path, 0o600, lambda f: f.write(b"half"), exclusive=True)
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        replace_file_blocking(target, partial, fails)
+    assert target.read_bytes() == b"new" and sorted(p.name for p in tmp_path.iterdir()) == ["secret"]
+    with pytest.raises(FileExistsError):  # exclusive: never over a file already there
+        write_synced_blocking(target, 0o600, lambda f: f.write(b"x"), exclusive=True)
+    assert target.read_bytes() == b"new"

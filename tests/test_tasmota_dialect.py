@@ -266,16 +266,16 @@ def test_a_device_seen_through_its_legacy_discovery_is_left_to_the_native_import
     legacy = json.loads((FIXTURES.parent / "homeassistant" / "tasmota_relay_FB6A07.json")
                         .read_text(encoding="utf-8"))["configs"][0]["payload"]
     topics = tuple(v for k, v in legacy.items() if k.endswith("_t"))
-    announced = Announced("", tuple(legacy["dev"]["ids"]), (), None, topics)
+    announced = Announced("", tuple(legacy["dev"]["ids"]), (), topics)
     dialect = make()
     assert not dialect.imports_natively(announced)  # not (yet) seen natively: discovery imports it
 
     native = basic_config(mac="A4CF12FB6A07", t="tasmota_FB6A07", ft="%prefix%/%topic%/", rl=[1])
     announce(dialect, "A4CF12FB6A07", native)
     assert dialect.imports_natively(announced)
-    elsewhere = Announced("", ("FB6A07",), (), None, ("tele/other_device/STATE",))
+    elsewhere = Announced("", ("FB6A07",), (), ("tele/other_device/STATE",))
     assert not dialect.imports_natively(elsewhere)  # the same six digits, but another device's topics
-    by_connection = Announced("", ("x",), (("mac", "a4:cf:12:fb:6a:07"),), None, ())
+    by_connection = Announced("", ("x",), (("mac", "a4:cf:12:fb:6a:07"),), ())
     assert dialect.imports_natively(by_connection)
 
 

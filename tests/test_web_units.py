@@ -1,16 +1,23 @@
 """The pure request helpers of hubd/web: the client address behind trusted proxies, bounded JSON bodies, the Host
-values the local routes answer."""
+values the local routes answer; the pages' shared style and script."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import re
+from importlib import resources
 
 import pytest
 
 from hubd.jsondepth import too_deep
+from hubd.owner.routes import PAGE as DEVICES_PAGE
+from hubd.status.routes import PAGE as STATUS_PAGE
 from hubd.web.client_address import client_address, parse_trusted_proxies, throttle_key
 from hubd.web.hosts import HostCheck
 from hubd.web.jsonbody import JsonBodyInvalid, load_json
+from hubd.web.page import InlinePage
 
 
 @pytest.mark.parametrize(("peer", "headers", "proxies", "expected"), [
@@ -113,3 +120,20 @@ def test_ip_literals_localhost_and_the_hubs_names_are_its_hosts(host: str) -> No
 def test_any_other_host_is_refused_with_the_reason(values: list[str], why: str) -> None:
     refusal = HostCheck(["hub.home.arpa"]).refusal(values)
     assert refusal is not None and why in refusal, refusal
+
+
+@pytest.mark.parametrize("page", [STATUS_PAGE, DEVICES_PAGE], ids=["status", "devices"])
+def test_a_page_carries_the_shared_style_and_script_in_its_own_and_its_csp_hashes_what_is_served(
+        page: InlinePage) -> None:
+    html = page.render({"devices": [], "unexported": []})
+    assert "{{" not in html
+    [style] = re.findall(r"<style>(.*?)</style>", html, re.DOTALL)
+    [script] = re.findall(r"<script>(.*?)</script>", html, re.DOTALL)
+    shared = resources.files("hubd.web").joinpath("templates")
+    assert shared.joinpath("common.css").read_text(encoding="utf-8").strip() in style
+    assert shared.joinpath("common.js").read_text(encoding="utf-8").strip() in script
+
+    def digest(block: str) -> str:
+        return f"'sha256-{base64.b64encode(hashlib.sha256(block.encode()).digest()).decode()}'"
+    csp = page.headers["Content-Security-Policy"]
+    assert f"style-src {digest(style)};" in csp and f"script-src {digest(script)};" in csp

@@ -1,6 +1,7 @@
-"""Unknown webhook tokens over loopback: guessers are slowed per client address, the right token never is.
+"""Unknown webhook tokens over loopback: guessers are slowed per client address, the right token never is; the
+refused calls left out of the log are summed up once their minute is over.
 
-A WebhookService behind the real HttpServer with a clock the test moves. Clients come from different
+A WebhookService behind the real HttpServer with clocks the test moves. Clients come from different
 loopback addresses (127.0.0.2 is another machine as far as hubd can tell), or through a trusted
 proxy that names them in X-Forwarded-For. No speaker is known, so a call with the right token ends
 in a 422 that says so: past the token check, which is all these tests are about.
@@ -8,6 +9,9 @@ in a 422 that says so: past the token check, which is all these tests are about.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -20,6 +24,7 @@ from mosquitto import free_port
 from unit_helpers import eventually
 
 from hubd.devices.changes import Change
+from hubd.failures import REFUSAL_WINDOW_S
 from hubd.lifecycle import Health
 from hubd.metrics import Metrics
 from hubd.registry import ChangeSink, DeviceRegistry
@@ -48,37 +53,47 @@ class NoBroker:
 
 @dataclass
 class Hook:
-    """A running webhook service: its URL, its token, and the clock it reads."""
+    """A running webhook service: its URL, its token, and the clocks it reads (wall, monotonic)."""
 
     url: str
     token: str
     now: list[float]
+    mono: list[float]
 
     def advance(self, seconds: float) -> None:
-        """Move the service's clock."""
+        """Move the service's clocks."""
         self.now[0] += seconds
+        self.mono[0] += seconds
 
 
 @asynccontextmanager
-async def running_webhook(tmp_path: Path, trusted_proxies: tuple[str, ...] = ()) -> AsyncIterator[Hook]:
-    """A database with one webhook, the service and the HTTP server on 127.0.0.1; stopped after."""
-    now = [NOW]
+async def running_webhook(tmp_path: Path, trusted_proxies: tuple[str, ...] = (), *,
+                          running: bool = False) -> AsyncIterator[Hook]:
+    """A database with one webhook, the service (with `running`, its `run()` too) and the HTTP server on 127.0.0.1;
+    stopped after."""
+    now, mono = [NOW], [1000.0]
     db = Database(tmp_path / "hubd.db")
     await db.start()
     _, token = await db.call(store.create_blocking, "test", None, NOW)
     metrics = Metrics()
     service = WebhookService(db, DeviceRegistry(db, NoSink(), metrics), NoBroker(), per_minute=1000, per_day=10000,
-                             metrics=metrics, clock=lambda: now[0], trusted_proxies=trusted_proxies)
+                             metrics=metrics, clock=lambda: now[0], trusted_proxies=trusted_proxies,
+                             monotonic=lambda: mono[0])
     port = free_port()
     server = HttpServer(host="127.0.0.1", port=port, max_body_bytes=65536, health=Health(), metrics=metrics,
                         sources=[service])
     try:
         await service.start()
+        runs = asyncio.create_task(service.run()) if running else None
         await server.start()
         try:
-            yield Hook(f"http://127.0.0.1:{port}", token, now)
+            yield Hook(f"http://127.0.0.1:{port}", token, now, mono)
         finally:
             await server.stop()
+            if runs is not None:
+                runs.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await runs
             await service.stop()
     finally:
         await db.stop()
@@ -197,3 +212,20 @@ async def test_a_body_nested_2000_deep_is_a_422_naming_the_problem(tmp_path: Pat
 def _static_checks(sink: NoSink) -> ChangeSink:
     """mypy proves the fake fits the protocol the registry takes."""
     return sink
+
+
+async def test_refused_calls_left_out_of_the_log_are_summed_up_once_their_minute_is_over_without_another(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async with running_webhook(tmp_path, running=True) as hook, client() as session:
+        with caplog.at_level(logging.WARNING, logger="hubd.webhook.service"):
+            for i in range(3):
+                assert (await call(session, hook, guess(i)))[0] == 404
+            lines = [r.getMessage() for r in caplog.records if r.name == "hubd.webhook.service"]
+            assert len(lines) == 1 and lines[0].startswith("webhook: unknown tokens from 127.0.0.1 refused: 404: ")
+            hook.advance(REFUSAL_WINDOW_S)  # and no further call
+
+            def summed_up() -> bool:
+                return any(r.getMessage().startswith("2 more refused webhook calls on 1 topic(s) not logged one by "
+                                                     "one (most on unknown tokens from 127.0.0.1 (2))")
+                           for r in caplog.records)
+            await eventually(summed_up, "the summary of the two calls left out")

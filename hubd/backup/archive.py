@@ -4,12 +4,13 @@ size and SHA-256 checked against the manifest.
 
 The manifest comes first and the database last, so that restore learns what the file holds (and where the
 database goes) from its first few kilobytes. `tar -xzf FILE config.yaml` gets the config out by hand. Pure
-file work: imports only errors and the store's directory sync.
+file work: imports only errors and the store's file chores (a file written whole or not at all).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -19,10 +20,10 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from hubd.errors import HubdError
-from hubd.store.snapshot import sync_directory_blocking
+from hubd.store.snapshot import replace_file_blocking, write_synced_blocking
 
 FORMAT = "hubd-backup"
 FORMAT_VERSION = 1
@@ -141,28 +142,23 @@ def write_archive(target: Path, manifest: Manifest, config: bytes, secrets: dict
     0600, synced, then renamed, so that `target` is either the whole backup or absent."""
     if target.exists():
         raise HubdError(f"{target} exists already; give a new file name, or a directory")
-    partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            with tarfile.open(fileobj=file, mode="w:gz", compresslevel=6) as tar:
-                _add_bytes(tar, MANIFEST, manifest.to_json(), manifest.created_at)
-                _add_bytes(tar, CONFIG, config, manifest.created_at)
-                for entry in manifest.secrets:
-                    _add_bytes(tar, entry.member.name, secrets[entry.file], manifest.created_at)
-                info = _info(DATABASE, manifest.database.size, manifest.created_at)
-                with open(database, "rb") as db:
-                    tar.addfile(info, db)
-            file.flush()
-            os.fsync(file.fileno())
+
+    def fill(file: BinaryIO) -> None:
+        with tarfile.open(fileobj=file, mode="w:gz", compresslevel=6) as tar:
+            _add_bytes(tar, MANIFEST, manifest.to_json(), manifest.created_at)
+            _add_bytes(tar, CONFIG, config, manifest.created_at)
+            for entry in manifest.secrets:
+                _add_bytes(tar, entry.member.name, secrets[entry.file], manifest.created_at)
+            info = _info(DATABASE, manifest.database.size, manifest.created_at)
+            with open(database, "rb") as db:
+                tar.addfile(info, db)
+
+    def write(partial: Path) -> None:
+        write_synced_blocking(partial, 0o600, fill, exclusive=True)
         if target.exists():
             raise HubdError(f"{target} appeared while the backup was written; it is left as it is")
-        os.rename(partial, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(partial)
-        raise
-    sync_directory_blocking(target.parent)
+
+    replace_file_blocking(target, target.with_name(f".{target.name}.partial-{os.getpid()}"), write)
 
 
 def read_head(source: Path) -> Head:
@@ -191,20 +187,22 @@ def extract_database(source: Path, manifest: Manifest, target: Path) -> None:
             stream = tar.extractfile(info)
             if stream is None:
                 break
-            sha = hashlib.sha256()
-            size = 0
-            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                while chunk := _read(stream, source):
-                    sha.update(chunk)
-                    size += len(chunk)
-                    out.write(chunk)
-                out.flush()
-                os.fsync(out.fileno())
-            if (size, sha.hexdigest()) != (manifest.database.size, manifest.database.sha256):
+            copied = write_synced_blocking(target, 0o600, functools.partial(_copy_out, stream, source), exclusive=True)
+            if copied != (manifest.database.size, manifest.database.sha256):
                 raise BackupInvalid(f"{source}: the database in it does not match its checksum; the file is damaged")
             return
     raise BackupInvalid(f"{source} holds no database ({DATABASE}); the file is damaged or cut short")
+
+
+def _copy_out(stream: IO[bytes], source: Path, out: BinaryIO) -> tuple[int, str]:
+    """Copy a member into `out`; its size and SHA-256."""
+    sha = hashlib.sha256()
+    size = 0
+    while chunk := _read(stream, source):
+        sha.update(chunk)
+        size += len(chunk)
+        out.write(chunk)
+    return size, sha.hexdigest()
 
 
 def is_sqlite_file(path: Path) -> bool:

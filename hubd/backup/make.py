@@ -27,6 +27,7 @@ from hubd.store.snapshot import (
     give_to_directory_owner_blocking,
     integrity_problems_blocking,
     newest_activity_blocking,
+    open_existing_blocking,
     schema_version_blocking,
 )
 
@@ -141,10 +142,8 @@ def _gather(secrets: list[Secret]) -> tuple[dict[str, bytes], list[SecretEntry]]
 def _copy(database: Path, copy: Path) -> tuple[int, float | None]:
     """Copy the database online into `copy` and check the copy; its schema version and newest activity."""
     try:
-        # mode=rw: never create a database that is not there
-        source = sqlite3.connect(f"{database.absolute().as_uri()}?mode=rw", uri=True, isolation_level=None)
+        source = open_existing_blocking(database, "rw", SQLITE_BUSY_TIMEOUT_MS)
         try:
-            source.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
             copy_database_blocking(source, copy)
         finally:
             source.close()

@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hubd.backup.archive import Head, extract_database, is_sqlite_file, read_head
+from hubd.clitable import utc_text
 from hubd.config import HubdConfig, load_config, parse_config
 from hubd.errors import ConfigError, HubdError
 from hubd.store.db import migrations
+from hubd.store.receipts import clear_receipts_blocking
 from hubd.store.snapshot import (
     copy_database_blocking,
     give_to_directory_owner_blocking,
@@ -33,8 +35,9 @@ from hubd.store.snapshot import (
     newest_activity_blocking,
     remove_file_blocking,
     replace_database_blocking,
+    replace_file_blocking,
     schema_version_blocking,
-    sync_directory_blocking,
+    write_synced_blocking,
 )
 
 CONFIG_MODE = 0o644  # what `hubd init` writes: hubd's DynamicUser must read it; it holds no secret
@@ -56,8 +59,8 @@ def newer_than(current: State, backup: State) -> str | None:
     if current.activity is None:
         return None
     if backup.activity is None or current.activity > backup.activity:
-        since = "" if backup.activity is None else f", after the newest in the backup ({_utc(backup.activity)})"
-        return f"it recorded events, grants, tokens or webhooks until {_utc(current.activity)}{since}"
+        since = "" if backup.activity is None else f", after the newest in the backup ({utc_text(backup.activity)})"
+        return f"it recorded events, grants, tokens or webhooks until {utc_text(current.activity)}{since}"
     if current.schema > backup.schema:
         return f"its schema ({current.schema}) is newer than the backup's ({backup.schema})"
     return None
@@ -75,7 +78,7 @@ def restore(config_path: Path, source: Path, *, with_config: bool, secrets_dir: 
     database = config.storage.path
     stamp = datetime.datetime.fromtimestamp(clock(), datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     if head is not None:
-        print(f"checked {source}: made by hubd {head.manifest.hubd_version} at {_utc(head.manifest.created_at)}, "
+        print(f"checked {source}: made by hubd {head.manifest.hubd_version} at {utc_text(head.manifest.created_at)}, "
               f"schema {head.manifest.schema_version}")
     database.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     # Locked first, so that a running hubd is found before any work; a database that is not there yet has
@@ -212,9 +215,7 @@ def _extract(source: Path, head: Head | None, copy: Path, known: int) -> State:
             if state.schema > known:
                 raise HubdError(f"{source}: its database has schema version {state.schema}, newer than this hubd "
                                 f"knows ({known}); restore it with the hubd that made it, or a newer one")
-            tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if "mqtt_receipts" in tables:  # the broker session of the backup's time is not the broker's now
-                conn.execute("DELETE FROM mqtt_receipts")
+            clear_receipts_blocking(conn)  # the broker session of the backup's time is not the broker's now
         finally:
             conn.close()
     except sqlite3.Error as err:
@@ -268,20 +269,12 @@ def _put(target: Path, data: bytes, mode: int, stamp: str) -> Path | None:
         mode = os.stat(target).st_mode & 0o777
         kept = _unused(target.with_name(f"{target.name}.before-restore-{stamp}"))
         os.link(target, kept)
-    partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
+
+    def write(partial: Path) -> None:
+        write_synced_blocking(partial, mode, lambda file: file.write(data), exclusive=False)
         os.chmod(partial, mode)  # the umask may have taken bits away
-        os.replace(partial, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(partial)
-        raise
-    sync_directory_blocking(target.parent)
+
+    replace_file_blocking(target, target.with_name(f".{target.name}.partial-{os.getpid()}"), write)
     return kept
 
 
@@ -299,7 +292,3 @@ def _create_like_directory(path: Path) -> None:
     systemd that is hubd's user, who must be able to open it."""
     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     give_to_directory_owner_blocking(path)
-
-
-def _utc(epoch: float) -> str:
-    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -144,9 +144,8 @@ async def run_demo(build: Callable[[HubdConfig], Supervisor], *, state_dir: Path
                       {"device": Z2M_DOORBELL, "event": DOORBELL_BUTTON_ACTION}],
     })
     hub_url = f"http://127.0.0.1:{http_port}"
-    # The automation's webhook: called without a body, it runs its default action.
-    token = Database.of(config.storage).call_blocking(doorbell_webhook_blocking, time.time())
-    admin = Database.of(config.storage).call_blocking(_admin_token_blocking, time.time())
+    # The automation's webhook (called without a body, it runs its default action) and the owner's admin token.
+    token, admin = Database.of(config.storage).call_blocking(_tokens_blocking, time.time())
     supervisor = build(config)
     print(f"hubd demo: hub {hub_url}, MQTT broker 127.0.0.1:{mqtt_port} (embedded), "
           f"platform simulator {sim.url}, state in {directory}", flush=True)
@@ -248,6 +247,11 @@ async def _shown(session: aiohttp.ClientSession, url: str, endpoint: str, states
         if isinstance(device, dict) and device.get("endpointId") == endpoint and device.get("online"):
             return states <= {s.get("interface") for s in device.get("states", []) if isinstance(s, dict)}
     return False
+
+
+def _tokens_blocking(conn: Any, now: float) -> tuple[str, str]:
+    """The demo's webhook token and admin token, both new each run."""
+    return doorbell_webhook_blocking(conn, now), _admin_token_blocking(conn, now)
 
 
 def _admin_token_blocking(conn: Any, now: float) -> str:

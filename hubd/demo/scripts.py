@@ -35,18 +35,14 @@ async def discovery_script(sim: Any, devices: tuple[Any, Any, Any], directives: 
     sensor_id, light_id, button_id = endpoint_id(sensor.mac), discovered_id(light), discovered_id(button)
     wanted = {sensor_id, light_id, button_id}
     try:
-        try:
-            await sim.wait_until(lambda: wanted <= _added(sim), timeout_s=DISCOVERY_IMPORT_TIMEOUT_S)
-        except TimeoutError:
-            say(f"discovery ▶ the platform got no AddOrUpdateReport for {', '.join(sorted(wanted - _added(sim)))} "
-                 f"in {DISCOVERY_IMPORT_TIMEOUT_S:.0f} s; is homeassistant discovery on?")
+        if not await _platform_knows(sim, wanted, "discovery", "is homeassistant discovery on?"):
             return
         celsius = round(sensor.temperature_c + 0.5, 1)
         await sensor.set_temperature(celsius)
         say(f"esphome ▶ {sensor.friendly_name} reads {celsius} °C on {sensor.temperature_topic}")
         await button.press(DOORBELL_BUTTON_ACTION)
         say(f"zigbee2mqtt ▶ {button.name} clicked {DOORBELL_BUTTON_ACTION!r} on {button.state_topic}: "
-             f"{_declared(button.name)}")
+            f"{_declared(button.name)}")
         await _dim(directives, light_id, light.name, light.received, light.state)
     except (TimeoutError, RuntimeError, ValueError, aiohttp.ClientError) as err:  # a show: the demo goes on
         say(f"discovery ▶ the demo script stopped: {err!r}")
@@ -59,18 +55,14 @@ async def zigbee2mqtt_script(sim: Any, bridge: Any, directives: Any) -> None:
     contact, button, bulb = (bridge.device(name) for name in (Z2M_CONTACT, Z2M_DOORBELL, Z2M_BULB))
     wanted = {contact.ieee_address, button.ieee_address, bulb.ieee_address}  # endpointIds: the ieee_address
     try:
-        try:
-            await sim.wait_until(lambda: wanted <= _added(sim), timeout_s=DISCOVERY_IMPORT_TIMEOUT_S)
-        except TimeoutError:
-            say(f"zigbee2mqtt ▶ the platform got no AddOrUpdateReport for {', '.join(sorted(wanted))} in "
-                 f"{DISCOVERY_IMPORT_TIMEOUT_S:.0f} s; is zigbee2mqtt enabled?")
+        if not await _platform_knows(sim, wanted, "zigbee2mqtt", "is zigbee2mqtt enabled?"):
             return
         await bridge.set_contact(contact.friendly_name, closed=False)
         say(f"zigbee2mqtt ▶ {contact.friendly_name} opened: contact false on "
-             f"{bridge.state_topic(contact.friendly_name)}")
+            f"{bridge.state_topic(contact.friendly_name)}")
         await bridge.press(button.friendly_name, DOORBELL_BUTTON_ACTION)
         say(f"zigbee2mqtt ▶ {button.friendly_name} clicked {DOORBELL_BUTTON_ACTION!r} on "
-             f"{bridge.state_topic(button.friendly_name)}: {_declared(button.friendly_name)}")
+            f"{bridge.state_topic(button.friendly_name)}: {_declared(button.friendly_name)}")
         await _dim(directives, bulb.ieee_address, bulb.friendly_name, bridge.received, bulb.state)
     except (TimeoutError, RuntimeError, ValueError, aiohttp.ClientError) as err:  # a show: the demo goes on
         say(f"zigbee2mqtt ▶ the demo script stopped: {err!r}")
@@ -81,11 +73,7 @@ async def zigbee2mqtt_script(sim: Any, bridge: Any, directives: Any) -> None:
 async def tasmota_script(sim: Any, bulb: Any, directives: Any) -> None:
     """Once the platform knows the Tasmota bulb: switched on at the wall, then dimmed from the platform."""
     try:
-        try:
-            await sim.wait_until(lambda: TASMOTA_MAC in _added(sim), timeout_s=DISCOVERY_IMPORT_TIMEOUT_S)
-        except TimeoutError:
-            say(f"tasmota ▶ the platform got no AddOrUpdateReport for {TASMOTA_MAC} in "
-                 f"{DISCOVERY_IMPORT_TIMEOUT_S:.0f} s; is tasmota enabled?")
+        if not await _platform_knows(sim, {TASMOTA_MAC}, "tasmota", "is tasmota enabled?"):
             return
         await bulb.turn(True)
         say(f"tasmota ▶ {TASMOTA_BULB} switched on: {{\"POWER\":\"ON\",...}} on stat/{bulb.topic}/RESULT")
@@ -95,7 +83,7 @@ async def tasmota_script(sim: Any, bulb: Any, directives: Any) -> None:
         say(f"platform ▶ Brightness.Set {LIGHT_BRIGHTNESS_PERCENT} to {TASMOTA_MAC}: {reply.name} {shown}")
         for command in bulb.commands[heard:]:
             say(f"tasmota ▶ {TASMOTA_BULB} obeyed {command.payload.decode()} on {command.topic}: "
-                 f"power {bulb.state['POWER']}, dimmer {bulb.state['Dimmer']}")
+                f"power {bulb.state['POWER']}, dimmer {bulb.state['Dimmer']}")
     except (TimeoutError, RuntimeError, ValueError, aiohttp.ClientError) as err:  # a show: the demo goes on
         say(f"tasmota ▶ the demo script stopped: {err!r}")
     finally:
@@ -111,16 +99,13 @@ async def _dim(directives: Any, endpoint_id: str, name: str, received: list[Any]
     if len(received) > heard:
         command = received[heard]
         say(f"zigbee2mqtt ▶ {name} obeyed {command.payload.decode()} on {command.topic}: "
-             f"state {state['state']}, brightness {state['brightness']}/254")
+            f"state {state['state']}, brightness {state['brightness']}/254")
 
 
 async def owner_script(sim: Any, hub_url: str, admin_token: str) -> None:
     """Once the platform knows the demo light: the owner renames it through the devices page's API, once."""
     try:
-        try:
-            await sim.wait_until(lambda: RENAMED in _added(sim), timeout_s=DISCOVERY_IMPORT_TIMEOUT_S)
-        except TimeoutError:
-            say(f"owner ▶ the platform got no AddOrUpdateReport for {RENAMED}; nothing renamed")
+        if not await _platform_knows(sim, {RENAMED}, "owner", "nothing renamed"):
             return
         async with aiohttp.ClientSession() as session, session.patch(
                 f"{hub_url}/api/devices/{RENAMED}", json={"name": RENAMED_TO},
@@ -131,9 +116,20 @@ async def owner_script(sim: Any, hub_url: str, admin_token: str) -> None:
             return
         own = body.get("described", {}).get("displayName")
         say(f"owner ▶ renamed {RENAMED} ({own}) to {RENAMED_TO!r} with PATCH /api/devices/{RENAMED} and an admin "
-             f"token, as the devices page does: the platform gets an AddOrUpdateReport")
+            f"token, as the devices page does: the platform gets an AddOrUpdateReport")
     except (aiohttp.ClientError, ValueError) as err:  # a show: the demo goes on
         say(f"owner ▶ the demo script stopped: {err!r}")
+
+
+async def _platform_knows(sim: Any, wanted: set[str], who: str, hint: str) -> bool:
+    """Wait until the platform got an AddOrUpdateReport for each of `wanted`; else say which not, and `hint`."""
+    try:
+        await sim.wait_until(lambda: wanted <= _added(sim), timeout_s=DISCOVERY_IMPORT_TIMEOUT_S)
+    except TimeoutError:
+        say(f"{who} ▶ the platform got no AddOrUpdateReport for {', '.join(sorted(wanted - _added(sim)))} in "
+            f"{DISCOVERY_IMPORT_TIMEOUT_S:.0f} s; {hint}")
+        return False
+    return True
 
 
 def _declared(device: str) -> str:

@@ -200,7 +200,6 @@ class Announced:
     origin: str  # the config's `origin.name` ("" without one)
     identifiers: tuple[str, ...]
     connections: tuple[tuple[str, str], ...]
-    manufacturer: str | None
     topics: tuple[str, ...]  # every *_topic of the entity
 
 

@@ -4,7 +4,7 @@ docs/devices.md (its mapping table), shared by every dialect that imports real d
 MQTT discovery, zigbee2mqtt). A dialect says what each part of a device is, in Home Assistant's vocabulary of
 device classes, which zigbee2mqtt's own discovery uses too (`light(dimmable=True)`, `binary("door")`,
 `cover(...)`): each gives a `Part`, a display type and capabilities, or None with `unmapped_reason()`.
-`plan()` puts a device's parts on endpoints, the device's own and a split-off `<device>-<key>` one for each
+`plan_ranked()` puts a device's parts on endpoints, the device's own and a split-off `<device>-<key>` one for each
 part whose interface is already taken, stable whatever order the parts arrived in. The value conversions are
 hubd.dialects.convert's.
 
@@ -30,8 +30,6 @@ MAX_ENDPOINT_ID_CHARS = 256
 _UNSAFE_ID_RE = re.compile(r"[^A-Za-z0-9._-]")
 
 # Home Assistant binary_sensor device classes (zigbee2mqtt maps its properties onto the same ones).
-CONTACT_CLASSES = frozenset({"door", "window", "opening", "garage_door"})
-MOTION_CLASSES = frozenset({"motion", "occupancy", "presence"})
 ALARM_CLASSES = frozenset({"moisture", "smoke", "gas", "carbon_monoxide", "safety", "tamper"})
 
 
@@ -177,14 +175,10 @@ def unmapped_reason(component: str, device_class: str | None) -> str:
     return f"no platform interface for a {component} without a device_class hubd knows"
 
 
-def plan(device_id: str, parts: Mapping[str, Part]) -> list[Endpoint]:
-    """The device's endpoints: by key order, a part whose interface is taken goes to `<device id>-<key>`."""
-    return plan_ranked(device_id, parts, {})
-
-
 def plan_ranked(device_id: str, parts: Mapping[str, Part], rank: Mapping[str, int],
                 groups: Mapping[str, str] | None = None) -> list[Endpoint]:
-    """Like plan(), but a part of a lower rank takes its interfaces first (by key order within a rank).
+    """The device's endpoints: a part of a lower rank takes its interfaces first (by key order within a rank), and
+    a part whose interface is taken goes to `<device id>-<key>`.
 
     zigbee2mqtt ranks a device's actuators before its sensors, and its main sensors before secondary ones:
     a thermostat keeps Temperature for its target setpoint and its room temperature splits off, a leak sensor

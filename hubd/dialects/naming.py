@@ -32,12 +32,6 @@ _NOT_A_NAME = frozenset({"id", "tasmota", "shelly", "esphome", "esp", "omg", "de
                          "rtl", "ble"})
 
 
-def looks_like_identifier(name: str, identifiers: Iterable[str] = ()) -> bool:
-    """Whether `name` is an identifier rather than a name: one of the device's own identifiers, or nothing but
-    identifier words (an ieee address, a MAC, a serial, `ID1234`) and words that say nothing of the device."""
-    return not sayable_part(name, identifiers)
-
-
 def sayable_part(name: str, identifiers: Iterable[str] = ()) -> str:
     """What of `name` a voice can say: its words without identifiers (`Acurite-Tower-1234` → "Acurite Tower");
     "" when nothing is left but words that say nothing of the device (`tasmota_A1B2C3`, `ID1234`)."""

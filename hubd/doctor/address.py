@@ -13,12 +13,12 @@ from urllib.parse import urlsplit
 
 from hubd.config import HttpConfig
 from hubd.doctor.report import Result, failed, passed, warned
+from hubd.driver.urls import origin_key
 from hubd.threads import in_daemon_thread
 
 PUBLIC_URL = "public-url"
 DNS = "dns"
 DNS_TIMEOUT_S = 10.0
-DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,15 +42,15 @@ def check_public_url(http: HttpConfig) -> tuple[Result, PublicAddress | None]:
         return failed(PUBLIC_URL, "http.public_url is not set: the platform and your phone reach hubd at the "
                                   "https:// URL your reverse proxy or tunnel gives it; set it (docs/reverse-proxy.md)"
                       ), None
-    try:
-        parts = urlsplit(http.public_url)
-        scheme, host, port = parts.scheme.lower(), parts.hostname, parts.port
-    except ValueError as err:
-        return failed(PUBLIC_URL, f"http.public_url {http.public_url!r} is not a URL ({err})"), None
-    if not host or scheme not in DEFAULT_PORTS:
+    key = origin_key(http.public_url)
+    if key is None:
+        try:
+            urlsplit(http.public_url).port  # noqa: B018 (read for the ValueError: a bad port, a bad IPv6 address)
+        except ValueError as err:
+            return failed(PUBLIC_URL, f"http.public_url {http.public_url!r} is not a URL ({err})"), None
         return failed(PUBLIC_URL, f"http.public_url {http.public_url!r} names no host; write it as "
                                   "https://hub.example.com"), None
-    address = PublicAddress(http.public_url.rstrip("/"), scheme, host, port or DEFAULT_PORTS[scheme])
+    address = PublicAddress(http.public_url.rstrip("/"), *key)
     return passed(PUBLIC_URL, f"{address.url} (host {address.host}, port {address.port})"), address
 
 

@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-from pathlib import Path
 
 from hubd.config import StorageConfig
 from hubd.doctor.report import Result, failed, passed, warned
 from hubd.errors import StoreError
 from hubd.store.db import PROBE_BYTES, migrations
 from hubd.store.identity import read_instance_secret_blocking
+from hubd.store.snapshot import integrity_problems_blocking, open_existing_blocking, schema_version_blocking
 
 DATABASE = "database"
 DATABASE_WRITE = "database-write"
 WRITE_LOCK_WAIT_MS = 2000  # hubd's commits take milliseconds; a lock held longer is a long write, not ours to wait
 LOW_DISK_BYTES = 100 * 1024 * 1024  # below this much free space the outbox has little room while the platform is away
 _SHOWN_PROBLEMS = 3
+_COUNTED_PROBLEMS = 100  # what a bare integrity_check reports at most (SQLite's default): the count stops there
 
 
 def check_database(storage: StorageConfig) -> tuple[Result, bytes | None]:
@@ -30,23 +31,24 @@ def check_database(storage: StorageConfig) -> tuple[Result, bytes | None]:
         return failed(DATABASE, f"{path} does not exist: start hubd (`sudo systemctl start hubd`), which creates "
                                 "it, or run `hubd db-migrate` with this config"), None
     try:
-        conn = _connect(path, "ro")
+        conn = open_existing_blocking(path, "ro", WRITE_LOCK_WAIT_MS)
     except sqlite3.Error as err:
         return failed(DATABASE, f"cannot open {path}: {err}; run the doctor as the user hubd runs as, or with "
                                 "sudo"), None
     try:
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        rows = [str(row[0]) for row in conn.execute("PRAGMA integrity_check")]
+        version = schema_version_blocking(conn)
+        problems = integrity_problems_blocking(conn, _COUNTED_PROBLEMS)
         secret = read_instance_secret_blocking(conn)
     except sqlite3.Error as err:
         return failed(DATABASE, f"{path} cannot be read as a database ({err}): stop hubd and put back a copy from "
                                 "a backup, or point storage.path at the right file"), None
     finally:
         conn.close()
-    if rows != ["ok"]:
-        shown = "; ".join(rows[:_SHOWN_PROBLEMS]) + ("; ..." if len(rows) > _SHOWN_PROBLEMS else "")
-        return failed(DATABASE, f"PRAGMA integrity_check found {len(rows)} problem(s) in {path}: {shown}; stop hubd "
-                                "and put back a copy from a backup (`sqlite3 FILE .recover` saves what it can)"), secret
+    if problems:
+        shown = "; ".join(problems[:_SHOWN_PROBLEMS]) + ("; ..." if len(problems) > _SHOWN_PROBLEMS else "")
+        return failed(DATABASE, f"PRAGMA integrity_check found {len(problems)} problem(s) in {path}: {shown}; stop "
+                                "hubd and put back a copy from a backup (`sqlite3 FILE .recover` saves what it can)"
+                      ), secret
     try:
         known = len(migrations())
     except StoreError as err:
@@ -67,7 +69,7 @@ def check_database_write(storage: StorageConfig) -> Result:
     if not path.exists():
         return failed(DATABASE_WRITE, f"{path} does not exist (see the database check)")
     try:
-        conn = _connect(path, "rw")
+        conn = open_existing_blocking(path, "rw", WRITE_LOCK_WAIT_MS)
     except sqlite3.Error as err:
         return failed(DATABASE_WRITE, f"cannot open {path} for writing: {err}; check its owner and mode, and that "
                                       "its filesystem is not mounted read-only")
@@ -95,14 +97,6 @@ def check_database_write(storage: StorageConfig) -> Result:
                                       "space (events wait in the database while the platform is away)")
     return passed(DATABASE_WRITE, f"{path} takes writes (the write lock taken and given back, nothing written); "
                                   f"{_size(free)} free")
-
-
-def _connect(path: Path, mode: str) -> sqlite3.Connection:
-    """A connection in `mode` (`ro` or `rw`: never creating the file), waiting briefly for hubd's locks."""
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode={mode}", uri=True, isolation_level=None,
-                           timeout=WRITE_LOCK_WAIT_MS / 1000)
-    conn.execute(f"PRAGMA busy_timeout={WRITE_LOCK_WAIT_MS}")
-    return conn
 
 
 def _size(count: int) -> str:

@@ -5,24 +5,21 @@
 from __future__ import annotations
 
 import os
-import re
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import yaml
 
-from hubd.config import HubdConfig, load_config
+from hubd.config import HubdConfig, config_secret_files, load_config
 from hubd.doctor.report import Result, failed, passed, warned
 from hubd.driver.passwords import is_hash
 from hubd.driver.policy import driver_policy
 from hubd.errors import ConfigError
-from hubd.modelpaths import KeyPath, is_secret_path
+from hubd.modelpaths import secret_fields
 
 CONFIG = "config"
 SECRETS = "secrets"
-_ENV_RE = re.compile(r"\$\{(\w+)\}")
 
 
 def check_config(path: Path, env: Mapping[str, str]) -> tuple[Result, HubdConfig | None]:
@@ -85,31 +82,18 @@ def check_secrets(path: Path, config: HubdConfig, env: Mapping[str, str]) -> Res
 
 
 def _secret_sources(path: Path, env: Mapping[str, str]) -> tuple[list[tuple[str, str]], list[str]]:
-    """The secrets the file names as `<key>_file` (key, file), and those it holds itself (a password hash is
-    not one); from the raw YAML, which the config check already found valid."""
+    """The secrets the file names as `<key>_file` (key, file: found as `load_config` finds them, with
+    `${CREDENTIALS_DIRECTORY}`'s fallbacks), and those it holds itself (a password hash is not one)."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = yaml.safe_load(text)
     except (OSError, yaml.YAMLError):
         return [], []
-    files: list[tuple[str, str]] = []
+    files = [(ref.key.removesuffix("_file"), str(ref.path)) for ref in config_secret_files(path, text, env)
+             if ref.path is not None]
     inline: list[str] = []
-
-    def walk(value: Any, at: KeyPath) -> None:
-        if isinstance(value, list):
-            for i, item in enumerate(value):
-                walk(item, (*at, i))
-        if not isinstance(value, dict):
-            return
-        for key, item in value.items():
-            key = str(key)
-            dotted = ".".join(str(p) for p in (*at, key))
-            if key.endswith("_file") and is_secret_path(HubdConfig, (*at, key[:-len("_file")])):
-                files.append((dotted[:-len("_file")], _ENV_RE.sub(lambda m: env.get(m.group(1), ""), str(item))))
-            elif is_secret_path(HubdConfig, (*at, key)):
-                if isinstance(item, str) and item and "${" not in item and not is_hash(item):
-                    inline.append(dotted)
-            else:
-                walk(item, (*at, key))
-
-    walk(data, ())
+    for values, at, name in secret_fields(HubdConfig, data if isinstance(data, dict) else {}):
+        value = values.get(name)
+        if isinstance(value, str) and value and "${" not in value and not is_hash(value):
+            inline.append(".".join(str(p) for p in (*at, name)))
     return files, inline

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from hubd.driver.urls import AUTHORIZE_PATH, origin_key
+from hubd.driver.urls import AUTHORIZE_PATH, foreign_origin, origin_key
 from hubd.errors import StoreError
 
 CSRF_TTL_S = 600
@@ -79,21 +79,15 @@ class CsrfGuard:
     def foreign_origin(self, request: web.Request) -> str | None:
         """The other site a POST came from (by its Origin, else its Referer); None when it is ours or not said.
 
-        Ours: http.public_url's origin, or the origin the request was addressed to (its Host header
-        with the scheme the browser used), since a LAN address or a proxy may front the same hub.
+        Ours: http.public_url's origin, or the origin the request was addressed to (`hubd.driver.urls.foreign_origin`,
+        the devices page's rule too), since a LAN address or a proxy may front the same hub.
         """
         claimed = request.headers.get("Origin")
         if claimed is None:
             claimed = request.headers.get("Referer")
             if not claimed:
                 return None
-        key = origin_key(claimed)
-        if key is None:
-            return repr(claimed[:100])  # e.g. `null`, sent from sandboxed frames and data: URLs
-        if key in (self._public_origin, origin_key(f"{key[0]}://{request.host}")):
-            return None
-        scheme, host, port = key
-        return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+        return foreign_origin(claimed, request.host, self._public_origin)
 
     def _mac(self, issued: int, callback: str, browser: str) -> str:
         if self._key is None:

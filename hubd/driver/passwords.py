@@ -1,6 +1,7 @@
 """Password hashes for driver.accounts: stdlib scrypt, `scrypt$n$r$p$salt$hash`, constant-time checks.
 
-Owns the hash format and the interactive prompt of `hubd hash-password`. Imports nothing from hubd
+Owns the hash format, the check of a sign-in against an account (`password_ok_blocking`: the authorize
+page's and the devices page's), and the interactive prompt of `hubd hash-password`. Imports nothing from hubd
 but errors; never logs a password or a hash.
 """
 
@@ -14,6 +15,7 @@ import hmac
 import secrets
 import sys
 import unicodedata
+from functools import cache
 
 from hubd.errors import HubdError
 
@@ -62,6 +64,23 @@ def verify_password(stored: str, candidate: str) -> bool:
         return hmac.compare_digest(_normal(stored).encode(), _normal(candidate).encode())
     n, r, p, salt, digest = _parse(stored)
     return hmac.compare_digest(_scrypt(candidate, salt, n, r, p, len(digest)), digest)
+
+
+def password_ok_blocking(stored: str | None, candidate: str) -> bool:
+    """Whether `candidate` is an account's password (`stored`: its configured hash or plain text; None: no such
+    account), in one scrypt run whatever `stored` is: a plain-text or unknown account is checked against a dummy
+    hash as well, so timing tells neither which usernames exist nor how their passwords are kept. Blocking."""
+    if stored is not None and is_hash(stored):
+        return verify_password(stored, candidate)
+    verify_password(dummy_hash(), candidate)
+    return stored is not None and verify_password(stored, candidate)
+
+
+@cache
+def dummy_hash() -> str:
+    """The hash of a random password nobody knows, made once (blocking, one scrypt run: make it before the first
+    sign-in, so that one takes no longer than the others)."""
+    return hash_password(secrets.token_urlsafe(16))
 
 
 def read_password() -> str:

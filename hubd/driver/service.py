@@ -1,7 +1,8 @@
 """DriverService: hubd as the brand's driver (its command interface and login page), an OAuth provider.
 
 Owns `POST /driver/command` (OAuth, OAuthGetToken, OAuthRefresh and its alias refreshToken), the
-login page `GET/POST /oauth/authorize`, login limits, CSRF protection, and `verify_user_token` (with
+login page `GET/POST /oauth/authorize`, login limits (one `LoginLimiter`, which app.py shares with the devices
+page's sign-in: an account's lock-out counts both), CSRF protection, and `verify_user_token` (with
 `recent_verdict`, its fallback while the database stalls, emptied whenever this driver revokes or rotates
 tokens), which the directive endpoint uses for the token in AcceptGrant and directives. Imports config,
 errors, lifecycle, metrics, store, the hubd.driver modules and the pure hubd.web modules (client
@@ -14,7 +15,6 @@ import asyncio
 import ipaddress
 import logging
 import math
-import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,7 +25,7 @@ from hubd.config import DriverConfig
 from hubd.driver import page as login_page
 from hubd.driver.csrf import CsrfGuard
 from hubd.driver.limits import LoginLimiter
-from hubd.driver.passwords import hash_password, is_hash, verify_password
+from hubd.driver.passwords import dummy_hash, password_ok_blocking
 from hubd.driver.policy import driver_policy
 from hubd.driver.store import CodeReused, DriverRepo, Lifetimes, RefreshReused
 from hubd.driver.trust import DeviceCookies
@@ -66,7 +66,7 @@ class DriverService:
 
     def __init__(
         self, db: Database, config: DriverConfig, *, public_url: str, metrics: Metrics, clock: Clock | None = None,
-        auth_url: str | None = None, trusted_proxies: Sequence[str] = (),
+        auth_url: str | None = None, trusted_proxies: Sequence[str] = (), limiter: LoginLimiter | None = None,
     ) -> None:
         self._config = config
         self._public_url = public_url.rstrip("/")
@@ -78,9 +78,8 @@ class DriverService:
         self._accounts = {a.username: a.password.get_secret_value() for a in config.accounts}
         self._repo = DriverRepo(db, Lifetimes(user_s=config.token_ttl_s, refresh_s=config.refresh_ttl_s),
                                 frozenset(self._accounts))
-        self._limiter = LoginLimiter()
+        self._limiter = limiter or LoginLimiter()  # app.py's, shared with the devices page's sign-in
         self._verdicts = VerdictCache(self._clock)
-        self._dummy_hash = ""
         self._commands: dict[str, _Command] = {
             "OAuth": self._oauth, "OAuthGetToken": self._get_token,
             "OAuthRefresh": self._refresh, "refreshToken": self._refresh,
@@ -98,7 +97,7 @@ class DriverService:
         self._csrf.load_key(key)
         self._devices.load_key(key)
         # One real scrypt run for unknown users too, so timing does not tell which usernames exist.
-        self._dummy_hash = await asyncio.to_thread(hash_password, secrets.token_urlsafe(16))
+        await asyncio.to_thread(dummy_hash)
         for warning in self._policy.warnings:
             log.warning("%s", warning)
         if _unspecified(urlsplit(self._public_url).hostname):
@@ -291,7 +290,7 @@ class DriverService:
             self._login_count.inc(label="limited")
             return again(429, f"Too many failed sign-in attempts. Try again in {_wait_text(attempt.wait_s)}.",
                          {"Retry-After": str(math.ceil(attempt.wait_s))})
-        if not await asyncio.to_thread(self._password_ok_blocking, username, password):
+        if not await asyncio.to_thread(password_ok_blocking, self._accounts.get(username), password):
             self._login_count.inc(label="wrong_password")
             if username in self._accounts:
                 log.warning("driver: wrong password for account %r from %s", username, address)
@@ -338,13 +337,6 @@ class DriverService:
         if csrf and browser is not None:
             self._csrf.set_cookie(response, browser)
         return response
-
-    def _password_ok_blocking(self, username: str, password: str) -> bool:
-        stored = self._accounts.get(username)
-        if stored is not None and is_hash(stored):
-            return verify_password(stored, password)
-        verify_password(self._dummy_hash, password)
-        return stored is not None and verify_password(stored, password)
 
 
 def _error(message: str) -> dict[str, Any]:

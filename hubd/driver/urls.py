@@ -234,6 +234,24 @@ def origin_key(url: str) -> tuple[str, str, int] | None:
     return scheme, host, port if port is not None else DEFAULT_PORTS[scheme]
 
 
+def foreign_origin(claimed: str, host: str, ours: tuple[str, str, int] | None = None) -> str | None:
+    """The other site a request says it comes from (`claimed`: its Origin, or a Referer), shown as
+    `scheme://host:port`; None when it is this hub.
+
+    This hub: `ours` (http.public_url's origin, if any), or the host the request was addressed to (`host`: its
+    Host header) with the scheme the browser used, which is the claim's: behind a proxy that ends HTTPS, hubd
+    itself sees http. Something that is no http(s) origin (`null`, sent from sandboxed frames and data: URLs) is
+    foreign, shown quoted.
+    """
+    key = origin_key(claimed)
+    if key is None:
+        return repr(claimed[:100])
+    if key == ours or key == origin_key(f"{key[0]}://{host}"):
+        return None
+    scheme, name, port = key
+    return f"{scheme}://{f'[{name}]' if ':' in name else name}:{port}"
+
+
 def normal_path(path: str) -> str:
     """A URL path with escapes of unreserved characters decoded and other escapes in upper case (RFC 3986 6.2.2)."""
     def fix(match: re.Match[str]) -> str:

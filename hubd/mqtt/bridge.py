@@ -27,7 +27,7 @@ from hubd.lifecycle import Backoff, Clock, Health, SystemClock
 from hubd.metrics import Metrics, event_stages
 from hubd.mqtt.client import MqttClient
 from hubd.mqtt.inbox import Message
-from hubd.mqtt.inflight import InflightRecord
+from hubd.mqtt.inflight import InflightRecord, Step
 from hubd.mqtt.subscriptions import Subscriptions, SubscriptionStore
 from hubd.store.receipts import Receipt, receipt
 
@@ -263,7 +263,6 @@ class MqttBridge:
             batch = await self._client.next_batch(BATCH_MAX)
             async with self._batch_lock:
                 fresh = await self._pump_batch(batch)
-            self._client.ack(batch)  # what is left: those of a step that failed to commit are not acked before
             committed = time.monotonic()  # the messages' clock (Message.received_at), not the injected one
             observe = self._stages.observe
             for message in fresh:
@@ -282,18 +281,25 @@ class MqttBridge:
         # (hubd.store.receipts), so a batch read in many steps must not wait for its last one to be acknowledged.
         for step in self._inflight.plan(fresh):
             self._inflight.begin(step)
-            decoded = [self._set_aside(step.messages[0], step.deaths)] if step.set_aside \
-                else self._decode(step.messages)
-            decoded = self._pending_inputs() + decoded  # before: a device another dialect just took over
-            added, removed = self._subscriptions.changes()
-            if added and self._subscribe_first:  # a device reaches the platform once its states reach hubd
-                await self._subscriptions.subscribe_now(added)
-                added = []
-            self._subscriptions.later(added, removed)
-            await self._sink.handle(decoded, [receipt(m.mid, m.topic, m.payload) for m in step.messages if m.qos])
+            try:
+                await self._read_step(step)
+            except asyncio.CancelledError:  # hubd stops: no death (a redelivery is recognised by its receipt)
+                self._inflight.cancelled()
+                raise
             self._inflight.end(step)
             self._client.ack(step.messages)
         return fresh
+
+    async def _read_step(self, step: Step[Message]) -> None:
+        """Decode a step's messages (or set its one aside) and hand them on with their receipts."""
+        decoded = [self._set_aside(step.messages[0], step.deaths)] if step.set_aside else self._decode(step.messages)
+        decoded = self._pending_inputs() + decoded  # before: a device another dialect just took over
+        added, removed = self._subscriptions.changes()
+        if added and self._subscribe_first:  # a device reaches the platform once its states reach hubd
+            await self._subscriptions.subscribe_now(added)
+            added = []
+        self._subscriptions.later(added, removed)
+        await self._sink.handle(decoded, [receipt(m.mid, m.topic, m.payload) for m in step.messages if m.qos])
 
     async def _not_yet_stored(self, batch: Sequence[Message]) -> Sequence[Message]:
         """The batch without the redeliveries (DUP) of messages whose effects a commit already holds: hubd

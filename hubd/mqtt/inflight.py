@@ -10,10 +10,10 @@ hubd died on. `plan` then reads each of them alone when it comes again; a messag
 the only one in flight is not read again: it is acknowledged and set aside (listed under the status page's problems
 with its topic), and so it is whenever it comes again (a retained one comes at every start) until its content
 changes. A death with several messages in flight (hubd killed from outside at some moment, a power-cut restart) only
-makes each a suspect, read alone next time: it counts against none of them. The marks are the payload's, not the
-packet id: a broker that restarted meanwhile sends the same message under another id. A death while the message is
-still being received (a payload larger than the memory left) comes before the record knows it: mosquitto's
-`message_size_limit` bounds that.
+makes each a suspect, read alone in the next run only: it counts against none of them. The marks are the payload's,
+not the packet id: a broker that restarted meanwhile sends the same message under another id. A death while the
+message is still being received (a payload larger than the memory left) comes before the record knows it:
+mosquitto's `message_size_limit` bounds that.
 
 The file is written without fsync: it must outlive hubd's process, not the machine (a power cut is no poison).
 A record hubd cannot write (a full or read-only disk) disables the guard with one warning; messages still flow.
@@ -76,6 +76,7 @@ class InflightRecord:
         self._broken = path is None
         self.suspects: dict[Mark, int] = {}
         self._current: dict[Mark, int] = {}  # the batch being read: mark → deaths so far
+        self._suspects_json: str | None = None  # `suspects` as the record writes them, until they change
 
     def load(self) -> None:
         """Read what the last run left: every message it was reading when it died becomes a suspect."""
@@ -89,13 +90,16 @@ class InflightRecord:
             log.warning("cannot read the in-flight record %s (%s); starting without it", self._path, err)
             return
         data = _parse(text)
-        suspects = {m: d for m, d in _marks(data.get("suspects"))}
+        # A suspect that only ever died in a batch had the last run to come again: it is kept no longer (a QoS 0
+        # message or a changed reading never comes again the same). One that stopped hubd alone is kept.
+        suspects = {m: d for m, d in _marks(data.get("suspects")) if d > 0}
         died = _marks(data.get("inflight"))
         for found, deaths in died:
             # A death counts against a message only when it was the only one in flight: a death in a batch of
             # several (hubd killed from outside, a power-cut restart, any of them) makes each a suspect, read alone.
             suspects[found] = max(suspects.get(found, 0), deaths) + (1 if len(died) == 1 else 0)
         self.suspects = dict(list(suspects.items())[-MAX_SUSPECTS:])
+        self._suspects_json = None
         if died:
             log.warning("hubd stopped while reading %d device message(s) (%s); each is read alone when it comes "
                         "again, and one hubd stops on %d times is set aside unread", len(died),
@@ -129,8 +133,13 @@ class InflightRecord:
         """Its effects are committed: nothing is in flight. A suspect read without dying is cleared; one set aside
         stays (a retained message comes at every start, and is set aside again) until its content changes."""
         for found, deaths in self._current.items():
-            if deaths < DEATHS_TO_SET_ASIDE:
-                self.suspects.pop(found, None)
+            if deaths < DEATHS_TO_SET_ASIDE and self.suspects.pop(found, None) is not None:
+                self._suspects_json = None
+        self._current = {}
+        self._write()
+
+    def cancelled(self) -> None:
+        """The step begun was cancelled (hubd stops): it is no longer in flight, and no death."""
         self._current = {}
         self._write()
 
@@ -146,9 +155,10 @@ class InflightRecord:
         if not self._current and not self.suspects:
             body = b""
         else:
-            body = json.dumps({"inflight": [[*m, d] for m, d in self._current.items()],
-                               "suspects": [[*m, d] for m, d in self.suspects.items()]},
-                              ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+            if self._suspects_json is None:
+                self._suspects_json = _json([[*m, d] for m, d in self.suspects.items()])
+            inflight = _json([[*m, d] for m, d in self._current.items()])
+            body = f'{{"inflight":{inflight},"suspects":{self._suspects_json}}}'.encode()
         try:
             if self._fd is None:
                 assert self._path is not None
@@ -159,6 +169,10 @@ class InflightRecord:
             self._broken = True
             log.warning("cannot write the in-flight record %s (%s): a message that stops hubd would be read again "
                         "at every start; free the disk and restart hubd", self._path, err)
+
+
+def _json(items: list[list[Any]]) -> str:
+    return json.dumps(items, ensure_ascii=False, separators=(",", ":"))
 
 
 def _parse(text: str) -> dict[str, Any]:

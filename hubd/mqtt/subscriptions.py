@@ -63,16 +63,13 @@ class Subscriptions:
         metrics.gauge("hubd_mqtt_subscriptions", "topic filters hubd's MQTT session is subscribed to",
                       lambda: float(len(self._subscribed)))
 
-    @property
-    def subscribed(self) -> frozenset[str]:
-        """The filters subscribed to now."""
-        return frozenset(self._subscribed)
-
     async def connected(self, session_present: bool) -> int:
         """Subscribe to everything the dialects need, drop what a kept session holds that none needs, announce.
         The number of filters subscribed to."""
         filters = [f for dialect in self._dialects for f in dialect.subscriptions()]
         needed = {topic for topic, _ in filters}
+        # Counted afresh: what the pump subscribes to meanwhile (subscribe_now, run) is added as it goes, not lost.
+        self._subscribed = set()
         kept = await self._load()
         stale = sorted(kept - needed) if session_present else []
         for names in _chunks(stale):
@@ -81,7 +78,7 @@ class Subscriptions:
             log.info("unsubscribed from %d topics no device uses any more", len(stale))
         for chunk in _chunks(filters):
             await self._client.subscribe(chunk, timeout_s=self._timeout_s)
-        self._subscribed, self._unsaved = needed, set()
+        self._subscribed |= needed
         await self._save(needed - kept, kept - needed)
         await self._birth()
         return len(filters)

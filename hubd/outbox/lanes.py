@@ -68,6 +68,7 @@ class UserQueue:
     ready: list[tuple[int, PendingRow]] = field(default_factory=list)  # heap by id; stale entries skipped
     waiting: list[tuple[float, int, PendingRow]] = field(default_factory=list)  # heap by retry time
     reports: dict[int, PendingRow] = field(default_factory=dict)  # ready rows with `merge`, kept out of `ready`
+    report_heap: list[tuple[int, PendingRow]] = field(default_factory=list)  # `reports` by id; stale entries skipped
     window_end: float = 0.0  # monotonic time the user's latest discovery window closes
     in_flight: int = 0
 
@@ -123,58 +124,65 @@ class UserQueue:
 
     def take_window(self, mono: float, max_endpoints: int) -> list[PendingRow]:
         """Ready discovery reports whose window closed by monotonic time `mono`, to go as one message: the oldest
-        and, in id order, those of its name that fit in `max_endpoints` with it. Empty: none (or a barrier waits)."""
+        and, in id order, those of its name that fit in `max_endpoints` with it, and those written right behind
+        them (`_followers`). Empty: none (or a barrier waits). Windows close in id order (a row's window is its
+        commit's, and commits come in id order), so the reports are looked at from the oldest up to the first
+        still open."""
         if self.barriers or not self.reports:
             return []
-        closed = sorted((r for r in self.reports.values() if r.window_end <= mono), key=lambda r: r.id)
-        if not closed:
-            return []
-        group = [closed[0]]
-        count = len(closed[0].lanes)
-        for row in closed[1:]:
-            if row.merge != group[0].merge:
-                continue  # a DeleteReport never shares an AddOrUpdateReport's message
-            if count + len(row.lanes) > max_endpoints:
-                break  # the rest go in the next message, in order
+        heap = self.report_heap
+        group: list[PendingRow] = []
+        other: list[tuple[int, PendingRow]] = []  # of the other name: a DeleteReport never shares an
+        count = 0  # AddOrUpdateReport's message
+        while heap:
+            row_id, row = heap[0]
+            if self.reports.get(row_id) is not row:
+                heapq.heappop(heap)
+                continue
+            if row.window_end > mono or (group and count + len(row.lanes) > max_endpoints):
+                break  # still open, or for the next message, in order
+            heapq.heappop(heap)
+            if group and row.merge != group[0].merge:
+                other.append((row_id, row))
+                continue
             group.append(row)
             count += len(row.lanes)
+        for item in other:
+            heapq.heappush(heap, item)
         for row in group:
             del self.reports[row.id]
-        return group + self._followers(group, mono, max_endpoints - count)
+        return group + self._followers(group, mono) if group else []
 
-    def _followers(self, group: list[PendingRow], mono: float, room: int) -> list[PendingRow]:
+    def _followers(self, group: list[PendingRow], mono: float) -> list[PendingRow]:
         """Reports of the same window written right behind the group's in every lane of theirs (a device described
         again while its entities arrive): they go in the same message, their endpoints' newer descriptions in
         place of the older ones, so the platform hears a device once, as it ended up. Only the front of each lane
-        is looked at: the group heads its lanes."""
+        is looked at: the group heads its lanes, and a follower's lanes are all the group's (it carries no new
+        endpoint)."""
         members = {id(row) for row in group}
-        lanes = {lane for row in group for lane in row.lanes}
+        lanes = sorted({lane for row in group for lane in row.lanes})
         kind = group[0].merge
         out: list[PendingRow] = []
         grown = True
         while grown:
             grown = False
-            for lane in sorted(lanes):
+            for lane in lanes:
                 row = _after_members(self.lanes.get(lane), members)
                 if row is None or row.merge != kind or row.state != BLOCKED or not 0 < row.window_end <= mono:
                     continue
-                new = [own for own in row.lanes if own not in lanes]
-                if len(new) > room or any(_after_members(self.lanes.get(own), members) is not row
-                                          for own in row.lanes):
-                    continue  # too many endpoints, or another row is ahead of it in one of its lanes
+                if any(_after_members(self.lanes.get(own), members) is not row for own in row.lanes):
+                    continue  # another row is ahead of it in one of its lanes
                 members.add(id(row))
-                lanes.update(new)
                 out.append(row)
-                room -= len(new)
                 grown = True
         return sorted(out, key=lambda r: r.id)
 
     def next_window(self, mono: float) -> float | None:
-        """When the next ready discovery report's window closes (None: none is held)."""
-        if self.barriers:
+        """When the next ready discovery report's window closes (None: none is held): only the latest window can
+        still be open (a window opens when the one before has closed)."""
+        if self.barriers or not self.reports or self.window_end <= mono:
             return None
-        ends = [r.window_end for r in self.reports.values() if r.window_end > mono]
-        return min(ends) if ends else None
+        return self.window_end
 
     def absorb(self, row: PendingRow, parts: Sequence[PendingRow]) -> None:
         """`parts` (in flight with `row`) went into `row`'s message: `row` takes their place at the head of their
@@ -239,6 +247,7 @@ class UserQueue:
         row.state = READY
         if row.merge:
             self.reports[row.id] = row  # it goes with its window (take_window)
+            heapq.heappush(self.report_heap, (row.id, row))
         else:
             heapq.heappush(self.ready, (row.id, row))
 

@@ -102,7 +102,7 @@ class OutboxSender:
         self._done_full = asyncio.Event()
         self._delivery = Delivery(self._store, api, tokens, clock=clock, metrics=metrics, observer=observer,
                                   log_events=log_events, load_new=self._load_split, label=label)
-        self._windows = WindowMerger(self._store, clock=clock, metrics=metrics, observer=observer)
+        self._windows = WindowMerger(self._store, self._delivered, clock=clock, metrics=metrics, observer=observer)
         self._dropped = metrics.counter("hubd_events_dropped_total",
                                         "undelivered events dropped for a user who must bind again")
         metrics.gauge("hubd_outbox_depth", "events waiting to be delivered", lambda: float(self.depth()))

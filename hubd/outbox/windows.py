@@ -21,6 +21,7 @@ from hubd.lifecycle import Clock
 from hubd.metrics import Metrics
 from hubd.outbox.decide import DISCOVERY_BATCH
 from hubd.outbox.delivery import DeliveryObserver
+from hubd.outbox.feed import OutboxFeed
 from hubd.outbox.lanes import PendingRow, UserQueue
 from hubd.store.outbox import Loaded, OutboxRepo
 
@@ -41,9 +42,10 @@ def open_window(queue: UserQueue, row: PendingRow, name: str, arrived: float) ->
 class WindowMerger:
     """Makes the other rows of a window part of the row that goes first: one row, one message."""
 
-    def __init__(self, store: OutboxRepo, *, clock: Clock, metrics: Metrics,
+    def __init__(self, store: OutboxRepo, delivered: OutboxFeed, *, clock: Clock, metrics: Metrics,
                  observer: DeliveryObserver | None) -> None:
         self._store = store
+        self._delivered = delivered  # rows delivered, not yet deleted: deleted with the merge
         self._clock = clock
         self._observer = observer
         self._merged = metrics.counter("hubd_events_merged_total",
@@ -56,7 +58,12 @@ class WindowMerger:
         write, `row` goes alone with `loaded`."""
         taken: list[int] = []
         try:
-            merged = await self._store.merge(row.id, [part.id for part in parts])
+            gone = self._delivered.take_delivered()
+            try:
+                merged = await self._store.merge(row.id, [part.id for part in parts], gone)
+            except BaseException:
+                self._delivered.delivered_again(gone)  # deleted later, by the writer or the sender
+                raise
             if merged is None:
                 return None, []
             loaded, taken = merged

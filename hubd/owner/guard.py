@@ -3,12 +3,14 @@
 A write needs an owner: `Authorization: Bearer <admin token>` (`hubd admin-token create`; looked up by its hash),
 or the session of an owner signed in on the devices page (`hubd.owner.signin`) together with that session's CSRF
 token in the `X-CSRF-Token` header. Before either, a request that says it comes from another origin is refused
-(403): its `Origin` header names another scheme, host or port than the one it was sent to (or is `null`), or its
-`Sec-Fetch-Site` says `cross-site`. So a page of another site, open in a browser on the LAN, can change nothing:
-its form posts and fetches carry its own origin, the SameSite=Strict cookie does not come along, and it can read
-no CSRF token. Wrong admin tokens are counted per client address (`hubd.ratelimit.FailureThrottle`): past
-BAD_TOKENS_FREE the address waits longer and longer. Reads stay as they are (local network only). Imports the
-driver's URL rules, the throttle, the store's token lookup and hubd.web's error shape.
+(403): its `Origin` header names another host or port than the one it was sent to (or is `null`), or its
+`Sec-Fetch-Site` says `cross-site`. The Origin's scheme is the browser's, which behind a proxy that ends HTTPS is
+not the one hubd sees: the rule is the login page's (`hubd.driver.urls.foreign_origin`). So a page of another
+site, open in a browser on the LAN, can change nothing: its form posts and fetches carry its own origin, the
+SameSite=Strict cookie does not come along, and it can read no CSRF token. Wrong admin tokens are counted per
+client address (`hubd.ratelimit.FailureThrottle`): past BAD_TOKENS_FREE the address waits longer and longer. Reads
+stay as they are (local network only). Imports the driver's URL rules, the throttle, the store's token lookup and
+hubd.web's error shape.
 """
 
 from __future__ import annotations
@@ -20,12 +22,12 @@ from typing import Protocol
 
 from aiohttp import hdrs, web
 
-from hubd.driver.urls import origin_key
+from hubd.driver.urls import foreign_origin
 from hubd.lifecycle import Clock, SystemClock
 from hubd.owner.signin import Session, Sessions
 from hubd.ratelimit import FailureThrottle
 from hubd.web.client_address import throttle_key
-from hubd.web.jsonerror import json_error
+from hubd.web.jsonerror import json_error, route_pattern
 
 log = logging.getLogger(__name__)
 
@@ -67,14 +69,13 @@ class OwnerGuard:
         claimed = request.headers.get(hdrs.ORIGIN)
         where: str | None = None
         if claimed is not None:
-            key = origin_key(claimed)
-            if key is None or key != origin_key(f"{request.scheme}://{request.host}"):
+            if foreign_origin(claimed, request.host) is not None:
                 where = claimed[:100]
         elif request.headers.get("Sec-Fetch-Site", "").lower() == "cross-site":
             where = "another site (Sec-Fetch-Site: cross-site)"
         if where is None:
             return None
-        log.warning("%s %s: refused, sent from %s", request.method, _route(request), where)
+        log.warning("%s %s: refused, sent from %s", request.method, route_pattern(request), where)
         return json_error(403, "this request was sent from another site, which may not change anything here; open "
                                "the devices page of this hub itself", [{"path": "(header) Origin", "message":
                                                                         f"{where!r} is not this hub's origin"}])
@@ -107,8 +108,8 @@ class OwnerGuard:
         name = await self._tokens.name_of(token.strip())
         if name is None:
             self._bad_tokens.fail(address, now)
-            log.warning("%s %s: refused an unknown or revoked admin token from %s", request.method, _route(request),
-                        request.remote)
+            log.warning("%s %s: refused an unknown or revoked admin token from %s", request.method,
+                        route_pattern(request), request.remote)
             return _unauthorized("the admin token is unknown or revoked; make one with hubd admin-token create",
                                  "unknown or revoked admin token")
         self._bad_tokens.clear(address)
@@ -116,7 +117,7 @@ class OwnerGuard:
 
     def _with_csrf(self, request: web.Request, session: Session) -> Owner | web.Response:
         if not self._sessions.csrf_ok(session, request.headers.get(CSRF_HEADER)):
-            log.warning("%s %s: refused, no right %s header in %r's session", request.method, _route(request),
+            log.warning("%s %s: refused, no right %s header in %r's session", request.method, route_pattern(request),
                         CSRF_HEADER, session.username)
             return json_error(403, f"the {CSRF_HEADER} header is missing or not this session's: reload the devices "
                                    "page and try again", [{"path": f"(header) {CSRF_HEADER}",
@@ -128,8 +129,3 @@ def _unauthorized(message: str, detail: str) -> web.Response:
     return json_error(401, message, [{"path": "(header) Authorization", "message": detail}],
                       {"WWW-Authenticate": 'Bearer realm="hubd"'})
 
-
-def _route(request: web.Request) -> str:
-    """The route's pattern (never the path itself)."""
-    resource = request.match_info.route.resource
-    return resource.canonical if resource is not None else "(no route)"

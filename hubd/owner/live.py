@@ -4,8 +4,10 @@ The config's sections give each dialect its include/exclude globs and the config
 doorbell overrides add one declaration per endpointId (its glob escaped: the id matches only itself). At start,
 when the owner declared any, and whenever the owner's doorbells (the devices page) or the config (SIGHUP,
 `hubd.owner.reload`) change, the selection goes to the dialects through the MQTT bridge, which hands the registry
-what that changes between two of its batches (`hubd.mqtt.bridge.MqttBridge.reconfigure`). Imports the config, the
-table of dialects and the seam's `Selection`; the bridge and the overrides come in through the ports below.
+what that changes between two of its batches (`hubd.mqtt.bridge.MqttBridge.reconfigure`). An owner's edit and a
+SIGHUP may come at once: one selection goes at a time, each made when its turn comes, so the last one the dialects
+take holds the newest config and doorbells. Imports the config, the table of dialects and the seam's `Selection`;
+the bridge and the overrides come in through the ports below.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class LiveSelection:
         self._config = config
         self._bridge = bridge
         self._overrides = overrides
+        self._lock = asyncio.Lock()  # one selection to the dialects at a time (an owner's edit, a SIGHUP)
 
     @property
     def config(self) -> HubdConfig:
@@ -77,7 +80,8 @@ class LiveSelection:
         """Hand the dialects their selection now (with `config`'s sections and doorbells, from now on, if given)."""
         if config is not None:
             self._config = config
-        await self._bridge.reconfigure(selections(self._config, self._owner_doorbells()))
+        async with self._lock:  # made once it is this call's turn: never older than the one before it
+            await self._bridge.reconfigure(selections(self._config, self._owner_doorbells()))
 
     def _owner_doorbells(self) -> list[tuple[str, str]]:
         return [(exact_glob(endpoint_id), override.doorbell)

@@ -37,7 +37,6 @@ class ConfigReload:
         self._path = path
         self._selection = selection
         self._log_level_fixed = log_level_fixed  # `hubd run --log-level` wins over log.level, also on reload
-        self._lock = asyncio.Lock()
 
     async def start(self) -> None:
         """Nothing to acquire."""
@@ -54,8 +53,7 @@ class ConfigReload:
         if self._path is None:
             log.warning("SIGHUP: this hubd was started without a config file (hubd demo): nothing to read again")
             return
-        async with self._lock:  # two SIGHUPs in a row: one reload after the other
-            await self._reload(self._path)
+        await self._reload(self._path)  # one at a time: the supervisor awaits each reload before the next SIGHUP's
 
     async def _reload(self, path: Path) -> None:
         log.info("SIGHUP: reading %s again", path)

@@ -13,20 +13,24 @@
 An edit is stored with what the platform must hear of it in one transaction (`DeviceRegistry.override`); a new
 doorbell then goes to the dialects (`hubd.owner.live.LiveSelection`), and the edit answers once all of it is
 committed, so the outbox already holds the AddOrUpdateReport (or DeleteReport) when the owner sees the answer.
-What the listing shows comes from the status routes (`Listing`). Imports the overrides' model, the edits, the guard,
-sessions and the page; the registry, the listing and the selection come in through the ports below.
+What the listing shows comes from the status routes (`Listing`); whether a bulk edit's endpointIds are known, from the
+registry, the overrides and what the dialects leave out, without a listing. Imports the device and overrides' models,
+the dialects' seam, the edits, the guard, sessions and the page; the registry, the listing and the selection come in
+through the ports below.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from aiohttp import web
 
+from hubd.devices.device import Device
 from hubd.devices.overrides import Override
+from hubd.dialects.base import Dialect
 from hubd.owner.edits import Edit, EditInvalid, Problem, parse_bulk, parse_edit
 from hubd.owner.guard import OwnerGuard
 from hubd.owner.signin import Sessions
@@ -44,6 +48,9 @@ NO_STORE = {"Cache-Control": "no-store"}
 
 class OwnedDevices(Protocol):
     """The overrides' single writer (hubd.registry.DeviceRegistry)."""
+
+    def get(self, device_id: str) -> Device | None:
+        """One device, or None."""
 
     def override_of(self, device_id: str) -> Override:
         """The owner's override of an endpoint (an empty one when none)."""
@@ -76,9 +83,10 @@ class OwnerRoutes:
     """The owner's devices page, its API, and signing in."""
 
     def __init__(self, devices: OwnedDevices, listing: Listing, guard: OwnerGuard, sessions: Sessions,
-                 doorbells: Doorbells) -> None:
+                 doorbells: Doorbells, imports: Sequence[Dialect]) -> None:
         self._devices = devices
         self._listing = listing
+        self._imports = imports  # the dialects: which endpoints they leave out
         self._guard = guard
         self._sessions = sessions
         self._doorbells = doorbells
@@ -124,8 +132,7 @@ class OwnerRoutes:
             ids, edit = parse_bulk(await _body(request))
         except EditInvalid as err:
             return _invalid(err)
-        known = self._index()
-        unknown = [i for i in ids if i not in known]
+        unknown = self._unknown(ids)
         if unknown:
             return _not_found(unknown)
         await self._apply(ids, edit)
@@ -145,17 +152,19 @@ class OwnerRoutes:
         if found is not None:
             return found
         override = self._devices.overrides().get(endpoint_id)
-        if override is None:
-            return None
-        return {"endpointId": endpoint_id, "exported": False, "present": False, "overrides": override.as_json()}
+        return None if override is None else _absent(endpoint_id, override)
+
+    def _unknown(self, ids: list[str]) -> list[str]:
+        """The endpointIds the API knows nothing of: no device, none left out, no override kept."""
+        overrides = self._devices.overrides()
+        left_out = {u.endpoint_id for source in self._imports for u in source.unexported_devices()}
+        return [i for i in ids if self._devices.get(i) is None and i not in overrides and i not in left_out]
 
     def _index(self) -> dict[str, dict[str, Any]]:
-        """What the API shows of every endpoint it knows, by endpointId (one listing for a bulk edit)."""
+        """What the API shows of every endpoint it knows, by endpointId (one listing for a bulk edit's answer)."""
         listing = self._listing.listing()
-        out: dict[str, dict[str, Any]] = {}
-        for endpoint_id, override in self._devices.overrides().items():
-            out[endpoint_id] = {"endpointId": endpoint_id, "exported": False, "present": False,
-                                "overrides": override.as_json()}
+        out = {endpoint_id: _absent(endpoint_id, override)
+               for endpoint_id, override in self._devices.overrides().items()}
         out.update((u["endpointId"], {**u, "exported": False}) for u in listing["unexported"])
         out.update((d["endpointId"], {**d, "exported": True}) for d in listing["devices"])
         return out
@@ -209,6 +218,11 @@ async def _body(request: web.Request) -> object:
         return load_json(await request.read(), max_bytes=MAX_BODY_BYTES)
     except JsonBodyInvalid as err:
         raise EditInvalid([Problem("(body)", f"{err}; send a JSON object")]) from None
+
+
+def _absent(endpoint_id: str, override: Override) -> dict[str, Any]:
+    """What the API shows of an endpoint gone (or never seen) whose override is kept."""
+    return {"endpointId": endpoint_id, "exported": False, "present": False, "overrides": override.as_json()}
 
 
 def _invalid(err: EditInvalid) -> web.Response:

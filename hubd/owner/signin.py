@@ -1,13 +1,14 @@
 """The owner's sign-in on the devices page: sessions, their cookie and CSRF token, and the login limits.
 
 An account of `driver.accounts` with `admin: true` signs in with its password (`POST /api/session`). Failed
-attempts are limited as on the authorize page (`hubd.driver.limits.LoginLimiter`: per source and per account, an
-address the account signed in from within 30 days trusted), counted before the password is checked, and an unknown
-username costs one scrypt run like a known one. A session is a random id in an HttpOnly, SameSite=Strict cookie
-(Secure over https), kept in memory as its SHA-256 only (a restart signs everyone out) for SESSION_TTL_S, at most
-MAX_SESSIONS at once (the oldest goes first); it carries a random CSRF token that every write must send back in the
-`X-CSRF-Token` header (`hubd.owner.guard`). Imports the config's accounts, the driver's limits and password checks
-and the lifecycle's clock; never logs a password or a session id.
+attempts are counted by the authorize page's own `hubd.driver.limits.LoginLimiter` (app.py hands both the one: per
+source and per account, an address the account signed in from within 30 days trusted, so a guesser gets one budget
+for the two pages), counted before the password is checked, and an unknown username costs one scrypt run like a
+known one (`hubd.driver.passwords.password_ok_blocking`). A session is a random id in an HttpOnly, SameSite=Strict
+cookie (Secure over https), kept in memory as its SHA-256 only (a restart signs everyone out) for SESSION_TTL_S, at
+most MAX_SESSIONS at once (the oldest goes first); it carries a random CSRF token that every write must send back in
+the `X-CSRF-Token` header (`hubd.owner.guard`). Imports the config's accounts, the driver's limits and password
+checks and the lifecycle's clock; never logs a password or a session id.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from aiohttp import web
 
 from hubd.config import Account
 from hubd.driver.limits import LoginLimiter
-from hubd.driver.passwords import hash_password, is_hash, verify_password
+from hubd.driver.passwords import password_ok_blocking
 from hubd.lifecycle import Clock, SystemClock
 from hubd.web.client_address import throttle_key
 
@@ -60,13 +61,11 @@ class SignIn:
 class Sessions:
     """The owners signed in on the devices page, and signing in."""
 
-    def __init__(self, accounts: Sequence[Account], *, clock: Clock | None = None,
-                 limiter: LoginLimiter | None = None) -> None:
+    def __init__(self, accounts: Sequence[Account], limiter: LoginLimiter, *, clock: Clock | None = None) -> None:
         self._accounts = {a.username: (a.password.get_secret_value(), a.admin) for a in accounts}
         self._clock: Clock = clock or SystemClock()
-        self._limiter = limiter or LoginLimiter()
+        self._limiter = limiter  # the driver's: one lock-out per account for both pages
         self._sessions: OrderedDict[str, Session] = OrderedDict()  # by the id's SHA-256, oldest first
-        self._dummy_hash = ""
 
     @property
     def owners(self) -> list[str]:
@@ -98,9 +97,8 @@ class Sessions:
         attempt = self._limiter.begin(username, throttle_key(address), None, began)
         if attempt.wait_s > 0:
             return SignIn(429, error="too many failed sign-in attempts", wait_s=attempt.wait_s)
-        if not self._dummy_hash:
-            self._dummy_hash = await asyncio.to_thread(hash_password, secrets.token_urlsafe(16))
-        if not await asyncio.to_thread(self._password_ok_blocking, username, password):
+        stored = self._accounts.get(username, (None, False))[0]
+        if not await asyncio.to_thread(password_ok_blocking, stored, password):
             if username in self._accounts:
                 log.warning("owner sign-in: wrong password for account %r from %s", username, address)
             else:
@@ -140,13 +138,6 @@ class Sessions:
     def clear_cookie(response: web.StreamResponse) -> None:
         """Tell the browser to forget its session."""
         response.del_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="Strict")
-
-    def _password_ok_blocking(self, username: str, password: str) -> bool:
-        stored = self._accounts.get(username, (None, False))[0]
-        if stored is not None and is_hash(stored):
-            return verify_password(stored, password)
-        verify_password(self._dummy_hash, password)  # as long for a plain-text or unknown account as for a hash
-        return stored is not None and verify_password(stored, password)
 
 
 def _key(session_id: str) -> str:

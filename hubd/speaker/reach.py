@@ -11,14 +11,13 @@ The address rule holds where the connection is made: `download_session` resolves
 the address once more, so a name that re-resolves between a check and the connection (DNS rebinding), an IP
 literal, and every redirect are covered: aiohttp connects to the addresses the check passed. A URL handed
 to `player.url_command` is checked by `check_host` (every address its name has now; that player resolves it
-again itself). Imports hubd.threads and the speaker's template module (its control-character rule); wraps
-aiohttp's resolver and connector.
+again itself). Imports hubd.threads, hubd.config (its host-name rule) and the speaker's template module (its
+control-character rule); wraps aiohttp's resolver and connector.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -27,13 +26,12 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
+from hubd.hostnames import is_host_name
 from hubd.speaker.template import control_character
 from hubd.threads import in_daemon_thread
 
 SCHEMES = ("http", "https")
 ALLOW_LOCAL_KEY = "audio.allow_local"
-_LABEL_RE = re.compile(r"^[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$")
-MAX_HOST_CHARS = 253
 
 
 class Refused(OSError):
@@ -159,7 +157,8 @@ _BROADCAST = ipaddress.ip_address("255.255.255.255")
 
 
 def _valid_host(host: str) -> bool:
-    """An IP literal, or a DNS name as yarl encodes it (IDNA): labels of letters, digits, '-' and '_'."""
+    """An IP literal, or a DNS name as yarl encodes it (IDNA): a host name to hubd.config, counted without its
+    trailing dot (253 characters and the dot is one)."""
     try:
         ipaddress.ip_address(host.partition("%")[0])
     except ValueError:
@@ -167,4 +166,4 @@ def _valid_host(host: str) -> bool:
     else:
         return True
     name = host[:-1] if host.endswith(".") else host
-    return 0 < len(name) <= MAX_HOST_CHARS and all(_LABEL_RE.match(label) for label in name.split("."))
+    return not name.endswith(".") and is_host_name(name)

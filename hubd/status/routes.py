@@ -139,8 +139,7 @@ class StatusRoutes:
                     return {**self._unexported_item(source.name, unexported, reports), "exported": False}
         return None
 
-    def _device_list(self) -> list[dict[str, Any]]:
-        reports = self._reports()
+    def _device_list(self, reports: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         return [self._device(device, reports) for device in self._registry.devices()]
 
     def _device(self, device: Device, reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -164,8 +163,7 @@ class StatusRoutes:
         item["report"] = reports.get(device.device_id)
         return item
 
-    def _unexported(self) -> list[dict[str, Any]]:
-        reports = self._reports()
+    def _unexported(self, reports: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         return [self._unexported_item(source.name, u, reports)
                 for source in self._imports for u in source.unexported_devices()]
 
@@ -189,7 +187,8 @@ class StatusRoutes:
 
     def listing(self) -> dict[str, Any]:
         """`{"devices": [...], "unexported": [...]}`: what `GET /api/devices` answers."""
-        return {"devices": self._device_list(), "unexported": self._unexported()}
+        reports = self._reports()
+        return {"devices": self._device_list(reports), "unexported": self._unexported(reports)}
 
     async def _devices(self, request: web.Request) -> web.Response:
         return web.json_response(self.listing())
@@ -201,8 +200,7 @@ class StatusRoutes:
             "now": time.time(),
             "ready": self._health.ready,
             "checks": self._health.snapshot(),
-            "devices": self._device_list(),
-            "unexported": self._unexported(),
+            **self.listing(),
             "users": self._user_list(),
             "pendingEvents": self._outbox.depth(),
             "events": journal.events(EVENTS_SHOWN) if journal is not None else [],

@@ -36,7 +36,7 @@ from hubd.config import StorageConfig
 from hubd.errors import StorageUnavailable, StoreError
 from hubd.lifecycle import Backoff, Clock, Health, SystemClock
 from hubd.metrics import Metrics
-from hubd.store.snapshot import copy_database_blocking, remove_file_blocking, sync_directory_blocking
+from hubd.store.snapshot import copy_database_blocking, remove_file_blocking, replace_file_blocking
 
 log = logging.getLogger(__name__)
 
@@ -305,11 +305,9 @@ class Database:
         partial = target.with_name(target.name + ".partial")
         try:
             remove_file_blocking(partial)  # from an attempt that died half-way
-            copy_database_blocking(conn, partial)
-            os.replace(partial, target)  # the newest copy wins: it is the state this migration starts from
-            sync_directory_blocking(target.parent)
+            # The newest copy wins over one already there: it is the state this migration starts from.
+            replace_file_blocking(target, partial, lambda path: copy_database_blocking(conn, path))
         except (OSError, sqlite3.Error) as err:
-            remove_file_blocking(partial)
             raise StoreError(f"{self._path}: not migrated from schema {old} to {new}: the copy to go back to "
                              f"cannot be written ({err}); free space beside the database, then start again") from err
         self.migration_backup = target

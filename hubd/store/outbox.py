@@ -71,10 +71,12 @@ class OutboxRepo:
         """Move a row the platform refused for good to `dead_letters`, with the answer, in one transaction."""
         await self._db.call(dead_letter_blocking, row_id, status, response, now)
 
-    async def merge(self, row_id: int, others: Sequence[int]) -> tuple[Loaded, list[int]] | None:
-        """Make `others` (discovery reports of `row_id`'s name) part of row `row_id`, in one transaction: the row
-        as it now is, and which of `others` it took (the rest are gone). None: row `row_id` is gone."""
-        return await self._db.call(merge_blocking, row_id, list(others))
+    async def merge(self, row_id: int, others: Sequence[int], delivered: Sequence[int] = ()
+                    ) -> tuple[Loaded, list[int]] | None:
+        """Make `others` (discovery reports of `row_id`'s name) part of row `row_id`, in one transaction that also
+        deletes the `delivered` rows: the row as it now is, and which of `others` it took (the rest are gone).
+        None: row `row_id` is gone."""
+        return await self._db.call(merge_blocking, row_id, list(others), list(delivered))
 
     async def split(self, row_id: int) -> int:
         """Replace a batched discovery row by one barrier row per endpoint; how many (0: the row is gone)."""
@@ -165,15 +167,19 @@ def dead_letter_blocking(conn: sqlite3.Connection, row_id: int, status: int, res
         conn.execute("DELETE FROM outbox WHERE id = ?", (row_id,))
 
 
-def merge_blocking(conn: sqlite3.Connection, row_id: int, others: list[int]) -> tuple[Loaded, list[int]] | None:
+def merge_blocking(conn: sqlite3.Connection, row_id: int, others: list[int], delivered: Sequence[int] = ()
+                   ) -> tuple[Loaded, list[int]] | None:
     """Append the endpoints and lanes of rows `others` to row `row_id`'s, in that order, and delete them; an
     endpoint already there takes the later row's description (a device described again within the window).
 
     The row keeps its id (its place in each lane it joins: the others headed theirs) and its messageId, which
-    the caller has never sent.
+    the caller has never sent. The `delivered` rows (not deleted yet) go in the same transaction: one of them may
+    stand between the row and a newer one it takes in a lane, and read back after a crash it would go again after
+    the newer row's endpoints, out of their order.
     """
     with conn:
         conn.execute("BEGIN IMMEDIATE")
+        delete_rows_blocking(conn, delivered)
         ids = [row_id, *others]
         marks = ",".join("?" * len(ids))
         found = {r[0]: tuple(r[1:]) for r in conn.execute(
@@ -188,10 +194,10 @@ def merge_blocking(conn: sqlite3.Connection, row_id: int, others: list[int]) -> 
         body = json.loads(text)
         lanes = json.loads(lanes_json)
         endpoints = body["payload"]["endpoints"]
-        place = {_endpoint_key(e): i for i, e in enumerate(endpoints)}
+        place = {e["endpointId"]: i for i, e in enumerate(endpoints)}
         for other in taken:
             for endpoint in json.loads(found[other][2])["payload"]["endpoints"]:
-                key = _endpoint_key(endpoint)
+                key = endpoint["endpointId"]
                 if key in place:  # described again within the window: the newer description, in the older's place
                     endpoints[place[key]] = endpoint
                 else:
@@ -202,11 +208,6 @@ def merge_blocking(conn: sqlite3.Connection, row_id: int, others: list[int]) -> 
         conn.execute("UPDATE outbox SET body = ?, lanes = ? WHERE id = ?", (text, json.dumps(lanes), row_id))
         conn.executemany("DELETE FROM outbox WHERE id = ?", [(i,) for i in taken])
         return (name, text, message_id, created_at), taken
-
-
-def _endpoint_key(endpoint: object) -> object:
-    """An endpoint of a report's payload by its id (an AddOrUpdateReport's object, a DeleteReport's id as is)."""
-    return endpoint.get("endpointId") if isinstance(endpoint, dict) else endpoint
 
 
 def split_blocking(conn: sqlite3.Connection, row_id: int) -> int:

@@ -6,7 +6,8 @@ again, an older value would come back over a newer one and be reported as a new 
 the registry's changes also records a `Receipt` (packet id, topic, CRC-32 of the payload) of each QoS 1
 message of its batch, in the same transaction; the bridge looks a redelivered message up here and only
 acknowledges it if it is found. The receipts of the last KEEP_BATCHES commits are kept (a packet id is reused
-by the broker only after 65,535 others). Imports hubd.store.db only.
+by the broker only after 65,535 others). A restored database forgets them all (`clear_receipts_blocking`): they
+describe the broker session of the backup's time. Imports hubd.store.db and hubd.store.snapshot only.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 
 from hubd.store.db import Database
+from hubd.store.snapshot import table_names_blocking
 
 Receipt = tuple[int, str, int]  # packet id, topic, CRC-32 of the payload
 KEEP_BATCHES = 4
@@ -34,6 +36,12 @@ def record_receipts_blocking(conn: sqlite3.Connection, receipts: Sequence[Receip
     conn.executemany("INSERT OR REPLACE INTO mqtt_receipts (mid, topic, digest, batch) VALUES (?, ?, ?, ?)",
                      [(mid, topic, digest, batch) for mid, topic, digest in receipts])
     conn.execute("DELETE FROM mqtt_receipts WHERE batch <= ?", (batch - KEEP_BATCHES,))
+
+
+def clear_receipts_blocking(conn: sqlite3.Connection) -> None:
+    """Forget every receipt (a database of a schema without the table has none)."""
+    if "mqtt_receipts" in table_names_blocking(conn):
+        conn.execute("DELETE FROM mqtt_receipts")
 
 
 def _stored_blocking(conn: sqlite3.Connection, receipts: list[Receipt]) -> set[Receipt]:

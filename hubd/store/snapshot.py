@@ -4,7 +4,8 @@ A copy is made with SQLite's online backup API inside one read transaction of th
 mode a reader never blocks hubd's writer (its commits go on into the WAL meanwhile), the copy is one
 consistent moment, and its steps never start over when another process commits (without the transaction
 they would, at every commit hubd makes). Used by `Database` before a migration, and by `hubd backup` and
-`hubd restore`, with the file chores around them (sync, ownership, leftovers). Imports nothing from hubd.
+`hubd restore`, with the file chores around them (opening a file that must exist, a file written whole or not
+at all, sync, ownership, leftovers). Imports nothing from hubd.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO, Literal, TypeVar
 
+T = TypeVar("T")
 STEP_PAGES = 1024  # pages per backup step (4 MiB at SQLite's default page size)
 # When hubd recorded something it would not get back by itself: an event queued or given up on, a grant
 # stored or refreshed, a login or token of the driver, a webhook made, rotated or revoked or called, an
@@ -26,6 +30,13 @@ ACTIVITY_COLUMNS = (
     ("webhook_tokens", "revoked_at"), ("webhook_commands", "created_at"), ("device_overrides", "updated_at"),
     ("admin_tokens", "created_at"), ("admin_tokens", "revoked_at"),
 )
+
+
+def open_existing_blocking(path: Path, mode: Literal["ro", "rw"], busy_ms: int) -> sqlite3.Connection:
+    """A connection (autocommit) to the database `path`, read-only (`ro`) or read-write (`rw`), never creating
+    the file; it waits up to `busy_ms` for another process's lock."""
+    return sqlite3.connect(f"{path.absolute().as_uri()}?mode={mode}", uri=True, isolation_level=None,
+                           timeout=busy_ms / 1000)
 
 
 def copy_database_blocking(source: sqlite3.Connection, target: Path) -> None:
@@ -70,7 +81,7 @@ def schema_version_blocking(conn: sqlite3.Connection) -> int:
 def newest_activity_blocking(conn: sqlite3.Connection) -> float | None:
     """The latest time in ACTIVITY_COLUMNS (epoch seconds), or None when the database recorded nothing."""
     newest: float | None = None
-    tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    tables = table_names_blocking(conn)
     for table, column in ACTIVITY_COLUMNS:
         if table not in tables:
             continue
@@ -82,6 +93,11 @@ def newest_activity_blocking(conn: sqlite3.Connection) -> float | None:
     return newest
 
 
+def table_names_blocking(conn: sqlite3.Connection) -> set[str]:
+    """The tables the database has (an older schema lacks the newer ones)."""
+    return {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
 def holds_tables_blocking(conn: sqlite3.Connection) -> bool:
     """False for an empty database file (nothing created in it yet)."""
     return int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]) > 0
@@ -91,6 +107,31 @@ def integrity_problems_blocking(conn: sqlite3.Connection, limit: int = 5) -> lis
     """What `PRAGMA integrity_check` finds (the first `limit` problems); empty when the database is sound."""
     rows = [str(r[0]) for r in conn.execute(f"PRAGMA integrity_check({int(limit)})")]
     return [] if rows == ["ok"] else rows
+
+
+def write_synced_blocking(path: Path, mode: int, fill: Callable[[BinaryIO], T], *, exclusive: bool) -> T:
+    """Create the file `path` with `mode` (`exclusive`: it must not exist yet; else one there is emptied), let
+    `fill` write it, and fsync it; what `fill` returns."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC), mode)
+    with os.fdopen(fd, "wb") as file:
+        filled = fill(file)
+        file.flush()
+        os.fsync(file.fileno())
+    return filled
+
+
+def replace_file_blocking(target: Path, partial: Path, write: Callable[[Path], None]) -> None:
+    """Make `target` the file `write` makes as `partial` (a new name beside it), whole or not at all, a power
+    cut included: `write` creates `partial` and syncs it (`write_synced_blocking`, or SQLite's own commit); it
+    is renamed over `target` and the directory synced. Whatever fails, `partial` is removed (with the journal
+    files SQLite may have left beside it); `write` raising leaves `target` as it was."""
+    try:
+        write(partial)
+        os.replace(partial, target)
+    except BaseException:
+        remove_file_blocking(partial)
+        raise
+    sync_directory_blocking(target.parent)
 
 
 def sync_directory_blocking(directory: Path) -> None:

@@ -4,7 +4,8 @@ The error middleware (`hubd/web/server.py`) answers in this shape whatever a rou
 aiohttp refuses before any route runs, it answers from its protocol, in plain text: one it cannot parse, a
 body in a Content-Encoding it cannot decode (`br`, `zstd`: its text then names a package to install), an
 `Expect` header other than `100-continue`. `JsonErrorProtocol` is aiohttp's protocol with those answers in
-hubd's shape; aiohttp still logs them (as client faults, server.py's filter). Imports nothing from hubd.
+hubd's shape; aiohttp still logs them (as client faults, server.py's filter). A refusal or failure is logged with
+`route_pattern`, never the path. Imports nothing from hubd.
 """
 
 from __future__ import annotations
@@ -22,6 +23,13 @@ def json_error(status: int, message: str, details: list[dict[str, str]],
                headers: dict[str, str] | None = None) -> web.Response:
     """The error response every route and refusal of hubd's HTTP server answers with."""
     return web.json_response({"error": message, "details": details}, status=status, headers=headers)
+
+
+def route_pattern(request: web.Request) -> str:
+    """The route's pattern for the log, e.g. `/trigger/with/{token}`: never the path itself, which may hold a
+    secret."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "(no route)"
 
 
 class JsonErrorProtocol(web.RequestHandler):

@@ -1,6 +1,8 @@
 """A page served from one template of a package (pure): the template (its CSS and JavaScript inline, nothing fetched
 from elsewhere) with the page's data in its JSON data block, and the headers that go with it. The status page and
-the devices page are two.
+the devices page are two; what they share (the palette, badges, tables that turn into cards on a phone, and the
+script's helpers and poll timer) is `hubd/web/templates/common.css` and `common.js`, put in each page's own <style>
+and <script> (where it says `{{common_css}}`, `{{common_js}}`) before the hashes are taken.
 
 The data block escapes `<`, `>` and `&`; a Content-Security-Policy allows only the page's own script and style (by
 hash) and requests to this origin, and no form submission anywhere (a page sends its changes with fetch); never
@@ -18,10 +20,12 @@ from importlib import resources
 from typing import Any
 
 POLL_MS = 2000  # how often a page asks for its data again
+# What each page's template shares, by its placeholder: files of this package.
+SHARED = {"{{common_css}}": "templates/common.css", "{{common_js}}": "templates/common.js"}
 
 
 class InlinePage:
-    """One page: `package`'s `template` with `{{poll_ms}}` and `{{data}}` filled in."""
+    """One page: `package`'s `template` with the shared CSS and script, `{{poll_ms}}` and `{{data}}` filled in."""
 
     def __init__(self, package: str, template: str, *, referrer: str) -> None:
         self._package = package
@@ -38,6 +42,9 @@ class InlinePage:
     @cached_property
     def _template(self) -> str:
         text = resources.files(self._package).joinpath(self._name).read_text(encoding="utf-8")
+        shared = resources.files("hubd.web")
+        for placeholder, name in SHARED.items():
+            text = text.replace(placeholder, shared.joinpath(name).read_text(encoding="utf-8").rstrip("\n"))
         return text.replace("{{poll_ms}}", str(POLL_MS))
 
     @cached_property

@@ -36,7 +36,7 @@ from hubd.threads import in_daemon_thread
 from hubd.web.connections import KEEPALIVE_S, REQUEST_TIMEOUT_S, ConnectionGuard
 from hubd.web.fdlimit import connection_cap, fd_limit
 from hubd.web.hosts import HostCheck, fqdn, machine_names
-from hubd.web.jsonerror import JsonErrorProtocol, json_error
+from hubd.web.jsonerror import JsonErrorProtocol, json_error, route_pattern
 from hubd.web.peers import is_local_address
 
 log = logging.getLogger(__name__)
@@ -249,24 +249,24 @@ class HttpServer:
             # Reading from a connection that is gone: ConnectionResetError, or aiohttp's RuntimeError when it
             # was gone before the read began. Anything else, or with the connection still there, is a fault.
             if request.transport is not None and not request.transport.is_closing():
-                log.exception("%s %s failed", request.method, _route(request))
+                log.exception("%s %s failed", request.method, route_pattern(request))
                 return json_error(500, "internal error in hubd; see the hubd log", [])
             log.debug("%s %s: the connection closed before the request was complete", request.method,
-                      _route(request))
+                      route_pattern(request))
             return json_error(400, "the connection closed before the request was complete", [])
         except StorageUnavailable as err:  # the disk refuses writes: hubd says so on /healthz and recovers
-            log.warning("%s %s: not answered, the database takes no writes: %s", request.method, _route(request),
+            log.warning("%s %s: not answered, the database takes no writes: %s", request.method, route_pattern(request),
                         err)
             return json_error(503, "hubd cannot save anything right now (its disk refuses writes); nothing was "
                                "done, try again shortly", [{"path": "(server)", "message": "storage"}],
                                {"Retry-After": str(STORAGE_RETRY_AFTER_S)})
         except HubdError as err:
-            log.error("%s %s failed: %s", request.method, _route(request), err)
+            log.error("%s %s failed: %s", request.method, route_pattern(request), err)
             message = ("hubd's database failed while answering; try again shortly, and see the hubd log if it keeps "
                        "failing" if isinstance(err, StoreError) else "hubd could not answer; see the hubd log")
             return json_error(500, message, [{"path": "(server)", "message": type(err).__name__}])
         except Exception:
-            log.exception("%s %s failed", request.method, _route(request))
+            log.exception("%s %s failed", request.method, route_pattern(request))
             return json_error(500, "internal error in hubd; see the hubd log", [])
 
     def _refused_here(self, request: web.Request) -> web.Response | None:
@@ -278,7 +278,7 @@ class HttpServer:
                                                     "is not a loopback, private or link-local address"}])
         refusal = self._hosts.refusal(request.headers.getall(hdrs.HOST, []))
         if refusal is not None:
-            log.debug("%s %s: refused, %s", request.method, _route(request), refusal)
+            log.debug("%s %s: refused, %s", request.method, route_pattern(request), refusal)
             return json_error(HOST_REFUSED_STATUS, HOST_REFUSED, [{"path": "(header) Host", "message": refusal}])
         return None
 
@@ -320,7 +320,7 @@ def _unreadable_body(request: web.Request, err: web.RequestPayloadError) -> web.
                    "as declared (gzip, deflate)")
     else:
         message = "the body could not be read as sent; check its Content-Length or Transfer-Encoding"
-    log.debug("%s %s: unreadable request body (%s)", request.method, _route(request), " ".join(str(err).split()))
+    log.debug("%s %s: unreadable request body (%s)", request.method, route_pattern(request), " ".join(str(err).split()))
     response = json_error(400, message, [{"path": "(body)", "message": type(err.__cause__ or err).__name__}])
     response.force_close()  # the rest of the stream cannot be parsed
     return response
@@ -335,10 +335,3 @@ def _peer_host(request: web.Request) -> str | None:
 
 def _hostport(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _route(request: web.Request) -> str:
-    """The route's pattern, e.g. `/trigger/with/{token}`: never the path itself, which may hold a secret."""
-    resource = request.match_info.route.resource
-    return resource.canonical if resource is not None else "(no route)"
-

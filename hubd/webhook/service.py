@@ -13,8 +13,9 @@ Results arrive through the registry and the outbox writer (`record_results_block
 
 Calls are counted in memory (`CallLimiter`) and saved to SQLite by `run()` at most once a second,
 in one transaction: a flood of refused calls costs no write per call. A crash loses at most the
-last second's counts; a stop saves them. The flow is one-way: HTTP -> webhook -> MQTT bridge.
-Never logs a token.
+last second's counts; a stop saves them. Refused calls are logged one line per subject and reason a
+minute (`hubd.failures.RefusalLog`); `run()` sums up the rest once their minute is over. The flow is
+one-way: HTTP -> webhook -> MQTT bridge. Never logs a token.
 """
 
 from __future__ import annotations
@@ -82,10 +83,12 @@ class WebhookService:
 
     def __init__(self, db: Database, registry: DeviceRegistry, commands: DeviceCommands, *, per_minute: int,
                  per_day: int, metrics: Metrics, clock: Callable[[], float] = time.time,
-                 trusted_proxies: Sequence[str] = (), notices: Notices | None = None) -> None:
+                 trusted_proxies: Sequence[str] = (), notices: Notices | None = None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self._db = db
         self._notices = notices  # the event journal: refused calls are the status page's problems
-        self._refusals = RefusalLog(log, what="refused webhook calls", line="webhook: %s refused: %s%s")
+        self._refusals = RefusalLog(log, what="refused webhook calls", line="webhook: %s refused: %s%s",
+                                    clock=monotonic)
         self._registry = registry
         self._device_commands = commands
         self._clock = clock
@@ -110,10 +113,20 @@ class WebhookService:
         await self._db.call(store.prune_blocking, self._clock())
 
     async def run(self) -> None:
-        """Save the counts (at most once a second, when there are new ones) and prune hourly.
+        """Save the counts (at most once a second, when there are new ones), prune hourly, and sum up the refused
+        calls not logged one by one once their minute is over.
 
         A database error is logged and tried again next time: the counts stay in memory until saved.
         """
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self._housekeeping(), name="webhook-housekeeping")
+            group.create_task(self._refusals.run(), name="webhook-refusals-summed-up")
+
+    async def stop(self) -> None:
+        """Save the counts not saved yet (the HTTP server stopped before: no call comes in any more)."""
+        await save_counts(self._db, self._limits)
+
+    async def _housekeeping(self) -> None:
         loop = asyncio.get_running_loop()
         prune_at = loop.time() + PRUNE_EVERY_S
         while True:
@@ -128,10 +141,6 @@ class WebhookService:
             if loop.time() >= prune_at:
                 prune_at = loop.time() + PRUNE_EVERY_S
                 await prune(self._db, self._limits, self._clock())
-
-    async def stop(self) -> None:
-        """Save the counts not saved yet (the HTTP server stopped before: no call comes in any more)."""
-        await save_counts(self._db, self._limits)
 
     def routes(self) -> list[web.RouteDef]:
         """The routes this module serves."""

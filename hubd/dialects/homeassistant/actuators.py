@@ -1,4 +1,4 @@
-"""Home Assistant entities the platform controls, lights aside: switch, scene, cover, climate, fan.
+"""Home Assistant entities the platform controls, lights aside: switch, siren, scene, cover, climate, fan.
 
 Each reads its state topics with its templates and payloads (Home Assistant's defaults) and publishes a
 control to its command topics with its conventions: payload_on/off, command templates, a cover's
@@ -7,6 +7,9 @@ range. See entities.py for the Entity contract. Imports the entity base and the 
 """
 
 from __future__ import annotations
+
+import json
+from typing import ClassVar
 
 from hubd.devices.model import StateValue
 from hubd.dialects import convert, mapping
@@ -34,17 +37,18 @@ class Switch(Entity):
     """`switch` (`socket` for device_class outlet)."""
 
     component = "switch"
+    value_key: ClassVar[str] = "value_template"  # the template that reads its state
 
     def __init__(self, conf: Conf, templates: Templates) -> None:
         super().__init__(conf, templates)
         self.payload_on = conf.string("payload_on", "ON")
         self.payload_off = conf.string("payload_off", "OFF")
-        self.state_on = conf.text("state_on", self.payload_on)
-        self.state_off = conf.text("state_off", self.payload_off)
-        self.compile("value_template")
+        self.state_on = conf.string("state_on", self.payload_on)
+        self.state_off = conf.string("state_off", self.payload_off)
+        self.compile(self.value_key)
         self.compile("command_template")
         if not conf.text("command_topic"):
-            raise ConfigProblem("command_topic: missing; a switch needs it")
+            raise ConfigProblem(f"command_topic: missing; a {self.component} needs it")
         self.part = mapping.switch(outlet=self.device_class == "outlet")
 
     def topics(self) -> list[tuple[str, str]]:
@@ -53,7 +57,7 @@ class Switch(Entity):
 
     def read(self, role: str, payload: Payload) -> Reading:
         echo = role.startswith(ECHO)
-        text = payload.text.strip() if echo else self.render_value("value_template", payload)
+        text = payload.text.strip() if echo else self.render_value(self.value_key, payload)
         on, off = (self.payload_on, self.payload_off) if echo else (self.state_on, self.state_off)
         if text == on:
             return Reading({"Switch": "On"})
@@ -66,8 +70,45 @@ class Switch(Entity):
     def command(self, request: ControlRequest) -> list[Outgoing]:
         if request.interface != "Switch":
             return super().command(request)
-        raw = self.payload_on if target_value(request) == "On" else self.payload_off
-        return [self.publish("command_topic", self.render_command("command_template", raw, {"value": raw}))]
+        on = target_value(request) == "On"
+        raw = self.payload_on if on else self.payload_off
+        return [self.publish("command_topic", self.render_command(self.command_key(on), raw, {"value": raw}))]
+
+    def command_key(self, on: bool) -> str:
+        """The template that makes the command payload."""
+        return "command_template"
+
+
+class Siren(Switch):
+    """`siren`: a switch that sounds it (On) and stops it (Off), with Home Assistant's payloads and states; its
+    state may be JSON (`{"state": "ON", ...}`), and it may have a template of its own for Off."""
+
+    component = "siren"
+    value_key = "state_value_template"
+
+    def __init__(self, conf: Conf, templates: Templates) -> None:
+        super().__init__(conf, templates)
+        self.compile("command_off_template")
+        self.part = mapping.siren(reported=conf.has("state_topic"))
+
+    def read(self, role: str, payload: Payload) -> Reading:
+        text = payload.text.strip() if role.startswith(ECHO) else self.render_value(self.value_key, payload)
+        if text.startswith("{"):  # a siren's JSON state: {"state": "ON", ...}
+            try:
+                found = json.loads(text)
+            except ValueError:
+                found = None
+            text = str(found.get("state")) if isinstance(found, dict) and "state" in found else text
+        if text in (self.state_on, self.payload_on):
+            return Reading({"Switch": "On"})
+        if text in (self.state_off, self.payload_off):
+            return Reading({"Switch": "Off"})
+        if text in UNKNOWN:
+            return Reading()
+        raise StateProblem(f"{text[:40]!r} is neither {self.state_on!r} nor {self.state_off!r}")
+
+    def command_key(self, on: bool) -> str:
+        return "command_template" if on or "command_off_template" not in self._compiled else "command_off_template"
 
 
 class Scene(Entity):

@@ -66,7 +66,7 @@ class EntityBook:
         for key, other in [*((k, self.records[k]) for k in self._commands.get(topic, ())), *pending.items()]:
             if other is None or key == record.key or pending.get(key, other) is None:
                 continue
-            if topic in _command_topics(other) and not mine & set(other.tokens()):
+            if topic in other.command_topics().values() and not mine & set(other.tokens()):
                 return other
         return None
 
@@ -112,7 +112,7 @@ class EntityBook:
             old = self.records.pop(key, None)
             if old is not None:
                 self._unindex(old)
-                for command in _command_topics(old):
+                for command in old.command_topics().values():
                     owners = self._commands.get(command, set())
                     owners.discard(key)
                     if not owners:
@@ -123,7 +123,7 @@ class EntityBook:
                 self.records[key] = record
                 for token in record.tokens():
                     self._by_token.setdefault(token, set()).add(key)
-                for command in _command_topics(record):
+                for command in record.command_topics().values():
                     self._commands.setdefault(command, set()).add(key)
                 affected.add(key)
         out: list[DeviceInput] = []
@@ -288,9 +288,3 @@ class EntityBook:
         if True in known:
             return True
         return False if known and None not in known else None
-
-
-def _command_topics(record: Record) -> set[str]:
-    """The topics an entity publishes commands to."""
-    return {value for key, value in record.entity.conf.data.items()
-            if (key.endswith("command_topic") or key == "set_position_topic") and isinstance(value, str)}

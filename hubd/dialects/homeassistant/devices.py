@@ -2,7 +2,7 @@
 
 A `Record` is one discovered entity with what the dialect keeps of it: its Entity, device block,
 availability and where its state goes. `device_endpoints` turns the records that share identifiers or
-connections into the device's endpoints (mapping.plan: one per device, a split-off one per repeated
+connections into the device's endpoints (mapping.plan_ranked: one per device, a split-off one per repeated
 interface) with the whole DeviceConfig, the Route address and the Origin notes of every entity, exported or
 not and why. Pure; imports the mapping, the entities and the seam's types.
 
@@ -95,6 +95,11 @@ class Record:
         """Whether the platform gets it (a part, or a doorbell); never a config or diagnostic entity."""
         return self.included and not self.entity.setting and (self.entity.part is not None or
                                                               self.doorbell is not None)
+
+    def command_topics(self) -> dict[str, str]:
+        """The topics the entity publishes commands to, by key (`*command_topic`, a cover's `set_position_topic`)."""
+        return {key: value for key, value in self.entity.conf.data.items()
+                if (key.endswith("command_topic") or key == "set_position_topic") and isinstance(value, str)}
 
     def tokens(self) -> tuple[tuple[str, ...], ...]:
         """What ties it to other entities of its device (itself alone without a device block)."""

@@ -34,8 +34,8 @@ from hubd.dialects.base import (
     Selection,
     Unexported,
 )
-from hubd.dialects.globs import Globs
-from hubd.dialects.homeassistant.actuators import Climate, Cover, Fan, Scene, Switch
+from hubd.dialects.globs import Selected
+from hubd.dialects.homeassistant.actuators import Climate, Cover, Fan, Scene, Siren, Switch
 from hubd.dialects.homeassistant.address import read_address
 from hubd.dialects.homeassistant.book import EntityBook
 from hubd.dialects.homeassistant.devices import DIALECT, Record, device_id_of, names_of, note_of
@@ -54,7 +54,7 @@ from hubd.dialects.homeassistant.discovery import (
 from hubd.dialects.homeassistant.entities import Entity
 from hubd.dialects.homeassistant.lights import Light
 from hubd.dialects.homeassistant.rooms import as_sent, room_readings
-from hubd.dialects.homeassistant.sensors import BinarySensor, Event, Lock, Sensor, Siren, Trigger
+from hubd.dialects.homeassistant.sensors import BinarySensor, Event, Lock, Sensor, Trigger
 from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
 from hubd.dialects.payload import MAX_PAYLOAD_BYTES
 
@@ -96,15 +96,14 @@ class HomeAssistantDialect(Dialect):
                  max_entities: int = MAX_ENTITIES) -> None:
         self.templates = Templates()
         self._prefix = config.discovery_prefix
-        self._include = Globs(config.include)
-        self._exclude = Globs(config.exclude)
+        self._selected = Selected(config.include, config.exclude, ((d.device, d.event) for d in doorbells))
         self._natives = tuple(natives)  # the other enabled dialects: a device one of them imports is left to it
         self._generation: tuple[int, ...] = ()  # theirs, when the records were last checked against them
         self._gone: list[DeviceInput] = []  # devices of kept routes now left to a native import
         self._rules = rules if rules is not None else PublishRules(reserved=(f"{config.discovery_prefix}/",))
         self._max_entities = max_entities
         self._device_configs: dict[str, set[tuple[str, str]]] = {}  # device-based config topic → its entities
-        self._book = EntityBook(self._prefix, self.templates, [(Globs([d.device]), d.event) for d in doorbells])
+        self._book = EntityBook(self._prefix, self.templates, self._selected.doorbells)
 
     def subscriptions(self) -> list[tuple[str, int]]:
         """`<prefix>/#` and every state/availability topic known so far, at QoS 1."""
@@ -255,12 +254,11 @@ class HomeAssistantDialect(Dialect):
     def reconfigure(self, selection: Selection) -> list[DeviceInput]:
         """New include/exclude and doorbells: every entity selected again, its device announced again or gone
         where that changes it."""
-        self._include, self._exclude = Globs(selection.include), Globs(selection.exclude)
-        self._book.declare([(Globs([device]), event) for device, event in selection.doorbells])
+        self._selected = Selected(selection.include, selection.exclude, selection.doorbells)
+        self._book.declare(self._selected.doorbells)
         changed: dict[tuple[str, str], Record | None] = {}
         for key, record in self._book.records.items():
-            names = names_of(record)
-            included = self._include.any(names) and not self._exclude.any(names)
+            included = self._selected.included(names_of(record))
             # Worked out again: the devices of entities selected differently, and of those a press could ring.
             if included != record.included or record.entity.press_events() is not None:
                 record.included = included
@@ -348,17 +346,14 @@ class HomeAssistantDialect(Dialect):
                     record.availability_templates[source.topic] = self.templates.compile(source.template)
                 except TemplateError as err:
                     raise ConfigProblem(f"availability value_template: {err}; fix the template") from None
-        names = names_of(record)
-        record.included = self._include.any(names) and not self._exclude.any(names)
+        record.included = self._selected.included(names_of(record))
         return record
 
     def _check_command_topics(self, record: Record, changes: dict[tuple[str, str], Record | None]) -> None:
         """ConfigProblem when one of the entity's command topics is not its device's to publish to: a reserved topic
         (hubd's own, a discovery prefix, a zigbee2mqtt bridge's requests, `$`), a topic of a device another dialect
         imports natively, or another discovered device's command topic (a light whose command topic is a lock's)."""
-        for key, value in record.entity.conf.data.items():
-            if not (key.endswith("command_topic") or key == "set_position_topic") or not isinstance(value, str):
-                continue
+        for key, value in record.command_topics().items():
             why = self._rules.refusal(value)
             if why is None and any(native.owns_command_topic(value) for native in self._natives):
                 why = f"{value!r} is a topic of the devices hubd imports natively"
@@ -372,7 +367,6 @@ class HomeAssistantDialect(Dialect):
     def _left_to_native(self, data: dict[str, Any], origin: str, device: DeviceInfo | None) -> bool:
         """Whether another enabled dialect imports this entity's device natively (one device, one import)."""
         announced = Announced(origin, device.identifiers if device else (), device.connections if device else (),
-                              device.manufacturer if device else None,
                               tuple(v for k, v in data.items() if k.endswith("topic") and isinstance(v, str)))
         return any(native.imports_natively(announced) for native in self._natives)
 

@@ -10,14 +10,13 @@ availability settings. Imports only the abbreviation table and the payload limit
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from hubd.dialects.homeassistant.abbreviations import ABBREVIATIONS, DEVICE_ABBREVIATIONS, ORIGIN_ABBREVIATIONS
-from hubd.dialects.payload import MAX_PAYLOAD_BYTES, check_nesting
+from hubd.dialects.payload import json_object
 from hubd.errors import DeviceMessageInvalid
 
 TOPIC_BASE = "~"
@@ -353,16 +352,8 @@ def _resolve_base(data: dict[str, Any]) -> None:
 
 
 def _json_object(payload: bytes) -> dict[str, Any]:
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        raise ConfigProblem(f"the config is {len(payload)} bytes; at most {MAX_PAYLOAD_BYTES}")
     try:
-        check_nesting(payload)
-        data = json.loads(payload)
+        return json_object(payload)
     except DeviceMessageInvalid as err:
-        raise ConfigProblem(str(err)) from err
-    except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise ConfigProblem(f"not JSON ({str(err).split(':')[0]}); a discovery config is a JSON object") from err
-    if not isinstance(data, dict):
-        raise ConfigProblem(f"must be a JSON object, got {type(data).__name__}")
-    return data
+        raise ConfigProblem(f"{err}; a discovery config is a JSON object") from None
 

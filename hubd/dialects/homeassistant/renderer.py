@@ -19,12 +19,10 @@ Imports only the sandbox (its limits and frames).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import select
 import signal
-import struct
 import subprocess
 import sys
 import time
@@ -32,7 +30,14 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from hubd.dialects.homeassistant.sandbox import MAX_FRAME_BYTES, RENDER_BUDGET_S, TemplateError, frame_bytes
+from hubd.dialects.homeassistant.sandbox import (
+    FRAME_HEAD,
+    MAX_FRAME_BYTES,
+    RENDER_BUDGET_S,
+    TemplateError,
+    frame_bytes,
+    frame_message,
+)
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +46,6 @@ START_TIMEOUT_S = 20.0  # a Raspberry Pi Zero imports Jinja in about a second
 QUARANTINE_S = 600.0
 MEMORY_MB = 128
 MAX_QUARANTINED = 1_000
-_LENGTH = struct.Struct(">I")
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[3])  # where `hubd` is importable from, for the process
 
 
@@ -84,7 +88,7 @@ class RenderProcess:
         if isinstance(text, str):
             return text
         error = str(answer.get("error") or "no answer")
-        if error.startswith("took longer than"):
+        if answer.get("overtime") is True:
             self._put_aside(source, error)
         raise TemplateError(error)
 
@@ -195,21 +199,19 @@ class RenderProcess:
             self._buffer += chunk
 
     def _take_frame(self, proc: subprocess.Popen[bytes]) -> dict[str, Any] | None:
-        if len(self._buffer) < _LENGTH.size:
+        if len(self._buffer) < FRAME_HEAD.size:
             return None
-        (length,) = _LENGTH.unpack_from(self._buffer)
+        (length,) = FRAME_HEAD.unpack_from(self._buffer)
         if length > MAX_FRAME_BYTES:
             raise _Lost(f"sent a frame of {length} bytes")
-        if len(self._buffer) < _LENGTH.size + length:
+        if len(self._buffer) < FRAME_HEAD.size + length:
             return None
-        body, self._buffer = self._buffer[_LENGTH.size:_LENGTH.size + length], self._buffer[_LENGTH.size + length:]
+        end = FRAME_HEAD.size + length
+        body, self._buffer = self._buffer[FRAME_HEAD.size:end], self._buffer[end:]
         try:
-            message = json.loads(body.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise _Lost("sent a frame that is not JSON") from None
-        if not isinstance(message, dict):
-            raise _Lost("sent a frame that is not a JSON object")
-        return message
+            return frame_message(body)
+        except ValueError as err:  # json.JSONDecodeError too
+            raise _Lost(f"sent {err}") from None
 
 
 class _Lost(Exception):

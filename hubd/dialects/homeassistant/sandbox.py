@@ -39,11 +39,16 @@ MAX_RANGE_ITEMS = 10_000  # all range() calls of one render together
 MAX_COMPILED = 4_096
 RENDER_BUDGET_S = 0.25  # a real template renders in well under a millisecond
 MAX_FRAME_BYTES = 1 << 20
-_LENGTH = struct.Struct(">I")
+FRAME_HEAD = struct.Struct(">I")
 
 
 class TemplateError(Exception):
     """A template that does not compile or fails to render (the text says why)."""
+
+
+class TemplateOvertime(TemplateError):
+    """A render that ran past its budget: the render process's answer says so (`overtime`), and hubd puts the
+    template aside."""
 
 
 class Overtime(BaseException):
@@ -51,6 +56,8 @@ class Overtime(BaseException):
     may swallow it)."""
 
 
+OVERTIME = f"took longer than {RENDER_BUDGET_S} s"
+OVERTIME_ANSWER = {"error": OVERTIME, "overtime": True}
 UNDEFINED_JSON = jinja2.Undefined(name="value_json", hint="the payload is not JSON")
 
 
@@ -158,7 +165,7 @@ class TemplateSandbox(ImmutableSandboxedEnvironment):
         except TemplateError:
             raise
         except Overtime as err:
-            raise TemplateError(f"took longer than {RENDER_BUDGET_S} s") from err
+            raise TemplateOvertime(OVERTIME) from err
         except SecurityError as err:
             raise TemplateError(f"not allowed in a template: {err}") from err
         except jinja2.UndefinedError as err:
@@ -300,41 +307,50 @@ def render(sandbox: TemplateSandbox, request: Mapping[str, Any]) -> dict[str, An
             given = request.get("variables")
             variables = given if isinstance(given, dict) else {}
         return {"text": sandbox.run(template, variables)}
+    except TemplateOvertime:
+        return OVERTIME_ANSWER
     except TemplateError as err:
         return {"error": str(err)}
     except Overtime:
-        return {"error": f"took longer than {RENDER_BUDGET_S} s"}
+        return OVERTIME_ANSWER
     except MemoryError:
         return {"error": "the template needed more memory than a render may have"}
 
 
 def write_frame(stream: BinaryIO, message: Mapping[str, Any]) -> None:
     """One frame: the JSON message's length (4 bytes, big-endian), then the message."""
-    body = json.dumps(message, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
-    stream.write(_LENGTH.pack(len(body)) + body)
+    stream.write(frame_bytes(message))
     stream.flush()
 
 
 def frame_bytes(message: Mapping[str, Any]) -> bytes:
     """A frame as bytes (what write_frame writes)."""
     body = json.dumps(message, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
-    return _LENGTH.pack(len(body)) + body
+    return FRAME_HEAD.pack(len(body)) + body
 
 
 def read_frame(stream: BinaryIO) -> dict[str, Any] | None:
     """The next frame's message, or None at the end of the stream; ValueError for a damaged frame."""
-    head = stream.read(_LENGTH.size)
+    head = stream.read(FRAME_HEAD.size)
     if not head:
         return None
-    if len(head) < _LENGTH.size:
+    if len(head) < FRAME_HEAD.size:
         raise ValueError("a frame cut short")
-    (length,) = _LENGTH.unpack(head)
+    (length,) = FRAME_HEAD.unpack(head)
     if length > MAX_FRAME_BYTES:
         raise ValueError(f"a frame of {length} bytes")
     body = stream.read(length)
     if len(body) < length:
         raise ValueError("a frame cut short")
-    message = json.loads(body.decode("utf-8"))
+    return frame_message(body)
+
+
+def frame_message(body: bytes) -> dict[str, Any]:
+    """A frame's body as its JSON object; ValueError when it is not one."""
+    try:
+        message = json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError("a frame that is not JSON") from None
     if not isinstance(message, dict):
         raise ValueError("a frame that is not a JSON object")
     return message

@@ -1,9 +1,9 @@
-"""Home Assistant entities that report (and the two that take only simple commands): sensor, binary_sensor, lock,
-siren, event, device_automation.
+"""Home Assistant entities that report (and the lock, which takes one simple command): sensor, binary_sensor, lock,
+event, device_automation.
 
 Temperature (°F and K converted) and humidity sensors; binary sensors (alarm = On for leak, smoke, gas, CO,
 tamper; open, detected or on = On for every other, with or without a class); a lock (locked = On; locked by
-voice, never unlocked); a siren (a switch); an `event` entity (a doorbell when its
+voice, never unlocked); an `event` entity (a doorbell when its
 device_class is doorbell) and a device_automation trigger, which press a declared doorbell. See
 entities.py for the Entity contract. Imports the entity base and the mapping.
 """
@@ -16,7 +16,7 @@ from typing import Any
 from hubd.dialects import convert, mapping
 from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
 from hubd.dialects.homeassistant.discovery import Conf, ConfigProblem
-from hubd.dialects.homeassistant.entities import ECHO, UNKNOWN, Entity, Reading, StateProblem, number, target_value
+from hubd.dialects.homeassistant.entities import UNKNOWN, Entity, Reading, StateProblem, number, target_value
 from hubd.dialects.homeassistant.templates import Payload, Templates
 
 # A sensor whose value is a button's action (zigbee2mqtt's legacy `action` and `click` sensors).
@@ -130,54 +130,6 @@ class Lock(Entity):
             raise CommandRefused("hubd locks a door (Switch.On) but never unlocks one from the platform")
         payload = self.render_command("command_template", self.payload_lock, {"value": self.payload_lock})
         return [self.publish("command_topic", payload)]
-
-
-class Siren(Entity):
-    """`siren`: a switch that sounds it (On) and stops it (Off), with Home Assistant's payloads and states."""
-
-    component = "siren"
-
-    def __init__(self, conf: Conf, templates: Templates) -> None:
-        super().__init__(conf, templates)
-        self.payload_on = conf.string("payload_on", "ON")
-        self.payload_off = conf.string("payload_off", "OFF")
-        self.state_on = conf.string("state_on", self.payload_on)
-        self.state_off = conf.string("state_off", self.payload_off)
-        self.compile("state_value_template")
-        self.compile("command_template")
-        self.compile("command_off_template")
-        if not conf.text("command_topic"):
-            raise ConfigProblem("command_topic: missing; a siren needs it")
-        self.part = mapping.siren(reported=conf.has("state_topic"))
-
-    def topics(self) -> list[tuple[str, str]]:
-        return self.state_topics((("state_topic", "state"),)) + \
-            self.echoes((("state_topic", "command_topic", "command_template", "state"),))
-
-    def read(self, role: str, payload: Payload) -> Reading:
-        echo = role.startswith(ECHO)
-        text = payload.text.strip() if echo else self.render_value("state_value_template", payload)
-        if text.startswith("{"):  # a siren's JSON state: {"state": "ON", ...}
-            try:
-                found = json.loads(text)
-            except ValueError:
-                found = None
-            text = str(found.get("state")) if isinstance(found, dict) and "state" in found else text
-        if text in (self.state_on, self.payload_on):
-            return Reading({"Switch": "On"})
-        if text in (self.state_off, self.payload_off):
-            return Reading({"Switch": "Off"})
-        if text in UNKNOWN:
-            return Reading()
-        raise StateProblem(f"{text[:40]!r} is neither {self.state_on!r} nor {self.state_off!r}")
-
-    def command(self, request: ControlRequest) -> list[Outgoing]:
-        if request.interface != "Switch":
-            return super().command(request)
-        on = target_value(request) == "On"
-        raw = self.payload_on if on else self.payload_off
-        key = "command_template" if on or "command_off_template" not in self._compiled else "command_off_template"
-        return [self.publish("command_topic", self.render_command(key, raw, {"value": raw}))]
 
 
 class Event(Entity):

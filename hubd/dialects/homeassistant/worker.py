@@ -23,6 +23,7 @@ from types import FrameType
 from typing import BinaryIO
 
 from hubd.dialects.homeassistant.sandbox import (
+    OVERTIME_ANSWER,
     RENDER_BUDGET_S,
     Overtime,
     TemplateSandbox,
@@ -79,7 +80,7 @@ def serve(requests: BinaryIO, answers: BinaryIO, sandbox: TemplateSandbox) -> No
             with alarm:
                 answer = render(sandbox, request)
         except Overtime:  # the timer rang between the render's end and the timer's reset
-            answer = {"error": f"took longer than {RENDER_BUDGET_S} s"}
+            answer = OVERTIME_ANSWER
         except MemoryError:
             answer = {"error": "the template needed more memory than a render may have"}
         write_frame(answers, answer)

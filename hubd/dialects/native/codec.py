@@ -8,7 +8,6 @@ it with the topic. Imports only hubd.devices.model, hubd.dialects.payload, hubd.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
@@ -28,7 +27,7 @@ from hubd.devices.model import (
     StateValue,
     format_time,
 )
-from hubd.dialects.payload import MAX_PAYLOAD_BYTES, check_nesting
+from hubd.dialects.payload import json_object
 from hubd.errors import DeviceMessageInvalid
 
 
@@ -122,7 +121,7 @@ def parse_config(payload: bytes, namespace: str = "Service") -> DeviceConfig | N
     """A device config, or None for an empty payload (the device is deleted); `namespace` is platform.namespace."""
     if not payload.strip():
         return None
-    data = _json_object(payload)
+    data = json_object(payload)
     try:
         model = _DeviceConfigModel.model_validate(data, context={"namespace": namespace})
     except ValidationError as err:
@@ -132,7 +131,7 @@ def parse_config(payload: bytes, namespace: str = "Service") -> DeviceConfig | N
 
 def parse_state(payload: bytes, received_at: float) -> StateUpdate:
     """Either `{"Switch": "On"}` or `{"states": [{interface, value, timeOfSample?}], "cause"?}`."""
-    data = _json_object(payload)
+    data = json_object(payload)
     default_time = format_time(received_at)
     cause = "PHYSICAL_INTERACTION"
     samples: list[StateSample] = []
@@ -172,7 +171,7 @@ def parse_state(payload: bytes, received_at: float) -> StateUpdate:
 
 def parse_event(payload: bytes, received_at: float) -> str:
     """A doorbell press; returns its timestamp (ISO 8601 UTC, milliseconds)."""
-    data = _json_object(payload)
+    data = json_object(payload)
     name = data.get("name")
     if name != "DoorbellPress":
         raise DeviceMessageInvalid(f"name: {name!r} is not a known event; the only event is \"DoorbellPress\"")
@@ -187,7 +186,7 @@ def parse_availability(payload: bytes) -> bool:
     """`online` → True, `offline` → False (also z2m's JSON `{"state": "online"}`)."""
     text = payload.decode("utf-8", errors="replace").strip()
     if text.startswith("{"):
-        state = _json_object(payload).get("state")
+        state = json_object(payload).get("state")
         text = state if isinstance(state, str) else ""
     if text.lower() == "online":
         return True
@@ -198,7 +197,7 @@ def parse_availability(payload: bytes) -> bool:
 
 def parse_command_result(payload: bytes) -> CommandResult:
     """`{"id", "status": "done"|"error", "message"?}`."""
-    data = _json_object(payload)
+    data = json_object(payload)
     command_id, status, message = data.get("id"), data.get("status"), data.get("message")
     if not isinstance(command_id, str) or not command_id:
         raise DeviceMessageInvalid("id: must be the command's id string")
@@ -263,27 +262,6 @@ def _require_finite(value: dict[str, Any], field: str) -> None:
             todo.extend(item.values())
         elif isinstance(item, list):
             todo.extend(item)
-
-
-def _json_object(payload: bytes) -> dict[str, Any]:
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        raise DeviceMessageInvalid(f"payload is {len(payload)} bytes; the limit is {MAX_PAYLOAD_BYTES}")
-    try:
-        # Decoded here, not by json.loads(bytes): that would also take UTF-16 and UTF-32, where check_nesting,
-        # which reads UTF-8 bytes, miscounts after an escaped quote and lets deep nesting through.
-        text = payload.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise DeviceMessageInvalid(f"not UTF-8: {err}") from err
-    check_nesting(payload)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise DeviceMessageInvalid(f"not JSON: {err}") from err
-    except (ValueError, RecursionError) as err:  # e.g. an integer of more than 4,300 digits
-        raise DeviceMessageInvalid(f"not JSON hubd can read ({str(err).split(';')[0]})") from err
-    if not isinstance(data, dict):
-        raise DeviceMessageInvalid(f"must be a JSON object, got {type(data).__name__}")
-    return data
 
 
 def _pydantic_reason(err: ValidationError) -> str:

@@ -36,17 +36,17 @@ from hubd.dialects.base import (
     StateReceived,
     Unexported,
 )
-from hubd.dialects.globs import Globs
+from hubd.dialects.globs import Selected
 from hubd.dialects.tasmota.commands import command
 from hubd.dialects.tasmota.discovery import (
     DIALECT,
     ConfigProblem,
     TasmotaInfo,
-    json_object,
     normal_mac,
     parse_topic,
     read_config,
     read_sensors,
+    state_object,
 )
 from hubd.dialects.tasmota.entities import Address, build, parse_address, part
 from hubd.dialects.tasmota.states import pressed, read
@@ -90,13 +90,15 @@ class TasmotaDialect(Dialect):
     def __init__(self, config: TasmotaConfig, doorbells: Sequence[DoorbellConfig], *,
                  max_devices: int = MAX_DEVICES) -> None:
         self._prefix = config.discovery_prefix
-        self._include = Globs(config.include)
-        self._exclude = Globs(config.exclude)
-        self._doorbells = [(Globs([d.device]), d.event) for d in doorbells]
+        self._selected = Selected(config.include, config.exclude, ((d.device, d.event) for d in doorbells))
         self._max_devices = max_devices
         self._infos: dict[str, TasmotaInfo] = {}  # MAC → its last good config
         self._sensors: dict[str, dict[str, object]] = {}  # MAC → the `sn` of its sensors message
         self._devices: dict[str, Known] = {}  # MAC → the device imported
+        # Lookups for the other dialects' questions: a command prefix (`cmnd/<topic>/`) → MACs; the MAC's last six
+        # digits (legacy discovery's id) → MACs.
+        self._cmnd: dict[str, set[str]] = {}
+        self._chips: dict[str, set[str]] = {}
         self._generation = 0  # changes when a MAC comes or goes (native_generation)
         self._topics: dict[str, tuple[str, str]] = {}  # device topic → (MAC, what comes there: LWT, STATE, ...)
         self._announced: dict[str, tuple[str, Route, Origin] | None] = {}  # endpoint → what it was (None: restored)
@@ -187,7 +189,7 @@ class TasmotaDialect(Dialect):
 
     def owns_command_topic(self, topic: str) -> bool:
         """The command topics (`cmnd/<topic>/...`) of the devices this dialect imports."""
-        return any(topic.startswith(known.first.topics.cmnd) for known in self._devices.values())
+        return any(topic[:i + 1] in self._cmnd for i, c in enumerate(topic) if c == "/")
 
     def native_generation(self) -> int:
         """Changes whenever a device comes or goes."""
@@ -199,12 +201,10 @@ class TasmotaDialect(Dialect):
         digits while its topics are that device's."""
         ids = {normal_mac(i) for i in announced.identifiers}
         ids |= {normal_mac(value) for kind, value in announced.connections if kind == "mac"}
-        for mac, known in self._devices.items():
-            if mac in ids:
-                return True
-            if mac[-_CHIP_ID_DIGITS:] in ids and _shares_topics(known, announced.topics):
-                return True
-        return False
+        if not ids.isdisjoint(self._devices):
+            return True
+        return any(_shares_topics(self._devices[mac], announced.topics)
+                   for chip in ids for mac in self._chips.get(chip, ()))
 
     def unexported_devices(self) -> list[Unexported]:
         """Devices not imported, with why (left out, nothing exported, a config hubd cannot use), by name."""
@@ -215,16 +215,14 @@ class TasmotaDialect(Dialect):
 
     def reconfigure(self, selection: Selection) -> list[DeviceInput]:
         """New include/exclude and doorbells: every device announced again where that changes it, or gone."""
-        self._include, self._exclude = Globs(selection.include), Globs(selection.exclude)
-        self._doorbells = [(Globs([device]), event) for device, event in selection.doorbells]
+        self._selected = Selected(selection.include, selection.exclude, selection.doorbells)
         return [item for mac in list(self._infos) for item in self._rebuild(mac)]
 
     def doorbell_events(self, device_id: str) -> tuple[str, ...]:
-        """The actions its buttons (SetOption73) and switches (SetOption114) report."""
-        for mac, known in self._devices.items():
-            if device_id in {endpoint_id for endpoint_id, _ in known.endpoints} and mac in self._infos:
-                return press_events(self._infos[mac])
-        return ()
+        """The actions its buttons (SetOption73) and switches (SetOption114) report, for its own endpoint (its MAC:
+        a doorbell is never a split-off part's)."""
+        info = self._infos.get(device_id)
+        return press_events(info) if info is not None and device_id in self._devices else ()
 
     # Discovery messages.
 
@@ -269,10 +267,10 @@ class TasmotaDialect(Dialect):
         """Announce what changed of a device after its config or sensors came."""
         info = self._infos[mac]
         names = info.identities()
-        if not self._include.any(names) or self._exclude.any(names):
+        if not self._selected.included(names):
             self._left_out[mac] = (info.name(), ["left out by tasmota.include/exclude"])
             return self._drop(mac)
-        event = next((e for globs, e in self._doorbells if globs.any([*names, mapping.endpoint_id(mac)])), None)
+        event = self._selected.doorbell([*names, mapping.endpoint_id(mac)])
         built = build(info, self._sensors.get(mac), event)
         if not built.configs:
             self._left_out[mac] = (info.name(), [built.reason])
@@ -303,6 +301,7 @@ class TasmotaDialect(Dialect):
         if known is None:
             return []
         self._generation += 1
+        self._unindex(known)
         for topic in known.topics():
             self._topics.pop(topic, None)
             self._unsubscribe.append(topic)
@@ -326,7 +325,21 @@ class TasmotaDialect(Dialect):
             if topic not in self._topics:
                 self._subscribe.append(topic)
             self._topics[topic] = (known.mac, kind)
+        if before is not None:
+            self._unindex(before)
         self._devices[known.mac] = known
+        for index, key in self._lookups(known):
+            index.setdefault(key, set()).add(known.mac)
+
+    def _unindex(self, known: Known) -> None:
+        for index, key in self._lookups(known):
+            macs = index.get(key, set())
+            macs.discard(known.mac)
+            if not macs:
+                index.pop(key, None)
+
+    def _lookups(self, known: Known) -> tuple[tuple[dict[str, set[str]], str], ...]:
+        return (self._cmnd, known.first.topics.cmnd), (self._chips, known.mac[-_CHIP_ID_DIGITS:])
 
     # Device messages.
 
@@ -342,7 +355,7 @@ class TasmotaDialect(Dialect):
 
     def _state(self, known: Known, kind: str, topic: str, payload: bytes, received_at: float,
                retained: bool) -> list[DeviceInput]:
-        data = json_object(payload)
+        data = state_object(payload)
         if data is None:
             return [InputRejected("state", f"{topic}: not a JSON object; Tasmota reports its state as one")]
         if kind == "STATUS10":

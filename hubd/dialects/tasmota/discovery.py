@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hubd.dialects.payload import MAX_PAYLOAD_BYTES, check_nesting
+from hubd.dialects.payload import json_object
 from hubd.errors import DeviceMessageInvalid
 
 DIALECT = "tasmota"
@@ -165,16 +165,14 @@ def read_sensors(payload: bytes) -> dict[str, Any]:
     return sensors
 
 
-def json_object(payload: bytes) -> dict[str, Any] | None:
+def state_object(payload: bytes) -> dict[str, Any] | None:
     """A device message's JSON object (None when it is not one: Tasmota also sends plain text there)."""
-    if len(payload) > MAX_PAYLOAD_BYTES or not payload.lstrip().startswith(b"{"):
+    if not payload.lstrip().startswith(b"{"):
         return None
     try:
-        check_nesting(payload)
-        data: Any = json.loads(payload.decode("utf-8"))
-    except (UnicodeDecodeError, DeviceMessageInvalid, ValueError, RecursionError):
+        return json_object(payload)
+    except DeviceMessageInvalid:
         return None
-    return data if isinstance(data, dict) else None
 
 
 def first_index(values: Sequence[int], wanted: int) -> int:
@@ -188,15 +186,10 @@ def _prefixes(info: TasmotaInfo) -> tuple[str, str, str]:
 
 
 def _json_object(payload: bytes, what: str) -> dict[str, Any]:
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        raise ConfigProblem(f"{len(payload)} bytes; a discovery message is at most {MAX_PAYLOAD_BYTES}")
     try:
-        check_nesting(payload)
-        data: Any = json.loads(payload.decode("utf-8"))
-    except (UnicodeDecodeError, DeviceMessageInvalid, ValueError, RecursionError) as err:
-        raise ConfigProblem(f"not JSON ({str(err)[:100]}); expected {what}") from None
-    if not isinstance(data, dict):
-        raise ConfigProblem(f"{_kind(data)}, not {what}")
+        data = json_object(payload)
+    except DeviceMessageInvalid as err:
+        raise ConfigProblem(f"{err}; expected {what}") from None
     if data.get("ver") != 1:
         raise ConfigProblem(f"ver is {data.get('ver')!r}; hubd reads Tasmota's discovery version 1")
     return data

@@ -14,12 +14,12 @@ again. Imports the mapping, the discovery reader and the seam's types.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from hubd.devices.model import ADDITIONAL_INFO_MAX_CHARS, DeviceConfig, EntityNote, Origin, Route
-from hubd.dialects import mapping
+from hubd.dialects import mapping, naming
 from hubd.dialects.base import ConfigReceived
 from hubd.dialects.tasmota.discovery import (
     DIALECT,
@@ -296,7 +296,7 @@ def _endpoint_name(device: str, entity: Entity, split: bool) -> str:
         return device
     if entity.own_name:
         return entity.label
-    return f"{device} {entity.label}".strip()
+    return naming.part_name(device, entity.label)  # the device's name said once
 
 
 def _note_name(entity: Entity) -> str:
@@ -326,8 +326,3 @@ def _info(info: TasmotaInfo) -> dict[str, str]:
 
 def _strings(value: Any, count: int) -> bool:
     return isinstance(value, list) and len(value) == count and all(isinstance(v, str) for v in value)
-
-
-def sensor_paths(entities_: Sequence[Entity]) -> list[list[str]]:
-    """The `sn` paths the sensors among these entities read."""
-    return [list(e.opts["path"]) for e in entities_ if e.kind == "sensor"]

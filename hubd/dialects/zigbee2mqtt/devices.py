@@ -20,7 +20,7 @@ from typing import Any
 from hubd.devices.model import ADDITIONAL_INFO_MAX_CHARS, DeviceConfig, EntityNote, Origin, Route
 from hubd.dialects import convert, mapping, naming
 from hubd.dialects.base import ConfigReceived
-from hubd.dialects.globs import Globs
+from hubd.dialects.globs import Selected
 from hubd.dialects.zigbee2mqtt.exposes import ACTION, PUBLISHED, RANK_SENSOR, Exposes, Feature, read_exposes
 from hubd.dialects.zigbee2mqtt.features import part
 from hubd.spoken import spoken
@@ -78,8 +78,7 @@ class Address:
     doorbell: str | None
 
 
-def read_entry(entry: Any, index: int, *, include: Globs, exclude: Globs,
-               doorbells: Sequence[tuple[Globs, str]]) -> Entry:
+def read_entry(entry: Any, index: int, selected: Selected) -> Entry:
     """One bridge/devices entry: its device if imported, else why not; a malformed one is a problem."""
     if not isinstance(entry, dict):
         return Entry(None, None, None, problems=(f"entry {index} is a {type(entry).__name__}, not an object",))
@@ -100,13 +99,13 @@ def read_entry(entry: Any, index: int, *, include: Globs, exclude: Globs,
         reason = f"not interviewed yet (interview_state {_short(entry.get('interview_state'))})"
     elif entry.get("supported") is False or not isinstance(definition, dict):
         reason = "not supported by zigbee2mqtt (it has no definition)"
-    elif not include.any((name, ieee)) or exclude.any((name, ieee)):
+    elif not selected.included((name, ieee)):
         reason = "left out by zigbee2mqtt.include/exclude"
     if reason or not isinstance(definition, dict):
         return Entry(ieee, name, None, reason)
     exposes = read_exposes(definition.get("exposes"), outlet=_is_outlet(definition))
     # A doorbell is declared by name or identifier (the config), or by endpointId (the owner's devices page).
-    event = next((e for globs, e in doorbells if globs.any((name, ieee, mapping.endpoint_id(ieee)))), None)
+    event = selected.doorbell((name, ieee, mapping.endpoint_id(ieee)))
     device = build(ieee, name, entry, exposes, event)
     device.actions = exposes.actions or ()
     problems = tuple(f"{name} ({ieee}): {p}" for p in exposes.problems)

@@ -37,7 +37,7 @@ from hubd.dialects.base import (
     StateReceived,
     Unexported,
 )
-from hubd.dialects.globs import Globs
+from hubd.dialects.globs import Selected
 from hubd.dialects.zigbee2mqtt.devices import (
     DIALECT,
     Address,
@@ -70,9 +70,7 @@ class Zigbee2MqttDialect(Dialect):
                  max_devices: int = MAX_DEVICES) -> None:
         self._base = config.base_topic
         self._prefix = config.base_topic + "/"
-        self._include = Globs(config.include)
-        self._exclude = Globs(config.exclude)
-        self._doorbells = [(Globs([d.device]), d.event) for d in doorbells]
+        self._selected = Selected(config.include, config.exclude, ((d.device, d.event) for d in doorbells))
         self._max_devices = max_devices
         self._devices: dict[str, Z2mDevice] = {}  # by ieee_address
         self._by_name: dict[str, str] = {}  # friendly_name → ieee_address
@@ -169,8 +167,7 @@ class Zigbee2MqttDialect(Dialect):
 
     def reconfigure(self, selection: Selection) -> list[DeviceInput]:
         """New include/exclude and doorbells: the last device list read again with them (what it changes)."""
-        self._include, self._exclude = Globs(selection.include), Globs(selection.exclude)
-        self._doorbells = [(Globs([device]), event) for device, event in selection.doorbells]
+        self._selected = Selected(selection.include, selection.exclude, selection.doorbells)
         if self._list is None:
             return []  # nothing listed yet: the list is read with them when it comes
         self._entries = {}  # each entry's reading depends on the selection
@@ -178,11 +175,11 @@ class Zigbee2MqttDialect(Dialect):
         return [item for item in found if not isinstance(item, InputRejected)]  # said when the list came
 
     def doorbell_events(self, device_id: str) -> tuple[str, ...]:
-        """The values the device's `action` announces."""
-        for device in self._devices.values():
-            if any(slot.endpoint_id == device_id for slot in device.slots):
-                return device.actions
-        return ()
+        """The values the device's `action` announces, for its own endpoint (its ieee_address: a doorbell is never
+        a split-off part's)."""
+        device = self._devices.get(device_id)
+        return device.actions if device is not None and device.slots and device.slots[0].endpoint_id == device_id \
+            else ()
 
     # bridge/devices.
 
@@ -248,7 +245,7 @@ class Zigbee2MqttDialect(Dialect):
         if cached is not None and cached[0] == digest and cached[1].problems == ():
             entry = cached[1]
         else:
-            entry = read_entry(raw, index, include=self._include, exclude=self._exclude, doorbells=self._doorbells)
+            entry = read_entry(raw, index, self._selected)
         if isinstance(ieee, str):
             self._entries[ieee] = (digest, entry)
         return entry

@@ -9,26 +9,20 @@ import json
 from typing import Any
 
 from hubd.dialects.base import InputRejected
-from hubd.dialects.payload import MAX_PAYLOAD_BYTES, check_nesting
+from hubd.dialects.payload import MAX_PAYLOAD_BYTES, json_object
 from hubd.errors import DeviceMessageInvalid
 
 
 def state_object(topic: str, payload: bytes) -> dict[str, Any] | InputRejected | None:
     """A device's state message as its JSON object; None for an empty one (zigbee2mqtt clears a retained state
     so)."""
-    if len(payload) > MAX_PAYLOAD_BYTES:
-        return InputRejected("state", f"{topic}: {len(payload)} bytes; a device state is at most {MAX_PAYLOAD_BYTES}")
     if not payload.strip():
         return None
     try:
-        check_nesting(payload)
-        data: Any = json.loads(payload.decode("utf-8"))
-    except (UnicodeDecodeError, DeviceMessageInvalid, ValueError, RecursionError):
-        data = None
-    if not isinstance(data, dict):
-        return InputRejected("state", f"{topic}: not a JSON object; zigbee2mqtt publishes a device's state as one "
+        return json_object(payload)
+    except DeviceMessageInvalid as err:
+        return InputRejected("state", f"{topic}: {err}; zigbee2mqtt publishes a device's state as a JSON object "
                                       "(set its advanced.output to json or attribute_and_json)")
-    return data
 
 
 def online_value(topic: str, payload: bytes) -> bool | InputRejected | None:
