@@ -220,3 +220,48 @@ def test_the_checks_catch_a_miss() -> None:
     assert sorted(n for n in named_modules(text) if unresolved(n)) == ["hubd.nowhere", "hubd.outbox.writer.Nope"]
     assert unresolved("hubd.lifecycle.Supervisor.run") is None
     assert room("hubd.dialects.native.dialect") == "hubd/dialects/" and room("hubd.registry") == "hubd/registry.py"
+
+
+# --- the dialects' seam ---------------------------------------------------------------------------------------
+
+DIALECTS = PACKAGE / "dialects"
+
+
+def dialect_folders() -> set[str]:
+    """The dialects' own folders (`native`, `homeassistant`, ...): each a package under hubd/dialects/."""
+    return {p.name for p in DIALECTS.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+
+
+def _dialect_of(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) >= 3 and parts[:2] == ["hubd", "dialects"] and parts[2] in dialect_folders() else None
+
+
+def test_no_dialect_imports_another() -> None:
+    crossings = sorted(f"{module} imports {target}" for module, targets in module_imports().items()
+                       for target in targets
+                       if _dialect_of(module) and _dialect_of(target) not in (None, _dialect_of(module)))
+    assert not crossings, crossings
+
+
+def test_nothing_after_the_seam_imports_a_dialect() -> None:
+    """Outside hubd/dialects/ only the seam and the shared parts are imported (`hubd.dialects.base`, the commands,
+    the table); a dialect's own folder is imported by the table alone (`hubd/dialects/enabled.py`), when enabled."""
+    table = "hubd.dialects.enabled"
+    leaks = sorted(f"{module} imports {target}" for module, targets in module_imports().items()
+                   for target in targets
+                   if _dialect_of(target) and not _dialect_of(module) and module != table)
+    assert not leaks, leaks
+
+
+def test_every_dialect_folder_is_a_row_of_the_table() -> None:
+    table = (DIALECTS / "enabled.py").read_text(encoding="utf-8")
+    missing = sorted(name for name in dialect_folders() if f"hubd.dialects.{name}." not in table)
+    assert not missing, f"dialect folders the table does not build: {missing}"
+
+
+def test_the_seam_checks_tell_a_dialect_from_the_shared_parts() -> None:
+    assert {"native", "homeassistant", "zigbee2mqtt", "tasmota"} <= dialect_folders()
+    assert _dialect_of("hubd.dialects.tasmota.dialect") == "tasmota"
+    assert _dialect_of("hubd.dialects.base") is None
+    assert _dialect_of("hubd.registry") is None
