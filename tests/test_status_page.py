@@ -70,8 +70,8 @@ async def test_api_status_shows_devices_events_problems_users_and_webhooks(make_
     assert (hook["perMinute"], hook["perDay"]) == (20, 1000) and hook["lastCallAt"] is not None
 
     body = await status(rig)
-    assert set(body) == {"now", "ready", "checks", "devices", "unexported", "users", "pendingEvents", "events",
-                         "problems", "webhooks"}
+    assert set(body) == {"now", "ready", "checks", "devices", "unexported", "sources", "users", "pendingEvents",
+                         "events", "problems", "webhooks"}
     assert body["ready"] is True and body["checks"]["mqtt"]["ok"] is True
     [lamp] = body["devices"]
     assert lamp["endpointId"] == "lamp-1" and lamp["source"] == "native" and lamp["availability"] == "unknown"
