@@ -96,7 +96,7 @@ async def test_api_status_shows_devices_events_problems_users_and_webhooks(make_
 
     # The older routes only gained fields.
     _, devices = await rig.hub.get("/api/devices")
-    assert set(devices) == {"devices", "unexported"}
+    assert set(devices) == {"devices", "unexported", "sources"}
     assert devices["devices"][0]["lastSeen"] == lamp["lastSeen"] and devices["devices"][0]["online"] is None
     _, users = await rig.hub.get("/api/users")
     assert set(users["users"][0]) >= {"userId", "status", "tokenExpiresAt", "pendingEvents", "lastError",
