@@ -13,7 +13,7 @@ import re
 import ssl
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
@@ -219,76 +219,71 @@ class LogConfig(_Model):
     events: bool = True
 
 
-class HomeAssistantConfig(_Model):
-    """Devices announced with Home Assistant MQTT discovery."""
+def _topic_prefix(value: str, what: str, example: str) -> str:
+    """`value` if it is a topic prefix (no wildcard, no leading or trailing '/'); else the error naming `what`."""
+    if not value or value.startswith("/") or value.endswith("/") or not _TOPIC_SEGMENT_RE.match(value):
+        raise ValueError(f"must be {what}, without '+', '#', or a leading/trailing '/', e.g. '{example}'")
+    return value
+
+
+class DialectConfig(_Model):
+    """What every dialect's section has: `enabled` [false] and the `include`/`exclude` globs (fnmatch) over its
+    devices' names and identifiers. A dialect's section subclasses it with its own keys (its topic prefix) and
+    says in its docstring what its globs match; `hubd.dialects.enabled` gives each section its row."""
+
+    # The keys a reload (SIGHUP) applies live in every dialect's section; the others take a restart.
+    LIVE: ClassVar[tuple[str, ...]] = ("include", "exclude")
+    # A glob of the section's own, for the error of an empty pattern.
+    glob_example: ClassVar[str] = "Kitchen*"
 
     enabled: bool = False
-    discovery_prefix: str = "homeassistant"
     include: list[str] = Field(default_factory=lambda: ["*"])
     exclude: list[str] = Field(default_factory=list)
-
-    @field_validator("discovery_prefix")
-    @classmethod
-    def _prefix(cls, value: str) -> str:
-        if not value or value.startswith("/") or value.endswith("/") or not _TOPIC_SEGMENT_RE.match(value):
-            raise ValueError("must be a topic prefix without '+', '#', or a leading/trailing '/', "
-                             "e.g. 'homeassistant'")
-        return value
 
     @field_validator("include", "exclude")
     @classmethod
     def _patterns(cls, value: list[str]) -> list[str]:
         if any(not pattern.strip() for pattern in value):
-            raise ValueError("a pattern is empty; write a glob (fnmatch) such as 'Kitchen*' or '*'")
+            raise ValueError(f"a pattern is empty; write a glob (fnmatch) such as 'Kitchen*' or '{cls.glob_example}'")
         return value
 
 
-class Zigbee2MqttConfig(_Model):
-    """zigbee2mqtt's devices imported natively from `<base_topic>/bridge/devices`."""
+class HomeAssistantConfig(DialectConfig):
+    """Devices announced with Home Assistant MQTT discovery; the globs match a device's name and identifiers."""
 
-    enabled: bool = False
+    glob_example: ClassVar[str] = "*"
+    discovery_prefix: str = "homeassistant"
+
+    @field_validator("discovery_prefix")
+    @classmethod
+    def _prefix(cls, value: str) -> str:
+        return _topic_prefix(value, "a topic prefix", "homeassistant")
+
+
+class Zigbee2MqttConfig(DialectConfig):
+    """zigbee2mqtt's devices imported natively from `<base_topic>/bridge/devices`; the globs match friendly_name
+    and ieee_address."""
+
+    glob_example: ClassVar[str] = "0x00158d*"
     base_topic: str = "zigbee2mqtt"
-    include: list[str] = Field(default_factory=lambda: ["*"])  # globs over friendly_name and ieee_address
-    exclude: list[str] = Field(default_factory=list)
 
     @field_validator("base_topic")
     @classmethod
     def _base(cls, value: str) -> str:
-        if not value or value.startswith("/") or value.endswith("/") or not _TOPIC_SEGMENT_RE.match(value):
-            raise ValueError("must be zigbee2mqtt's mqtt.base_topic, without '+', '#', or a leading/trailing '/', "
-                             "e.g. 'zigbee2mqtt'")
-        return value
-
-    @field_validator("include", "exclude")
-    @classmethod
-    def _patterns(cls, value: list[str]) -> list[str]:
-        if any(not pattern.strip() for pattern in value):
-            raise ValueError("a pattern is empty; write a glob (fnmatch) such as 'Kitchen*' or '0x00158d*'")
-        return value
+        return _topic_prefix(value, "zigbee2mqtt's mqtt.base_topic", "zigbee2mqtt")
 
 
-class TasmotaConfig(_Model):
-    """Tasmota devices imported natively from their own discovery (`<discovery_prefix>/<MAC>/config`)."""
+class TasmotaConfig(DialectConfig):
+    """Tasmota devices imported natively from their own discovery (`<discovery_prefix>/<MAC>/config`); the globs
+    match a device's names, topic, host name and MAC."""
 
-    enabled: bool = False
+    glob_example: ClassVar[str] = "A4CF12*"
     discovery_prefix: str = "tasmota/discovery"
-    include: list[str] = Field(default_factory=lambda: ["*"])  # globs over names, topic, host name and MAC
-    exclude: list[str] = Field(default_factory=list)
 
     @field_validator("discovery_prefix")
     @classmethod
     def _prefix(cls, value: str) -> str:
-        if not value or value.startswith("/") or value.endswith("/") or not _TOPIC_SEGMENT_RE.match(value):
-            raise ValueError("must be Tasmota's discovery prefix, without '+', '#', or a leading/trailing '/', "
-                             "e.g. 'tasmota/discovery'")
-        return value
-
-    @field_validator("include", "exclude")
-    @classmethod
-    def _patterns(cls, value: list[str]) -> list[str]:
-        if any(not pattern.strip() for pattern in value):
-            raise ValueError("a pattern is empty; write a glob (fnmatch) such as 'Kitchen*' or 'A4CF12*'")
-        return value
+        return _topic_prefix(value, "Tasmota's discovery prefix", "tasmota/discovery")
 
 
 class DoorbellConfig(_Model):

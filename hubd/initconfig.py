@@ -7,7 +7,8 @@ mode 0600. Nothing is a demo value: every setting only the user knows is `config
 `hubd check-config` and `hubd run` refuse, naming the key and what to put there. The config reads the
 client secret as `${CREDENTIALS_DIRECTORY}/hubd.client-secret`, the way systemd's `LoadCredential=`
 hands it over; run by hand, hubd finds it in /etc/credstore or next to the config (hubd.config's
-`credential_dirs`). Existing files are never overwritten. Imports config and the driver's password hashing.
+`credential_dirs`). Existing files are never overwritten. Each dialect's section is the block its row in
+`hubd.dialects.enabled` gives.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hubd.config import LOGIN_PASSWORD_FILE, PLACEHOLDER
+from hubd.dialects.enabled import KINDS
 from hubd.driver.passwords import hash_password
 from hubd.errors import HubdError
 
@@ -67,6 +69,11 @@ def _write(path: Path, text: str, mode: int) -> None:
     os.chmod(path, mode)  # the umask may have taken bits away from 0644
 
 
+def _dialect_sections() -> str:
+    """Each dialect's section, as its row in the table says, in the table's order."""
+    return "".join(f"{kind.init}\n" for kind in KINDS if kind.init)
+
+
 def _config_text(storage: Path, password_hash: str) -> str:
     today = datetime.date.today().isoformat()
     return f"""\
@@ -111,13 +118,7 @@ driver:
       password: "{password_hash}"
       admin: true
 
-homeassistant:
-  enabled: true                     # devices announced with Home Assistant MQTT discovery (ESPHome, Tasmota, ...)
-
-zigbee2mqtt:
-  enabled: true                     # zigbee2mqtt's devices, as zigbee2mqtt describes them
-
-log:
+{_dialect_sections()}log:
   level: info
   events: true                      # one line per event delivered to the platform
 """

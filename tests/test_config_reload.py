@@ -1,19 +1,25 @@
 """SIGHUP (`systemctl reload hubd`) end to end: a real mosquitto, the platform simulator and a real hubd whose config
-file is rewritten and re-read. include/exclude, doorbells and the log level take effect without a new MQTT
-connection; a file that does not check changes nothing; keys that need a restart are named.
+file is rewritten and re-read. include/exclude (of every dialect in the table), doorbells and the log level take
+effect without a new MQTT connection; a file that does not check changes nothing; keys that need a restart are named.
 """
 
 from __future__ import annotations
 
 import signal
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
+import pytest
 import yaml
+from homeassistant_helpers import fixture
 from hubd_proc import HubdProcess
 from owner_helpers import request
 from rig import Rig, announced, send, settle, wait_devices
+from tasmota_helpers import ATOM, messages
 from zigbee2mqtt_helpers import entries
+
+from hubd.dialects.enabled import KINDS, DialectKind
 
 MakeRig = Callable[..., Awaitable[Rig]]
 CONTACT = "0x00158d00091e7bd6"  # aqara_MCCGQ11LM_contact: "Contact sensor"
@@ -37,6 +43,54 @@ async def reload(hub: HubdProcess, config: dict[str, Any] | str) -> str:
         return tail if any(end in tail for end in ends) else None
     result: str = await hub.wait_for(over, what="the reload to finish")
     return result
+
+
+@dataclass(frozen=True)
+class OneDevice:
+    """A device of one dialect: the retained messages that announce it, its endpointId and a glob of its name."""
+
+    messages: list[tuple[str, object]]
+    endpoint: str
+    glob: str
+
+
+GARAGE = fixture("esphome_garagedoor1_sht3x")  # an ESPHome board, device identifier 20500de464ec
+# One device of each dialect whose section reloads: a new dialect's row is tested here once it has one.
+DEVICES = {
+    "zigbee2mqtt": OneDevice([("zigbee2mqtt/bridge/state", {"state": "online"}),
+                              ("zigbee2mqtt/bridge/devices", entries("ikea_LED1545G12_bulb"))], BULB, "bulb"),
+    "tasmota": OneDevice(list(messages("atomlite2_rgb_light")), ATOM, "AtomLite2"),
+    "homeassistant": OneDevice([(m["topic"], m["payload"]) for m in GARAGE["configs"] + GARAGE["states"]],
+                               "20500de464ec", "GarageDoor1"),
+}
+RELOADABLE = [kind for kind in KINDS if kind.live_keys]
+
+
+@pytest.mark.parametrize("kind", RELOADABLE, ids=[kind.name for kind in RELOADABLE])
+async def test_sighup_applies_every_dialects_include_and_exclude(make_rig: MakeRig, kind: DialectKind) -> None:
+    device = DEVICES.get(kind.name)
+    assert device is not None, f"give DEVICES a device of {kind.name}, whose include/exclude a reload applies"
+    assert set(kind.live_keys) == {f"{kind.name}.include", f"{kind.name}.exclude"}
+    rig = await make_rig(hub_overrides={kind.name: {"enabled": True}, "log": {"level": "info"}})
+    hub = rig.hub
+    for topic, payload in device.messages:
+        send(rig, topic, payload, retain=True)
+    await wait_devices(rig, device.endpoint)
+    await rig.bind()
+    await announced(rig, device.endpoint)
+
+    said = await reload(hub, {**hub.config, kind.name: {"enabled": True, "include": ["no such device"]}})
+    assert f"applied {kind.name}.include" in said, said
+    await rig.wait_events(1, "DeleteReport", endpoint=device.endpoint)  # no longer included
+    said = await reload(hub, {**hub.config, kind.name: {"enabled": True}})
+    assert f"applied {kind.name}.include" in said, said
+    await rig.wait_events(2, "AddOrUpdateReport", endpoint=device.endpoint)  # included again
+    said = await reload(hub, {**hub.config, kind.name: {"enabled": True, "exclude": [device.glob]}})
+    assert f"applied {kind.name}.exclude" in said and "takes a restart" not in said, said
+    await rig.wait_events(2, "DeleteReport", endpoint=device.endpoint)  # newly excluded
+    _, body, _ = await request(hub, "GET", "/api/devices")
+    assert device.endpoint not in {d["endpointId"] for d in body["devices"]}
+    assert await hub.metric("hubd_mqtt_connects_total") == 1  # the MQTT session was never dropped
 
 
 async def zigbee2mqtt_home(make_rig: MakeRig) -> Rig:

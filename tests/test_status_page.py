@@ -70,8 +70,8 @@ async def test_api_status_shows_devices_events_problems_users_and_webhooks(make_
     assert (hook["perMinute"], hook["perDay"]) == (20, 1000) and hook["lastCallAt"] is not None
 
     body = await status(rig)
-    assert set(body) == {"now", "ready", "checks", "devices", "unexported", "users", "pendingEvents", "events",
-                         "problems", "webhooks"}
+    assert set(body) == {"now", "ready", "checks", "devices", "unexported", "sources", "users", "pendingEvents",
+                         "events", "problems", "webhooks"}
     assert body["ready"] is True and body["checks"]["mqtt"]["ok"] is True
     [lamp] = body["devices"]
     assert lamp["endpointId"] == "lamp-1" and lamp["source"] == "native" and lamp["availability"] == "unknown"
@@ -96,7 +96,7 @@ async def test_api_status_shows_devices_events_problems_users_and_webhooks(make_
 
     # The older routes only gained fields.
     _, devices = await rig.hub.get("/api/devices")
-    assert set(devices) == {"devices", "unexported"}
+    assert set(devices) == {"devices", "unexported", "sources"}
     assert devices["devices"][0]["lastSeen"] == lamp["lastSeen"] and devices["devices"][0]["online"] is None
     _, users = await rig.hub.get("/api/users")
     assert set(users["users"][0]) >= {"userId", "status", "tokenExpiresAt", "pendingEvents", "lastError",

@@ -177,7 +177,7 @@ class EntityNote:
 class Origin:
     """Where a device came from, for the status page and `GET /api/devices`."""
 
-    source: str  # "native", "homeassistant" or "zigbee2mqtt"
+    source: str  # the name of the dialect that imported it ("native", "zigbee2mqtt", ...: hubd.dialects.enabled)
     entities: tuple[EntityNote, ...] = ()
     # Why hubd chose the displayName when it is not the source's own ("" when it is): e.g. "its name
     # '0x000b57fffec6a5c2' is an identifier, so it is named after its model". Such a name may get a word where two

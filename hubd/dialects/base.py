@@ -1,6 +1,7 @@
 """The seam between MQTT device dialects and the rest of hubd: typed device inputs, routes, the Dialect base class.
 
-A dialect (hubd's own topics, zigbee2mqtt, Home Assistant MQTT discovery) turns the MQTT messages it claims into
+A dialect (a row of the table in `hubd.dialects.enabled`: hubd's own topics, a maker's own announcements such as
+zigbee2mqtt's or Tasmota's, Home Assistant MQTT discovery) turns the MQTT messages it claims into
 typed `DeviceInput`s, and a control or speaker command for one of its devices into `Outgoing` MQTT publishes.
 Each lives in a folder of its own under `hubd/dialects/` on the `Dialect` base class here; `hubd.dialects.enabled`
 builds the enabled ones from the config, in claim order. Everything after the seam (registry, outbox, directives,
@@ -210,7 +211,7 @@ class Dialect(ABC):
     (no state to restore, fixed subscriptions, nothing to announce, no speakers, nothing left out).
     """
 
-    name: ClassVar[str]  # the Route's dialect and the status page's source: "native", "zigbee2mqtt", ...
+    name: ClassVar[str]  # its row's name in the table: the Route's dialect, its devices' source ("native", ...)
 
     @abstractmethod
     def subscriptions(self) -> list[tuple[str, int]]:

@@ -1,12 +1,17 @@
-"""The table of device dialects: which ones the config enables, built in claim order (`build_dialects`).
+"""The table of device dialects: one row per dialect owns every fact of it that hubd uses outside its folder.
 
-`selections` says what each imports and which buttons are doorbells, for a change at run time. A topic is decoded by
-the first dialect that claims it, so the order is the table's: hubd's own topics, then the
+A row (`DialectKind`) says how to build the dialect, its config section (a `hubd.config.DialectConfig`: whether
+it is enabled, its include/exclude, which keys a reload applies live), the labels the status and devices pages
+give its devices' source, the topic prefixes no device command may go under (`publish_rules`) and the block
+`hubd init` writes for its section. Whoever needs one of these facts (the reload, the pages, `hubd init`) walks
+the table, so a new dialect is its folder, its section's class and one row here, and nothing else names it.
+
+A topic is decoded by the first dialect that claims it, so the order is the table's: hubd's own topics, then the
 dialects that import a maker natively (zigbee2mqtt, Tasmota), then Home Assistant discovery, which gets the
 dialects before it and leaves to them the devices they import natively (`Dialect.imports_natively`): "left to
-the native import" is each native dialect's own data, not a flag between dialects. `hubd.app` builds them (one
-call), `hubd.owner.live` asks for their selection; a new dialect is one row here. Each row imports its dialect
-only when enabled (Jinja2, say, is loaded only with Home Assistant discovery on).
+the native import" is each native dialect's own data, not a flag between dialects. `build_dialects` builds the
+enabled ones, `selections` says what each imports and which buttons are doorbells, for a change at run time. Each
+row imports its dialect only when enabled (Jinja2, say, is loaded only with Home Assistant discovery on).
 """
 
 from __future__ import annotations
@@ -14,20 +19,62 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from hubd.config import HubdConfig
+from hubd.config import DialectConfig, HubdConfig
 from hubd.dialects.base import Dialect, PublishRules, Selection
 
 
 @dataclass(frozen=True, slots=True)
 class DialectKind:
-    """One row: the dialect's name, whether the config enables it, and how to build it (given the dialects
-    built before it, in claim order)."""
+    """One row: everything hubd knows of a dialect outside its folder.
+
+    `name` is its Route's dialect, its devices' `source` and its config section's key (`section`: False for
+    hubd's own topics, which have no section); the section's model class is HubdConfig's for that key, and its
+    live keys (what SIGHUP applies) are `DialectConfig.LIVE`. `label` names its devices' source on the status
+    page, `short` on the devices page. `reserved` gives the topic prefixes hubd never publishes a device command
+    under (`publish_rules`), enabled or not; `init` is the block `hubd init` writes for its section."""
 
     name: str
-    enabled: Callable[[HubdConfig], bool]
-    build: Callable[[HubdConfig, Sequence[Dialect]], Dialect]
-    # Its config section's include and exclude globs, for a selection made at run time (None: it selects nothing).
-    globs: Callable[[HubdConfig], tuple[Sequence[str], Sequence[str]]] | None = None
+    label: str
+    short: str
+    build: Callable[[HubdConfig, Sequence[Dialect]], Dialect]  # given the dialects built before it, in claim order
+    section: bool = True
+    reserved: Callable[[HubdConfig], tuple[str, ...]] = lambda config: ()
+    init: str = ""
+
+    @property
+    def model(self) -> type[DialectConfig] | None:
+        """Its config section's class (None: no section)."""
+        if not self.section:
+            return None
+        model = HubdConfig.model_fields[self.name].annotation
+        assert isinstance(model, type) and issubclass(model, DialectConfig), f"{self.name}: not a DialectConfig"
+        return model
+
+    @property
+    def live_keys(self) -> tuple[str, ...]:
+        """The dotted keys of its section that a reload applies at once (`zigbee2mqtt.include`, ...)."""
+        model = self.model
+        return tuple(f"{self.name}.{key}" for key in model.LIVE) if model is not None else ()
+
+    def settings(self, config: HubdConfig) -> DialectConfig | None:
+        """Its section of `config` (None: it has none)."""
+        if not self.section:
+            return None
+        settings = getattr(config, self.name)
+        assert isinstance(settings, DialectConfig)
+        return settings
+
+    def enabled(self, config: HubdConfig) -> bool:
+        """Whether `config` enables it (hubd's own topics always are)."""
+        settings = self.settings(config)
+        return settings is None or settings.enabled
+
+    def live(self, running: HubdConfig, new: HubdConfig) -> DialectConfig | None:
+        """Its running section with the live keys of `new`'s (None: no section): what a reload applies."""
+        settings, given = self.settings(running), self.settings(new)
+        if settings is None or given is None:
+            return None
+        return settings.model_copy(update={key: getattr(given, key) for key in given.LIVE})
 
 
 def _native(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
@@ -55,22 +102,33 @@ def _homeassistant(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
 
 
 KINDS: tuple[DialectKind, ...] = (
-    DialectKind("native", lambda config: True, _native),
-    DialectKind("zigbee2mqtt", lambda config: config.zigbee2mqtt.enabled, _zigbee2mqtt,
-                lambda config: (config.zigbee2mqtt.include, config.zigbee2mqtt.exclude)),
-    DialectKind("tasmota", lambda config: config.tasmota.enabled, _tasmota,
-                lambda config: (config.tasmota.include, config.tasmota.exclude)),
-    DialectKind("homeassistant", lambda config: config.homeassistant.enabled, _homeassistant,
-                lambda config: (config.homeassistant.include, config.homeassistant.exclude)),
+    DialectKind("native", "native (hubd topics)", "native", _native, section=False),
+    DialectKind("zigbee2mqtt", "zigbee2mqtt", "zigbee2mqtt", _zigbee2mqtt,
+                reserved=lambda config: (f"{config.zigbee2mqtt.base_topic}/bridge/",),
+                init="zigbee2mqtt:\n"
+                     "  enabled: true                     # zigbee2mqtt's devices, as zigbee2mqtt describes them\n"),
+    DialectKind("tasmota", "Tasmota", "Tasmota", _tasmota,
+                reserved=lambda config: (f"{config.tasmota.discovery_prefix}/",),
+                init="tasmota:\n"
+                     "  enabled: true                     # Tasmota devices, from Tasmota's own discovery\n"),
+    DialectKind("homeassistant", "Home Assistant discovery", "Home Assistant", _homeassistant,
+                reserved=lambda config: (f"{config.homeassistant.discovery_prefix}/",),
+                init="homeassistant:\n"
+                     "  enabled: true                     # devices announced with Home Assistant MQTT discovery "
+                     "(ESPHome, ...)\n"),
 )
 
 
 def publish_rules(config: HubdConfig) -> PublishRules:
     """Where hubd may publish device commands: never under its own topics (but its devices' set and command), a
-    discovery prefix (Home Assistant's, Tasmota's), a zigbee2mqtt bridge's requests, or `$` topics."""
-    return PublishRules(config.mqtt.base_topic, (f"{config.homeassistant.discovery_prefix}/",
-                                                 f"{config.zigbee2mqtt.base_topic}/bridge/",
-                                                 f"{config.tasmota.discovery_prefix}/"))
+    prefix a dialect's row reserves (a discovery prefix, a zigbee2mqtt bridge's requests), or `$` topics."""
+    return PublishRules(config.mqtt.base_topic, tuple(prefix for kind in KINDS for prefix in kind.reserved(config)))
+
+
+def labels() -> dict[str, dict[str, str]]:
+    """Each dialect's names for its devices' source, by dialect name: `label` (the status page), `short` (the
+    devices page)."""
+    return {kind.name: {"label": kind.label, "short": kind.short} for kind in KINDS}
 
 
 def build_dialects(config: HubdConfig) -> list[Dialect]:
@@ -88,7 +146,7 @@ def selections(config: HubdConfig, doorbells: Sequence[tuple[str, str]] = ()) ->
     declared = (*((d.device, d.event) for d in config.doorbells), *doorbells)
     out: dict[str, Selection] = {}
     for kind in KINDS:
-        if kind.globs is not None and kind.enabled(config):
-            include, exclude = kind.globs(config)
-            out[kind.name] = Selection(tuple(include), tuple(exclude), declared)
+        settings = kind.settings(config)
+        if settings is not None and settings.enabled:
+            out[kind.name] = Selection(tuple(settings.include), tuple(settings.exclude), declared)
     return out

@@ -1,12 +1,12 @@
 """`ConfigReload`: SIGHUP (`systemctl reload hubd`) reads the config file again and applies what can change live.
 
 What takes effect at once, without dropping the MQTT or HTTP connections: `log.level`, the `include`/`exclude` of
-`homeassistant` and `zigbee2mqtt`, and `doorbells` (through `hubd.owner.live.LiveSelection`: a device newly
-excluded gets its DeleteReport, a newly included one its AddOrUpdateReport). Any other key that changed is named in
-the log as needing a restart (never its value: it may be a secret), and keeps its running value. A file that does
-not check (what `hubd check-config` refuses) changes nothing: the running config stays, and the log says why, one
-line per problem. The supervisor calls `reload` (`hubd.lifecycle.Reloadable`). Imports the config, the driver's
-policy (check-config's rules) and LiveSelection.
+every dialect's section (its row's live keys in `hubd.dialects.enabled.KINDS`), and `doorbells` (through
+`hubd.owner.live.LiveSelection`: a device newly excluded gets its DeleteReport, a newly included one its
+AddOrUpdateReport). Any other key that changed is named in the log as needing a restart (never its value: it may be
+a secret), and keeps its running value. A file that does not check (what `hubd check-config` refuses) changes
+nothing: the running config stays, and the log says why, one line per problem. The supervisor calls `reload`
+(`hubd.lifecycle.Reloadable`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hubd.config import HubdConfig, load_config
+from hubd.dialects.enabled import KINDS
 from hubd.driver.policy import config_problems
 from hubd.errors import ConfigError
 from hubd.owner.live import LiveSelection
@@ -24,8 +25,7 @@ from hubd.owner.live import LiveSelection
 log = logging.getLogger(__name__)
 
 # The keys a reload applies (dotted, as in the file); every other one needs a restart.
-LIVE_KEYS = frozenset({"log.level", "homeassistant.include", "homeassistant.exclude", "zigbee2mqtt.include",
-                       "zigbee2mqtt.exclude", "doorbells"})
+LIVE_KEYS = frozenset({"log.level", "doorbells", *(key for kind in KINDS for key in kind.live_keys)})
 
 
 class ConfigReload:
@@ -75,13 +75,13 @@ class ConfigReload:
         live = [key for key in changed if key in LIVE_KEYS]
         if "log.level" in live:
             self._log_level(new.log.level)
-        applied = running.model_copy(update={
-            "log": running.log.model_copy(update={"level": new.log.level}),
-            "homeassistant": running.homeassistant.model_copy(update={"include": new.homeassistant.include,
-                                                                      "exclude": new.homeassistant.exclude}),
-            "zigbee2mqtt": running.zigbee2mqtt.model_copy(update={"include": new.zigbee2mqtt.include,
-                                                                  "exclude": new.zigbee2mqtt.exclude}),
-            "doorbells": new.doorbells})
+        update: dict[str, Any] = {"log": running.log.model_copy(update={"level": new.log.level}),
+                                  "doorbells": new.doorbells}
+        for kind in KINDS:
+            section = kind.live(running, new)
+            if section is not None:
+                update[kind.name] = section
+        applied = running.model_copy(update=update)
         if any(key != "log.level" for key in live):
             await self._selection.apply(applied)
         else:

@@ -1,6 +1,7 @@
 """Read-only routes: `GET /api/devices`, `GET /api/users`, `GET /api/status` (JSON) and `GET /` (the status page).
 
-Each device shows where it came from (`source`: native, homeassistant or zigbee2mqtt) and its entities, each
+Each device shows where it came from (`source`: the name of the dialect that imported it, whose labels the listing
+carries under `sources`, from the table of dialects) and its entities, each
 exported or not and why; devices of an import none of whose entities is exported never reach the registry,
 so the dialects themselves (`Dialect.unexported_devices`) list them under `unexported`, with the endpointId each
 would have.
@@ -34,12 +35,14 @@ from aiohttp import web
 from hubd.devices.device import Device
 from hubd.devices.overrides import Override
 from hubd.dialects.base import Dialect, Unexported
+from hubd.dialects.enabled import labels
 from hubd.lifecycle import Health
 from hubd.store.grants import Grant
 from hubd.web.page import InlinePage
 
 EVENTS_SHOWN = 30
 PAGE = InlinePage("hubd.status", "templates/status.html", referrer="no-referrer")  # the status page
+SOURCES = labels()  # each dialect's labels for its devices' source, by its name
 REPORTS = frozenset({"AddOrUpdateReport", "DeleteReport"})  # what tells the platform of a device's name and room
 
 
@@ -186,9 +189,10 @@ class StatusRoutes:
         return out
 
     def listing(self) -> dict[str, Any]:
-        """`{"devices": [...], "unexported": [...]}`: what `GET /api/devices` answers."""
+        """`{"devices": [...], "unexported": [...], "sources": {...}}`: what `GET /api/devices` answers; `sources`
+        names each dialect for the pages (`hubd.dialects.enabled.labels`)."""
         reports = self._reports()
-        return {"devices": self._device_list(reports), "unexported": self._unexported(reports)}
+        return {"devices": self._device_list(reports), "unexported": self._unexported(reports), "sources": SOURCES}
 
     async def _devices(self, request: web.Request) -> web.Response:
         return web.json_response(self.listing())
