@@ -26,7 +26,7 @@ from hubd.config import HubdConfig
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 DOCS_DIR = REPO / "docs"
-PAGES = [README, *sorted(DOCS_DIR.glob("*.md"))]
+PAGES = [README, REPO / "CONTRIBUTING.md", *sorted(DOCS_DIR.glob("*.md"))]
 # Other files users read that name files and README sections.
 USER_FILES = [REPO / "config.example.yaml", REPO / "speaker.example.yaml", *sorted((REPO / "systemd").glob("*"))]
 
