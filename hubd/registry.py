@@ -7,6 +7,8 @@ both in one transaction (`Device`: `hubd.devices.device`; the changes: `hubd.dev
 their SQL: `hubd.store.devices`). Others read devices (`get`, `devices`) and may wait for a device's state
 (`wait_for_state`), but never write. Configs and states are brought into the shape the platform accepts
 (`hubd.devices.conformance`) before anything is kept: what the platform would refuse is refused here, with the topic.
+It is the one place that tells which values changed: a dialect hands every value a message carries (zigbee2mqtt and
+Tasmota republish a device's whole state on every report), and a value equal to the kept one changes nothing.
 The devices in memory take a batch's values before its commit, so a commit the disk refuses
 (`StorageUnavailable`) is repeated as is, with the same changes and rows, until it goes through or hubd
 stops: applying the batch again (or a redelivery of it) would find nothing changed and report nothing.

@@ -21,8 +21,7 @@ from hubd.events import PendingEvent
 from hubd.metrics import Metrics
 from hubd.outbox.delivery import DeliveryObserver, PlatformApi
 from hubd.outbox.feed import OutboxFeed
-from hubd.outbox.sender import OutboxSender
-from hubd.outbox.windows import DISCOVERY_WINDOW_S
+from hubd.outbox.sender import DISCOVERY_WINDOW_S, OutboxSender
 from hubd.store.db import Database
 from hubd.store.outbox import Written, insert_events_blocking
 

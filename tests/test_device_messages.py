@@ -5,21 +5,29 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+import zigbee2mqtt_helpers as zigbee2mqtt
 from unit_helpers import device_message
 
 from hubd.cloud import messages
 from hubd.devices import conformance
+from hubd.devices.changes import Change, StatesChanged
 from hubd.devices.model import StateValue
+from hubd.dialects.base import Decoded
 from hubd.dialects.native import codec as native_codec
 from hubd.errors import DeviceMessageInvalid
 from hubd.metrics import Metrics
+from hubd.outbox.decide import decide
 from hubd.outbox.writer import OutboxWriter
 from hubd.registry import DeviceRegistry
 from hubd.spoken import spoken
 from hubd.store.db import Database
+from hubd.store.devices import DeviceRows
+from hubd.store.receipts import Receipt
 from simulators.platform_validate import validate_event
 
 
@@ -218,3 +226,45 @@ def test_unexpected_failures_are_counted_and_traced_once_per_exception_type(capl
     assert "ignored message on a/2: hubd failed on it (KeyError" in caplog.records[1].getMessage()
     counter = metrics.counter("hubd_device_messages_failed_total", "", "error")
     assert (counter.get("KeyError"), counter.get("ValueError")) == (2, 1)
+
+
+class _Recorded:
+    """A ChangeSink that keeps the changes of each commit."""
+
+    def __init__(self) -> None:
+        self.commits: list[list[Change]] = []
+
+    async def commit(self, changes: Sequence[Change], rows: DeviceRows, receipts: Sequence[Receipt] = ()) -> None:
+        self.commits.append(list(changes))
+
+
+async def test_the_registry_is_the_one_filter_of_unchanged_values_for_a_dialect_that_republishes_everything(
+        tmp_path: Path) -> None:
+    # zigbee2mqtt republishes a device's whole state on every report; its dialect reports every exported value.
+    dialect = zigbee2mqtt.make()
+    name = "Living Room temperature, humidity and pressure sensor"
+    full = zigbee2mqtt.fixture("aqara_WSDCGQ11LM_temperature")["states"][0]["payload"]
+
+    def decoded(rest: str, payload: Any, *, retained: bool = False) -> Decoded:
+        topic = f"{zigbee2mqtt.BASE}/{rest}"
+        inputs = dialect.decode(topic, zigbee2mqtt.raw(payload), 0.0, retained)
+        return Decoded(topic, 0.0, retained, tuple(inputs), "zigbee2mqtt")
+
+    db = Database(tmp_path / "hubd.db", synchronous="normal")
+    await db.start()
+    try:
+        sink = _Recorded()
+        registry = DeviceRegistry(db, sink, Metrics())
+        await registry.start()
+        await registry.handle([decoded("bridge/devices", zigbee2mqtt.entries("aqara_WSDCGQ11LM_temperature"),
+                                       retained=True), decoded(name, full)])
+        sink.commits.clear()
+        await registry.handle([decoded(name, {**full, "linkquality": 60, "battery": 99})])
+        assert sink.commits == []  # nothing changed: nothing committed, nothing reported
+        await registry.handle([decoded(name, {**full, "temperature": 21.3})])
+        [changes] = sink.commits
+        assert [[(s.interface, s.value) for s in c.changed] for c in changes if isinstance(c, StatesChanged)] == \
+            [[("Temperature", 21.3)]]
+        assert [e.name for e in decide(changes, "Service")] == ["ChangeReport"]
+    finally:
+        await db.stop()

@@ -16,8 +16,7 @@ from unit_helpers import eventually
 
 from hubd.lifecycle import Health
 from hubd.metrics import Metrics
-from hubd.web.connections import ACCEPT_BATCH
-from hubd.web.fdlimit import MAX_CONNECTIONS, MIN_CONNECTIONS, RESERVED_FDS, connection_cap
+from hubd.web.connections import ACCEPT_BATCH, MAX_CONNECTIONS, MIN_CONNECTIONS, RESERVED_FDS, connection_cap
 from hubd.web.server import HttpServer
 
 FAILURE_BOUND_S = 10.0  # only to turn a hang into a failure

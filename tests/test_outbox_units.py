@@ -21,7 +21,6 @@ from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
 from hubd.events import BARRIER_LANE, PendingEvent
 from hubd.outbox import sender as outbox
 from hubd.outbox.decide import discovery_events
-from hubd.outbox.windows import DISCOVERY_WINDOW_S
 from hubd.store import outbox as outbox_store
 from hubd.store.outbox import insert_events_blocking
 
@@ -290,7 +289,7 @@ async def test_pruning_keeps_delete_reports_and_leaves_no_dead_rows_in_memory(
     queue = rig.sender._queues["alice"]
     assert len(queue.ready) + len(queue.waiting) <= len(queue.lanes) + 1
     rig.tokens.activate("alice", "alice:2")
-    await rig.later(DISCOVERY_WINDOW_S)  # the DeleteReport's window closes (and the sender is woken)
+    await rig.later(outbox.DISCOVERY_WINDOW_S)  # the DeleteReport's window closes (and the sender is woken)
     await eventually(lambda: len(rig.api.of("alice")) == len(names), "the kept events delivered")
     assert rig.api.of("alice")[0].name == "DeleteReport"
 

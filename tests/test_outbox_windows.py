@@ -1,4 +1,4 @@
-"""The outbox sender's discovery windows (`hubd.outbox.windows`): AddOrUpdateReports (and DeleteReports) committed
+"""The outbox sender's discovery windows (`hubd.outbox.sender`): AddOrUpdateReports (and DeleteReports) committed
 within DISCOVERY_WINDOW_S go as one message per user, made one row before the first try; nothing else waits.
 
 In-process on a real SQLite file, with the fake platform, tokens and clock of tests/outbox_helpers.py: a window

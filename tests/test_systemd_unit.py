@@ -16,7 +16,7 @@ import pytest
 from hubd_proc import REPO
 
 from hubd.cli import _parser
-from hubd.web.fdlimit import MAX_CONNECTIONS, connection_cap
+from hubd.web.connections import MAX_CONNECTIONS, connection_cap
 
 MAX_EXPOSURE = 1.5
 

@@ -33,7 +33,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run"]
 SOURCES = {"native", "homeassistant", "zigbee2mqtt"}
 WAIT_S = 120.0
-RENAMED = "sim-light-1"  # the device the demo's owner renames (hubd.demo.scripts)
+RENAMED = "sim-light-1"  # the device the demo's owner renames (hubd.demo.run)
 EDITED, REFUSED_NAME = "0x000b57fffec6a5c2", "Bulb 2"  # the device edited in the picture, and a name with a digit
 
 

@@ -8,10 +8,15 @@ New rows come from the writer in memory (`hubd.outbox.feed`), with their bodies 
 an event's path from commit to POST touches the database thread no more. Fed rows are taken only while their
 ids continue the index without a gap; otherwise (a split's pieces, a start, rows fed out of order) the new rows
 are read from the outbox, which has every committed row.
-Discovery reports that arrive together go as one message per user (`hubd.outbox.windows`: a fed
-AddOrUpdateReport or DeleteReport waits for its window to close, then the window's reports become one row before
-the first try); ChangeReports, DoorbellPresses and Responses never wait for a window, and a device's own events
-wait behind its report, in its lane.
+Discovery windows are the sender's: retained configs arrive in bursts (at every broker reconnect), and the
+platform takes one discovery message better than several. A fed AddOrUpdateReport or DeleteReport, never sent,
+waits until DISCOVERY_WINDOW_S after the first report of its window arrived; then the window's reports of a user
+go together (`hubd.outbox.lanes.UserQueue.take_window` picks them, at most DISCOVERY_BATCH endpoints) and, before
+the first try, become one row in one transaction (`_merge`): the oldest keeps its id and its messageId (never
+sent) and takes the others' endpoints and lanes, so retries and restarts send that one message. A row read back
+from the outbox may have been sent before a restart and is never merged: a crash inside a window sends its
+reports one by one. ChangeReports, DoorbellPresses and Responses never wait for a window, and a device's own
+events wait behind its report, in its lane.
 Users share the send slots fairly: each round starts with the next user, a user holds at most
 MAX_IN_FLIGHT_PER_USER sends, one with nothing in flight always gets one, and a user whose token is
 being refreshed is skipped (nobody waits for a token in a slot). So one user's outage, backlog or dead
@@ -40,7 +45,6 @@ from hubd.outbox.decide import DISCOVERY_BATCH
 from hubd.outbox.delivery import RETRY_CAP_S, Delivery, DeliveryObserver, PlatformApi, TokenSource
 from hubd.outbox.feed import Fed, OutboxFeed
 from hubd.outbox.lanes import IN_FLIGHT, PendingRow, UserQueue
-from hubd.outbox.windows import WindowMerger, open_window
 from hubd.store.db import Database
 from hubd.store.outbox import IndexedRow, Loaded, OutboxRepo
 
@@ -64,6 +68,10 @@ DELETE_BATCH = 500
 # Bodies of fed rows held in memory until they go (about 0.5 KB each). Beyond it, during a backlog, a row's body
 # is read from the outbox when it goes, as after a restart: memory stays bounded whatever waits.
 BODIES_KEPT = 1_000
+# Discovery reports committed within this long of a window's first go out in one message, once it closes.
+# Nothing else waits for it.
+DISCOVERY_WINDOW_S = 0.1
+DISCOVERY_REPORTS = frozenset({"AddOrUpdateReport", "DeleteReport"})
 
 
 # One send: the row, its user's token, and the other rows of its window that go in its message.
@@ -102,7 +110,8 @@ class OutboxSender:
         self._done_full = asyncio.Event()
         self._delivery = Delivery(self._store, api, tokens, clock=clock, metrics=metrics, observer=observer,
                                   log_events=log_events, load_new=self._load_split, label=label)
-        self._windows = WindowMerger(self._store, self._delivered, clock=clock, metrics=metrics, observer=observer)
+        self._merged = metrics.counter("hubd_events_merged_total",
+                                       "discovery reports sent in one message with an older one of their window")
         self._dropped = metrics.counter("hubd_events_dropped_total",
                                         "undelivered events dropped for a user who must bind again")
         metrics.gauge("hubd_outbox_depth", "events waiting to be delivered", lambda: float(self.depth()))
@@ -244,9 +253,7 @@ class OutboxSender:
         event = None
         try:
             if parts:
-                loaded, absorbed = await self._windows.merge(queue, row, parts, loaded)
-                for part in absorbed:
-                    self._bodies.pop(part.id, None)
+                loaded = await self._merge(queue, row, parts, loaded)
             row.merge = ""  # its messageId goes on the wire: never merged from now on
             event = None if loaded is None else EventRef(row.id, row.user_id, loaded[0], loaded[2], row.endpoints,
                                                          loaded[3])
@@ -276,6 +283,41 @@ class OutboxSender:
         else:  # backoff, resend, paused: the row stays
             queue.back(row, now)
         self._kick.set()
+
+    async def _merge(self, queue: UserQueue, row: PendingRow, parts: tuple[PendingRow, ...],
+                     loaded: Loaded | None) -> Loaded | None:
+        """Before `row`'s first try, make the other rows of its window (in flight with it) part of it: one row, one
+        message; its body as it now goes (None: no longer stored). The rows it did not take go back to the
+        index; if the disk refuses the write, `row` goes alone with `loaded`."""
+        taken: list[int] = []
+        try:
+            gone = self._delivered.take_delivered()  # rows delivered, not yet deleted: deleted with the merge
+            try:
+                merged = await self._store.merge(row.id, [part.id for part in parts], gone)
+            except BaseException:
+                self._delivered.delivered_again(gone)  # deleted later, by the writer or _flush_done
+                raise
+            if merged is None:
+                return None
+            loaded, taken = merged
+        except StorageUnavailable as err:
+            log.warning("could not merge %d discovery reports for user %s into one message (%s); they go one by "
+                        "one", len(parts) + 1, row.user_id, err)
+        finally:
+            now = self._clock.time()
+            absorbed = [part for part in parts if part.id in taken]
+            for part in parts:
+                if part.id not in taken:
+                    queue.back(part, now)
+            if absorbed:
+                queue.absorb(row, absorbed)
+                for part in absorbed:
+                    self._bodies.pop(part.id, None)
+                self._merged.inc(len(absorbed))
+                if self._observer is not None and loaded is not None:
+                    self._observer.merged(EventRef(row.id, row.user_id, loaded[0], loaded[2], row.endpoints,
+                                                   loaded[3]), [part.id for part in absorbed], now)
+        return loaded
 
     async def _prune(self) -> None:
         """Drop the oldest undelivered events of users who must bind again, beyond KEPT_WHILE_UNBOUND.
@@ -382,8 +424,12 @@ class OutboxSender:
                 row.committed_at = written.committed_at
                 if len(bodies) < BODIES_KEPT:
                     bodies[row_id] = (name, written.row.body, message_id, created_at)
-                # Fed, so never sent: a discovery report may go in one message with the others of its window.
-                open_window(queue, row, name, mono - max(0.0, time.monotonic() - written.committed_at))
+                if name in DISCOVERY_REPORTS and not row.barrier and len(row.lanes) < DISCOVERY_BATCH:
+                    # Fed, so never sent: it may go in one message with the others of its window, which opened
+                    # (or opens) when it arrived.
+                    row.merge = name
+                    row.window_end = queue.window(mono - max(0.0, time.monotonic() - written.committed_at),
+                                                  DISCOVERY_WINDOW_S)
             queue.add(row, now)
             self._last_id = max(self._last_id, row_id)
             if observer is not None:

@@ -15,7 +15,7 @@ came), a busy one whose body has not all arrived that long after its headers, an
 KEEPALIVE_S. This does not rely on aiohttp's keepalive_timeout, which closes a connection that never
 sent its headers only in recent releases (3.9 and 3.10 never do).
 
-The cap (`hubd.web.fdlimit.connection_cap`) keeps HTTP well below the file-descriptor limit. At the cap, a new
+The cap (`connection_cap`, from the process's file-descriptor limit) keeps HTTP well below that limit. At the cap, a new
 connection takes the place of the oldest fresh one, else of the oldest kept one, else of the oldest still sending
 its body; with none of those, it gets a canned 503 and is closed at once, before any parsing.
 """
@@ -26,6 +26,7 @@ import asyncio
 import errno
 import json
 import logging
+import resource
 import socket
 from collections import OrderedDict
 from collections.abc import Callable
@@ -34,7 +35,6 @@ from typing import Any
 from aiohttp import web
 
 from hubd.metrics import Metrics
-from hubd.web.fdlimit import MAX_CONNECTIONS
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,11 @@ REQUEST_TIMEOUT_S = 10.0
 ACCEPT_RETRY_S = (0.05, 2.0)  # the backoff of a listener whose accept() failed: first pause, longest
 ACCEPT_QUIET_S = 10.0  # accept() working this long after a failure ends the episode (and says so)
 ACCEPT_REMINDER_S = 60.0  # while accept() keeps failing, a reminder this often
+# File descriptors HTTP leaves to the rest of hubd: SQLite (database, WAL, shared memory), the MQTT
+# connection, up to 64 outbox sends in flight (outbox.MAX_IN_FLIGHT), zeroconf, the event loop, the log.
+RESERVED_FDS = 96
+MAX_CONNECTIONS = 1024  # a hub's clients are a platform, a few browsers and automations
+MIN_CONNECTIONS = 8
 
 OUT_OF_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 # The client's trouble, reported by accept() (accept(2): Linux passes pending network errors on): try the next.
@@ -55,6 +60,22 @@ _REFUSAL_BODY = json.dumps({"error": "hubd has too many open connections; try ag
                             "details": []}).encode()
 _REFUSAL = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 5\r\n"
             b"Connection: close\r\nContent-Length: " + str(len(_REFUSAL_BODY)).encode() + b"\r\n\r\n" + _REFUSAL_BODY)
+
+
+def fd_limit() -> int:
+    """The soft RLIMIT_NOFILE: how many file descriptors this process may have open."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 1 << 20 if soft == resource.RLIM_INFINITY else soft
+
+
+def connection_cap(limit: int, configured: int | None = None) -> int:
+    """HTTP connections allowed at once: half of the descriptors left after RESERVED_FDS, within bounds.
+
+    The other half is headroom: a batch of accepts whose evictions are not released yet, the embedded
+    broker's clients. A configured value lowers the cap, never raises it past what the limit allows.
+    """
+    derived = max(MIN_CONNECTIONS, min(MAX_CONNECTIONS, (limit - RESERVED_FDS) // 2))
+    return derived if configured is None else min(configured, derived)
 
 
 class _Connection(asyncio.Protocol):

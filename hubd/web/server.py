@@ -33,8 +33,7 @@ from hubd.identity import CHALLENGE_PARAM, CHALLENGE_RULE, valid_challenge
 from hubd.lifecycle import Health
 from hubd.metrics import Metrics
 from hubd.threads import in_daemon_thread
-from hubd.web.connections import KEEPALIVE_S, REQUEST_TIMEOUT_S, ConnectionGuard
-from hubd.web.fdlimit import connection_cap, fd_limit
+from hubd.web.connections import KEEPALIVE_S, REQUEST_TIMEOUT_S, ConnectionGuard, connection_cap, fd_limit
 from hubd.web.hosts import HostCheck, fqdn, machine_names
 from hubd.web.jsonerror import JsonErrorProtocol, json_error, route_pattern
 from hubd.web.peers import is_local_address

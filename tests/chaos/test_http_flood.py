@@ -22,7 +22,7 @@ from hubd_proc import HubdProcess
 from mosquitto import Mosquitto
 from rig import LAMP, Rig
 
-from hubd.web.fdlimit import connection_cap
+from hubd.web.connections import connection_cap
 
 FD_LIMIT = 256
 FLOOD = 3 * FD_LIMIT

@@ -34,8 +34,8 @@ from hubd.devices.model import ADDITIONAL_INFO_MAX_CHARS, Capability, DeviceConf
 from hubd.dialects import mapping, naming
 from hubd.dialects.globs import Globs
 from hubd.dialects.homeassistant import names
-from hubd.dialects.homeassistant.actuators import Climate
 from hubd.dialects.homeassistant.address import ADDRESS_VERSION
+from hubd.dialects.homeassistant.climate import ROOM_GROUP, Climate, room_reading_of
 from hubd.dialects.homeassistant.discovery import (
     DEFAULT_AVAILABILITY_MODE,
     DEFAULT_AVAILABLE,
@@ -44,7 +44,6 @@ from hubd.dialects.homeassistant.discovery import (
     DeviceInfo,
 )
 from hubd.dialects.homeassistant.entities import Entity
-from hubd.dialects.homeassistant.rooms import ROOM_GROUP, room_reading_of
 from hubd.dialects.homeassistant.templates import Compiled
 
 DIALECT = "homeassistant"

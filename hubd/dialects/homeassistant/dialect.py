@@ -35,9 +35,10 @@ from hubd.dialects.base import (
     Unexported,
 )
 from hubd.dialects.globs import Selected
-from hubd.dialects.homeassistant.actuators import Climate, Cover, Fan, Scene, Siren, Switch
 from hubd.dialects.homeassistant.address import read_address
 from hubd.dialects.homeassistant.book import EntityBook
+from hubd.dialects.homeassistant.climate import Climate, as_sent, room_readings
+from hubd.dialects.homeassistant.cover import Cover
 from hubd.dialects.homeassistant.devices import DIALECT, Record, device_id_of, names_of, note_of
 from hubd.dialects.homeassistant.discovery import (
     COMPONENTS,
@@ -52,9 +53,11 @@ from hubd.dialects.homeassistant.discovery import (
     read_configs,
 )
 from hubd.dialects.homeassistant.entities import Entity
+from hubd.dialects.homeassistant.fan import Fan
 from hubd.dialects.homeassistant.lights import Light
-from hubd.dialects.homeassistant.rooms import as_sent, room_readings
+from hubd.dialects.homeassistant.scene import Scene
 from hubd.dialects.homeassistant.sensors import BinarySensor, Event, Lock, Sensor, Trigger
+from hubd.dialects.homeassistant.switch import Siren, Switch
 from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
 from hubd.dialects.payload import MAX_PAYLOAD_BYTES
 

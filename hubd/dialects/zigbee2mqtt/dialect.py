@@ -5,9 +5,10 @@ zigbee2mqtt publishes, under its base topic, the retained device list (`bridge/d
 `<base>/<friendly_name>` (a name may hold `/`: topics are matched to the longest known name) and its
 availability on `<base>/<friendly_name>/availability`; it takes commands on `<base>/<friendly_name>/set` and
 reads on `/get`. The dialect keeps the device list (devices.py builds each device's endpoints, the
-ieee_address is the endpointId, so renames keep it), announces what changed, reports only the exported values
-that changed (zigbee2mqtt republishes everything, linkquality and battery included, on every report), presses a
-declared doorbell on each publish of its action, and marks every device unreachable while the bridge is offline.
+ieee_address is the endpointId, so renames keep it), announces what changed, reports the exported values of each
+state (zigbee2mqtt republishes everything, linkquality and battery included, on every report: which of them
+changed is the registry's to tell, as for every dialect), presses a declared doorbell on each publish of its
+action, and marks every device unreachable while the bridge is offline.
 Imports the seam, the device model, the payload limits and the other modules of its folder.
 """
 
@@ -75,8 +76,9 @@ class Zigbee2MqttDialect(Dialect):
         self._devices: dict[str, Z2mDevice] = {}  # by ieee_address
         self._by_name: dict[str, str] = {}  # friendly_name → ieee_address
         self._announced: dict[str, tuple[str, Route, Origin] | None] = {}  # endpoint id → what it was (None: restored)
-        self._raw: dict[str, dict[str, Any]] = {}  # ieee → the last value of each property its features read
-        self._sent: dict[str, dict[str, StateValue]] = {}  # endpoint id → the last value of each interface
+        # ieee → the last value of each property its features read: a feature may read several properties (a
+        # colour and its color_mode), and a state need not carry them all (a report without occupancy, say)
+        self._raw: dict[str, dict[str, Any]] = {}
         self._bridge_online: bool | None = None
         self._device_online: dict[str, bool] = {}  # ieee → what its availability topic said
         self._online_sent: dict[str, bool] = {}  # endpoint id → the availability last reported
@@ -270,7 +272,6 @@ class Zigbee2MqttDialect(Dialect):
                     out.append(item)
         for gone in sorted(set(self._announced) - present):
             del self._announced[gone]
-            self._sent.pop(gone, None)
             self._online_sent.pop(gone, None)
             out.append(DeviceGone(gone))
         for table in (self._raw, self._device_online):
@@ -298,11 +299,8 @@ class Zigbee2MqttDialect(Dialect):
                 found, bad = read(feature, raw)
                 values.update((i, v) for i, v in found.items() if i in slot.interfaces)
                 problems.update(bad)
-            sent = self._sent.setdefault(slot.endpoint_id, {})
-            changed = {i: v for i, v in values.items() if i not in sent or sent[i] != v}
-            if changed:
-                sent.update(changed)
-                out.append(StateReceived(slot.endpoint_id, tuple(StateSample(i, v, when) for i, v in changed.items())))
+            if values:
+                out.append(StateReceived(slot.endpoint_id, tuple(StateSample(i, v, when) for i, v in values.items())))
         for prop, why in problems.items():
             raw.pop(prop, None)  # reported once, not again with every later state
             out.append(InputRejected("state", f"{topic}: {why}; hubd left it out"))
