@@ -16,42 +16,43 @@ from dataclasses import dataclass
 
 from hubd.config import HubdConfig
 from hubd.dialects.base import Dialect, PublishRules, Selection
+from hubd.dialects.topics import CommandTopics
 
 
 @dataclass(frozen=True, slots=True)
 class DialectKind:
     """One row: the dialect's name, whether the config enables it, and how to build it (given the dialects
-    built before it, in claim order)."""
+    built before it, in claim order, and the one rule of where commands may go, bound to them all once built)."""
 
     name: str
     enabled: Callable[[HubdConfig], bool]
-    build: Callable[[HubdConfig, Sequence[Dialect]], Dialect]
+    build: Callable[[HubdConfig, Sequence[Dialect], CommandTopics], Dialect]
     # Its config section's include and exclude globs, for a selection made at run time (None: it selects nothing).
     globs: Callable[[HubdConfig], tuple[Sequence[str], Sequence[str]]] | None = None
 
 
-def _native(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
+def _native(config: HubdConfig, before: Sequence[Dialect], topics: CommandTopics) -> Dialect:
     from hubd.dialects.native.dialect import NativeDialect
 
     return NativeDialect(config.mqtt.base_topic, namespace=config.platform.namespace)
 
 
-def _zigbee2mqtt(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
+def _zigbee2mqtt(config: HubdConfig, before: Sequence[Dialect], topics: CommandTopics) -> Dialect:
     from hubd.dialects.zigbee2mqtt.dialect import Zigbee2MqttDialect
 
     return Zigbee2MqttDialect(config.zigbee2mqtt, config.doorbells)
 
 
-def _tasmota(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
+def _tasmota(config: HubdConfig, before: Sequence[Dialect], topics: CommandTopics) -> Dialect:
     from hubd.dialects.tasmota.dialect import TasmotaDialect
 
-    return TasmotaDialect(config.tasmota, config.doorbells)
+    return TasmotaDialect(config.tasmota, config.doorbells, topics=topics)
 
 
-def _homeassistant(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
+def _homeassistant(config: HubdConfig, before: Sequence[Dialect], topics: CommandTopics) -> Dialect:
     from hubd.dialects.homeassistant.dialect import HomeAssistantDialect
 
-    return HomeAssistantDialect(config.homeassistant, config.doorbells, natives=before, rules=publish_rules(config))
+    return HomeAssistantDialect(config.homeassistant, config.doorbells, natives=before, topics=topics)
 
 
 KINDS: tuple[DialectKind, ...] = (
@@ -66,19 +67,26 @@ KINDS: tuple[DialectKind, ...] = (
 
 
 def publish_rules(config: HubdConfig) -> PublishRules:
-    """Where hubd may publish device commands: never under its own topics (but its devices' set and command), a
-    discovery prefix (Home Assistant's, Tasmota's), a zigbee2mqtt bridge's requests, or `$` topics."""
-    return PublishRules(config.mqtt.base_topic, (f"{config.homeassistant.discovery_prefix}/",
-                                                 f"{config.zigbee2mqtt.base_topic}/bridge/",
-                                                 f"{config.tasmota.discovery_prefix}/"))
+    """The fixed rules of where hubd may publish device commands: never under its own topics (but its devices' set
+    and command), a discovery prefix (Home Assistant's, Tasmota's), a zigbee2mqtt bridge's requests, `$` topics or
+    Tasmota's group topic; under zigbee2mqtt's base topic only for its own devices and the ones it announces through
+    Home Assistant discovery (with its import on, `Zigbee2MqttDialect.owns_command_topic` takes the whole tree)."""
+    z2m = config.zigbee2mqtt
+    return PublishRules(config.mqtt.base_topic,
+                        (f"{config.homeassistant.discovery_prefix}/", f"{z2m.base_topic}/bridge/",
+                         f"{config.tasmota.discovery_prefix}/"),
+                        ((f"{z2m.base_topic}/", ("zigbee2mqtt", "homeassistant")),))
 
 
 def build_dialects(config: HubdConfig) -> list[Dialect]:
-    """The enabled dialects, in claim order (the first that claims a topic decodes it)."""
+    """The enabled dialects, in claim order (the first that claims a topic decodes it), bound to one rule of where
+    their devices' commands may go (`hubd.dialects.topics`)."""
+    topics = CommandTopics(publish_rules(config))
     built: list[Dialect] = []
     for kind in KINDS:
         if kind.enabled(config):
-            built.append(kind.build(config, tuple(built)))
+            built.append(kind.build(config, tuple(built), topics))
+    topics.bind(built)
     return built
 
 
