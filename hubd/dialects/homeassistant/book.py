@@ -25,10 +25,11 @@ from hubd.dialects.base import (
     InputRejected,
     PressReceived,
     StateReceived,
+    topic_matches,
 )
 from hubd.dialects.globs import Globs
 from hubd.dialects.homeassistant.devices import DeviceEndpoint, Record, assign_doorbells, device_endpoints
-from hubd.dialects.homeassistant.entities import StateProblem, TemplateFailed
+from hubd.dialects.homeassistant.entities import ECHO, StateProblem, TemplateFailed
 from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class EntityBook:
         self.endpoints: dict[str, DeviceEndpoint] = {}
         self._online: dict[str, bool] = {}
         self._subscribed: set[str] = set()
+        self._wild: set[str] = set()  # the topics read that are wildcard filters (a few: Theengs, OpenMQTTGateway)
         self._commands: dict[str, set[tuple[str, str]]] = {}  # command topic → the records publishing there
         self._freed: set[str] = set()
         self._pending: list[str] = []
@@ -81,6 +83,17 @@ class EntityBook:
     def reads(self, topic: str) -> bool:
         """Whether an entity reads this topic."""
         return topic in self._topics
+
+    def reader(self, topic: str) -> Record | None:
+        """An entity that reads its state or availability from `topic` (a wildcard filter that matches it too), if one
+        does; an optimistic entity's echo of its own command topic is no reading of the device's."""
+        keys = [*self._topics.get(topic, ()), *(k for f in self._wild if topic_matches(f, topic)
+                                                for k in self._topics[f])]
+        for key, role in keys:
+            record = self.records.get(key)
+            if record is not None and not role.startswith(ECHO):
+                return record
+        return None
 
     def subscribed(self) -> list[str]:
         """Every state/availability topic known so far, sorted; what was pending is now asked for with them."""
@@ -249,6 +262,8 @@ class EntityBook:
         for topic, role in pairs:
             self._topics.setdefault(topic, {})[(record.key, role)] = None
             record.indexed.append((topic, role))
+            if "+" in topic or "#" in topic:
+                self._wild.add(topic)
             if topic not in self._subscribed and not topic.startswith(self._prefix + "/"):
                 self._subscribed.add(topic)
                 self._pending.append(topic)
@@ -260,6 +275,7 @@ class EntityBook:
                 readers.pop((record.key, role), None)
                 if not readers:
                     del self._topics[topic]
+                    self._wild.discard(topic)
                     self._freed.add(topic)
         record.indexed.clear()
 

@@ -154,6 +154,19 @@ class Zigbee2MqttDialect(Dialect):
         """Every topic under the base topic: its devices' `/set`, and the bridge's requests."""
         return topic.startswith(self._prefix)
 
+    def guards(self, topic: str) -> str | None:
+        """The bridge's topics, and the topics its devices report on: `<base>/<friendly_name>` (state) and its
+        `/availability` (its own `/set` and `/get` are commands)."""
+        if not topic.startswith(self._prefix):
+            return None
+        rest = topic[len(self._prefix):]
+        if rest.startswith("bridge/"):
+            return f"zigbee2mqtt's bridge topic ({self._prefix}bridge/)"
+        found = self._match(rest)
+        if found is not None and found[1] in ("", _AVAILABILITY):
+            return f"where zigbee2mqtt device {self._devices[found[0]].name!r} reports"
+        return None
+
     def imports_natively(self, announced: Announced) -> bool:
         """A device this installation announced through its own Home Assistant discovery (its origin or an
         identifier names zigbee2mqtt) and whose topics are under its base topic: imported here, not there (a
