@@ -6,6 +6,7 @@ the secrets only when asked. Real files, real SQLite, the console script as a su
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -286,4 +287,47 @@ def test_a_database_that_cannot_be_read_is_replaced_only_with_force_and_moved_as
     out = ok("restore", "-c", str(config), "--force", str(path))
     [moved] = database(config).parent.glob("hubd.db.before-restore-*")
     assert moved.read_bytes() == garbage and f"to {moved}" in out
+    assert rows(database(config), "SELECT name FROM webhook_tokens") == [("kitchen",)]
+
+
+def _with_database_changed(backup: Path, target: Path, sql: str, tmp_path: Path) -> None:
+    """A copy of `backup` whose database ran `sql`, its manifest's checksum rebuilt to match (as an attacker
+    who can write the file would)."""
+    def change(files: dict[str, bytes]) -> None:
+        db = tmp_path / "tampered.db"
+        db.write_bytes(files["hubd.db"])
+        conn = sqlite3.connect(db, isolation_level=None)
+        conn.executescript(sql)
+        conn.close()
+        files["hubd.db"] = db.read_bytes()
+        db.unlink()
+        meta = json.loads(files["manifest.json"])
+        meta["database"]["size"] = len(files["hubd.db"])
+        meta["database"]["sha256"] = hashlib.sha256(files["hubd.db"]).hexdigest()
+        files["manifest.json"] = json.dumps(meta).encode()
+
+    repack(backup, target, change)
+
+
+@pytest.mark.parametrize(("sql", "named"), [
+    ("CREATE TRIGGER pwn AFTER INSERT ON outbox BEGIN SELECT RAISE(ABORT, 'pwned by trigger'); END;",
+     "trigger 'pwn' on outbox that the migrations do not make"),
+    ("CREATE VIEW peek AS SELECT access_token FROM grants;", "view 'peek' that the migrations do not make"),
+    ("CREATE INDEX by_token ON grants (access_token);", "index 'by_token' on grants that the migrations do not make"),
+    ("ALTER TABLE devices ADD COLUMN extra TEXT;", "table 'devices' differs from what the migrations make"),
+    ("DROP INDEX outbox_by_user;", "index 'outbox_by_user' is missing"),
+], ids=["trigger", "view", "index", "altered-table", "dropped-index"])
+def test_restore_refuses_a_database_whose_schema_the_migrations_did_not_make_naming_it(
+        config: Path, tmp_path: Path, sql: str, named: str) -> None:
+    path, _ = wrote_line(ok("backup", "-c", str(config), str(tmp_path / "b.tar.gz")))
+    before = database(config).read_bytes()
+    tampered = tmp_path / "tampered.tar.gz"
+    _with_database_changed(path, tampered, sql, tmp_path)
+    done = hubd("restore", "-c", str(config), "--force", str(tampered))
+    assert done.returncode == 1, done.stdout
+    assert named in done.stderr and "nothing was restored" in done.stderr
+    assert database(config).read_bytes() == before
+    assert sorted(p.name for p in database(config).parent.iterdir()) == ["hubd.db"]
+    # The genuine backup still restores.
+    ok("restore", "-c", str(config), "--force", str(path))
     assert rows(database(config), "SELECT name FROM webhook_tokens") == [("kitchen",)]

@@ -25,7 +25,7 @@ from hubd.backup.archive import Head, extract_database, is_sqlite_file, read_hea
 from hubd.clitable import utc_text
 from hubd.config import HubdConfig, load_config, parse_config
 from hubd.errors import ConfigError, HubdError
-from hubd.store.db import migrations
+from hubd.store.db import migrated_schema_blocking, migrations
 from hubd.store.receipts import clear_receipts_blocking
 from hubd.store.snapshot import (
     copy_database_blocking,
@@ -36,6 +36,7 @@ from hubd.store.snapshot import (
     remove_file_blocking,
     replace_database_blocking,
     replace_file_blocking,
+    schema_blocking,
     schema_version_blocking,
     write_synced_blocking,
 )
@@ -64,6 +65,22 @@ def newer_than(current: State, backup: State) -> str | None:
     if current.schema > backup.schema:
         return f"its schema ({current.schema}) is newer than the backup's ({backup.schema})"
     return None
+
+
+def schema_differences(found: set[tuple[str, str, str, str]], expected: set[tuple[str, str, str, str]]) -> list[str]:
+    """What in `found` (a database's `schema_blocking`) is not `expected` (what the migrations make), named:
+    a trigger, view, index or table they did not create, one changed, one missing. Empty when they agree."""
+    made = {(kind, name): sql for kind, name, _, sql in expected}
+    there = {(kind, name) for kind, name, _, _ in found}
+    problems = []
+    for kind, name, table, sql in sorted(found - expected):
+        on = "" if kind == "table" or table == name else f" on {table}"
+        if (kind, name) in made:
+            problems.append(f"{kind} {name!r}{on} differs from what the migrations make ({sql})")
+        else:
+            problems.append(f"{kind} {name!r}{on} that the migrations do not make ({sql or 'no sql'})")
+    problems += [f"{kind} {name!r} is missing" for kind, name, _, _ in sorted(expected) if (kind, name) not in there]
+    return problems
 
 
 def restore(config_path: Path, source: Path, *, with_config: bool, secrets_dir: Path | None, force: bool,
@@ -215,6 +232,10 @@ def _extract(source: Path, head: Head | None, copy: Path, known: int) -> State:
             if state.schema > known:
                 raise HubdError(f"{source}: its database has schema version {state.schema}, newer than this hubd "
                                 f"knows ({known}); restore it with the hubd that made it, or a newer one")
+            foreign = schema_differences(schema_blocking(conn), migrated_schema_blocking(state.schema))
+            if foreign:
+                raise HubdError(f"the database in {source} is not what hubd's migrations make (schema "
+                                f"{state.schema}): {'; '.join(foreign)}; nothing was restored: use another backup")
             clear_receipts_blocking(conn)  # the broker session of the backup's time is not the broker's now
         finally:
             conn.close()

@@ -36,7 +36,12 @@ from hubd.config import StorageConfig
 from hubd.errors import StorageUnavailable, StoreError
 from hubd.lifecycle import Backoff, Clock, Health, SystemClock
 from hubd.metrics import Metrics
-from hubd.store.snapshot import copy_database_blocking, remove_file_blocking, replace_file_blocking
+from hubd.store.snapshot import (
+    copy_database_blocking,
+    remove_file_blocking,
+    replace_file_blocking,
+    schema_blocking,
+)
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +87,18 @@ def migrations() -> list[tuple[int, str, str]]:
         if version != index:
             raise StoreError(f"migration {name} is out of sequence: expected number {index:04d}")
     return found
+
+
+def migrated_schema_blocking(version: int) -> set[tuple[str, str, str, str]]:
+    """The schema (`hubd.store.snapshot.schema_blocking`) the first `version` migrations make, built in memory."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for _, _, sql in migrations()[:version]:
+            for statement in _split_sql(sql):
+                conn.execute(statement)
+        return schema_blocking(conn)
+    finally:
+        conn.close()
 
 
 class Database:
