@@ -5,7 +5,8 @@ database (refused while hubd, or any process, has it open: that is how a running
 the database copy beside it and check it (checksum, `PRAGMA integrity_check`, a schema this hubd knows);
 refuse a database newer than the backup without --force (`newer_than`); keep the database it replaces beside
 it; write the copy into it in one transaction (same file, owner and mode), then `PRAGMA integrity_check`
-again; then, only if asked, the config (--with-config) and the secret files (--secrets-dir). The broker
+again; then, only if asked, the config (--with-config: secrets the backup had redacted are taken from the config
+it replaces where it holds them, and the others named) and the secret files (--secrets-dir). The broker
 session's receipts are dropped from the copy: they describe the broker as it was then. Imports the config,
 the store and the archive format; prints to stdout.
 """
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hubd.backup.archive import Head, extract_database, is_sqlite_file, read_head
+from hubd.backup.redact import REDACTED, fill_in, redact
 from hubd.clitable import utc_text
 from hubd.config import HubdConfig, load_config, parse_config
 from hubd.errors import ConfigError, HubdError
@@ -249,13 +251,24 @@ def _extract(source: Path, head: Head | None, copy: Path, known: int) -> State:
 def _restore_config(config_path: Path, head: Head | None, with_config: bool, stamp: str) -> None:
     if head is None:
         return
+    raw = config_path.read_bytes() if config_path.exists() else None
+    current = None if raw is None else raw.decode("utf-8", errors="replace")
     if not with_config:
-        if not config_path.exists() or config_path.read_bytes() != head.config:
+        if current is None or (raw != head.config and redact(current)[0].encode() != head.config):
             print(f"the backup's config was not restored (it differs from {config_path}); add --with-config to "
                   "put it there, or read it with: tar -xzOf FILE config.yaml")
         return
-    kept = _put(config_path, head.config, CONFIG_MODE, stamp)
+    text, left = fill_in(head.config.decode("utf-8", errors="replace"), current)
+    data = text.encode() if text.encode() != head.config else head.config
+    kept = _put(config_path, data, CONFIG_MODE, stamp)
     print(f"restored the config to {config_path}" + (f" (the one it replaces: {kept})" if kept else ""))
+    if data != head.config:
+        print("put back the secrets written in the config it replaces, where the backup had them redacted")
+    if left:
+        print(f"fill in the secrets the backup left out (it was made without --with-secrets) in {config_path}, "
+              f"each in place of {REDACTED}, or give it as <key>_file: " + ", ".join(left)
+              + ("; an account's password: the output of hubd hash-password" if any("accounts" in k for k in left)
+                 else "") + ". Until then hubd refuses to start and names them")
 
 
 def _restore_secrets(head: Head | None, secrets_dir: Path | None, stamp: str) -> None:
