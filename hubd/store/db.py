@@ -46,6 +46,7 @@ from hubd.store.snapshot import (
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+STORAGE_NOT_OPEN = "not open yet"  # the `storage` check's detail until start() opened the database
 _MIGRATION_RE = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 # The probe writes this much (random, so a compressing filesystem cannot cheat) before writes are retried:
 # about what a full batch of device messages commits. A one-page commit alone would pass at once, into the
@@ -126,7 +127,7 @@ class Database:
             metrics.gauge("hubd_storage_writable", "1 while the database takes writes",
                           lambda: float(self._writable.is_set()))
         if health is not None:
-            health.require("storage", "not open yet")
+            health.require("storage", STORAGE_NOT_OPEN)
 
     @classmethod
     def of(cls, storage: StorageConfig, *, health: Health | None = None, metrics: Metrics | None = None) -> Database:
