@@ -16,7 +16,7 @@ from hubd.devices.model import DeviceConfig
 from hubd.spoken import spoken
 
 NAME_MAX_CHARS = 128  # a name or room; the dialects cut the names they make at this length too
-EVENT_MAX_CHARS = 100  # a doorbell event: an action value, an event_type, a trigger's subtype or payload
+EVENT_MAX_CHARS = 64  # a doorbell event: an action value, an event_type, a trigger's subtype or payload
 
 
 @dataclass(frozen=True, slots=True)

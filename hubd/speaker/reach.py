@@ -10,9 +10,10 @@ The address rule holds where the connection is made: `download_session` resolves
 `CheckedResolver` (which drops what the rule refuses) and opens every socket through a factory that checks
 the address once more, so a name that re-resolves between a check and the connection (DNS rebinding), an IP
 literal, and every redirect are covered: aiohttp connects to the addresses the check passed. A URL handed
-to `player.url_command` is checked by `check_host` (every address its name has now; that player resolves it
-again itself). Imports hubd.threads, hubd.config (its host-name rule) and the speaker's template module (its
-control-character rule); wraps aiohttp's resolver and connector.
+to `player.url_command` has its redirects followed through that session first (hubd.speaker.fetch), then the
+final one is checked by `check_host` (every address its name has now; that player resolves it again itself).
+Imports hubd.threads, hubd.config (its host-name rule) and the speaker's template module (its control-character
+rule); wraps aiohttp's resolver and connector.
 """
 
 from __future__ import annotations

@@ -98,6 +98,13 @@ def table_names_blocking(conn: sqlite3.Connection) -> set[str]:
     return {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
 
 
+def schema_blocking(conn: sqlite3.Connection) -> set[tuple[str, str, str, str]]:
+    """What `sqlite_master` holds, as (type, name, tbl_name, sql) with the sql's whitespace normalised: the
+    tables, indexes, views and triggers of the database (SQLite's own automatic indexes have no sql)."""
+    return {(str(t), str(n), str(tb), " ".join(str(sql or "").split()))
+            for t, n, tb, sql in conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")}
+
+
 def holds_tables_blocking(conn: sqlite3.Connection) -> bool:
     """False for an empty database file (nothing created in it yet)."""
     return int(conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]) > 0
