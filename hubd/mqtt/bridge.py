@@ -106,13 +106,14 @@ class MqttBridge:
         self._stages = event_stages(metrics)
         self._connects = metrics.counter("hubd_mqtt_connects_total", "successful connections to the broker")
         self._poison = metrics.counter("hubd_mqtt_set_aside_total",
-                                       "device messages hubd stopped on twice while reading them, set aside unread")
+                                       "distinct device messages hubd stopped on while reading them, set aside unread")
         health.require("mqtt", "not connected yet")
 
     async def start(self) -> None:
         """Prime the dialects from the kept routes; connecting is part of run(), so a broker that is down delays
         readiness."""
         self._inflight.load()
+        self._poison.inc(self._inflight.set_aside_total)  # messages, across starts: a retained copy counts once
         if self._routes is not None:
             for dialect in self._dialects:
                 dialect.restore(self._routes.routes(dialect.name))
@@ -275,8 +276,9 @@ class MqttBridge:
         if len(fresh) < len(batch):
             kept = {id(m) for m in fresh}
             self._client.ack([m for m in batch if id(m) not in kept])  # stored already: acknowledged only
-        # Noted as in flight before they are read, cleared once committed: a message hubd dies on comes back
-        # alone at the next start, and one it died on twice is set aside unread (hubd/mqtt/inflight.py).
+        # Noted as in flight before they are decoded, cleared once committed: a message hubd dies on alone is set
+        # aside unread at the next start; after a death in a batch, every message is read alone for a while
+        # (hubd/mqtt/inflight.py).
         # Each step is acknowledged once committed: the receipts of the last few commits are all that is kept
         # (hubd.store.receipts), so a batch read in many steps must not wait for its last one to be acknowledged.
         for step in self._inflight.plan(fresh):
@@ -343,11 +345,13 @@ class MqttBridge:
         return out
 
     def _set_aside(self, message: Message, deaths: int) -> Decoded:
-        """A message hubd stopped on `deaths` times while reading it: acknowledged unread, a problem to list."""
-        self._poison.inc()
-        log.error("%s: hubd stopped %d times while reading this message (%d bytes); it is acknowledged unread and "
-                  "listed under the status page's problems", message.topic, deaths, len(message.payload))
-        reason = (f"hubd stopped {deaths} times while reading this message ({len(message.payload)} bytes), so it was "
+        """A message hubd stopped on while reading it alone: acknowledged unread, a problem to list."""
+        if self._inflight.first_set_aside(message):
+            self._poison.inc()
+        times = "once" if deaths == 1 else f"{deaths} times"
+        log.error("%s: hubd stopped %s while reading this message alone (%d bytes); it is acknowledged unread and "
+                  "listed under the status page's problems", message.topic, times, len(message.payload))
+        reason = (f"hubd stopped {times} while reading this message alone ({len(message.payload)} bytes), so it was "
                   "set aside unread; if the device sends it again, report it with hubd's log")
         return Decoded(message.topic, time.time(), message.retain, (InputRejected("other", reason),))
 
