@@ -66,6 +66,23 @@ def _parser() -> argparse.ArgumentParser:
                    help="the database (default: /var/lib/hubd/hubd.db for a config under /etc, else next to it)")
     p.set_defaults(handler=_init)
 
+    p = sub.add_parser("setup", help="after installing the package (as root): ask what only you know, write the config "
+                                     "and its secrets, start hubd, run hubd doctor")
+    config_arg(p)
+    p.add_argument("--secrets-dir", type=Path, default=Path("/etc/credstore"),
+                   help="where the secret files go (default /etc/credstore, where the unit's LoadCredential= looks)")
+    for flag, what in (("--public-url", "hubd's public https URL"), ("--base-url", "the platform's event API URL"),
+                       ("--auth-url", "the platform's OAuth token host URL"), ("--client-id", "the clientId"),
+                       ("--mqtt-host", "the broker's host"), ("--mqtt-port", "the broker's port")):
+        p.add_argument(flag, default=None, help=f"{what} (not asked)")
+    p.add_argument("--client-secret-file", type=Path, default=None, help="a file holding the clientSecret (not asked)")
+    p.add_argument("--password-file", type=Path, default=None,
+                   help="a file holding the owner's new login password (not asked)")
+    p.add_argument("--yes", action="store_true",
+                   help="ask nothing: keep every value not given by an option (each must be set already)")
+    p.add_argument("--no-start", action="store_true", help="write and check the config, start nothing")
+    p.set_defaults(handler=_setup)
+
     p = sub.add_parser("check-config", help="validate a config file: prints ok, or one line per problem")
     config_arg(p)
     p.set_defaults(handler=_check_config)
@@ -217,6 +234,18 @@ def _init(args: argparse.Namespace) -> int:
     setting = "" if found else f"{CREDENTIALS_VAR}={made.client_secret.parent} "
     print(f"  {setting}hubd check-config -c {made.config}")
     return 0
+
+
+def _setup(args: argparse.Namespace) -> int:
+    import os
+
+    from hubd.setup import QUESTIONS, Setup
+
+    if os.geteuid() != 0 and args.config.is_relative_to("/etc"):
+        raise HubdError(f"setup writes {args.config} and {args.secrets_dir}: run it as root (sudo hubd setup)")
+    return Setup(args.config, secrets_dir=args.secrets_dir, answers={q.flag: getattr(args, q.flag) for q in QUESTIONS},
+                 client_secret_file=args.client_secret_file, password_file=args.password_file, assume_yes=args.yes,
+                 start=not args.no_start).run()
 
 
 def _check_config(args: argparse.Namespace) -> int:

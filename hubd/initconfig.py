@@ -97,14 +97,14 @@ mqtt:
 http:
   host: 127.0.0.1                   # behind your reverse proxy, which terminates TLS
   port: 8080
-  public_url: https://{PLACEHOLDER.lower()}.invalid   # the https:// URL the platform reaches this hub at
+  public_url: https://{PLACEHOLDER}.invalid   # the https:// URL the platform reaches this hub at
   trusted_proxies: [127.0.0.1]      # the reverse proxy on this machine
   local_port: 8081                  # the status page, /api/*, /metrics and the webhook: only here, never public
 
 platform:
   # From the platform's developer console, once state reporting is switched on for your brand.
-  base_url: https://{PLACEHOLDER.lower()}.invalid   # the event API
-  auth_url: https://{PLACEHOLDER.lower()}.invalid   # the OAuth token host
+  base_url: https://{PLACEHOLDER}.invalid   # the event API
+  auth_url: https://{PLACEHOLDER}.invalid   # the OAuth token host
   client_id: {PLACEHOLDER}
   client_secret_file: ${{CREDENTIALS_DIRECTORY}}/{CLIENT_SECRET_FILE}
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import gc
 import logging
 import random
@@ -32,6 +33,9 @@ STOP_BUDGET_S = 4.0
 START_EXTEND_S = 30.0
 # The exit code for a configuration error, at `check-config` and at `run` alike: restarting cannot help.
 EXIT_CONFIG_ERROR = 2
+# hubd cannot start on this machine as it is (its data directory not writable, its port taken): a restart
+# cannot fix it, so the unit's RestartPreventExitStatus= lists it beside 2 (sysexits.h's EX_CONFIG).
+EXIT_CANNOT_START = 78
 
 
 class Component(Protocol):
@@ -202,9 +206,14 @@ class Supervisor:
             for problem in err.problems:
                 log.critical("config error: %s", problem)
             code = EXIT_CONFIG_ERROR
-        except Exception:
-            log.critical("hubd failed to start", exc_info=True)
-            code = 1
+        except Exception as err:
+            reason = cannot_start(err)
+            if reason is None:
+                log.critical("hubd failed to start", exc_info=True)
+                code = 1
+            else:
+                log.critical("%s", reason)
+                code = EXIT_CANNOT_START
         finally:
             if not self._stopping_sent:
                 self._notify_stopping()
@@ -312,3 +321,24 @@ class Supervisor:
                 log.error("%s did not stop within %.1f s", component.name, remaining)
             except Exception:
                 log.error("%s failed to stop cleanly", component.name, exc_info=True)
+
+
+def cannot_start(err: BaseException) -> str | None:
+    """One line with the fix for a start that no restart can mend (a data directory hubd may not write, a port
+    in use), or None for any other failure (logged with its traceback)."""
+    chain: list[BaseException] = []
+    cause: BaseException | None = err
+    while cause is not None and cause not in chain:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    if any(isinstance(found, OSError) and found.errno == errno.EADDRINUSE for found in chain):
+        # hubd.web.server's message names the address: "cannot listen on 127.0.0.1:8080: Address already in use"
+        return (f"hubd {err}: is hubd already running? (systemctl status hubd) "
+                "Else choose another http.port or http.local_port")
+    for found in chain:
+        if isinstance(found, OSError) and found.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+            where = found.filename or "its data directory"
+            return (f"hubd cannot write {where}: {found.strerror}: its directory must be writable by the user hubd "
+                    "runs as (under systemd the unit's StateDirectory, /var/lib/hubd, is; by hand, run hubd as "
+                    "that directory's owner or choose another storage.path)")
+    return None

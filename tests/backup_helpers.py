@@ -43,9 +43,9 @@ def ok(*args: str, env: dict[str, str] | None = None) -> str:
 def fill_init_config(config: Path, secret_file: Path, *, secret: str = CLIENT_SECRET) -> None:
     """Replace the placeholders `hubd init` wrote, as the README says to (the config, then the client secret)."""
     text = config.read_text()
-    for old, new in (("public_url: https://change-me.invalid", "public_url: https://hub.example.com"),
-                     ("base_url: https://change-me.invalid", "base_url: https://api.example.com"),
-                     ("auth_url: https://change-me.invalid", "auth_url: https://auth.example.com"),
+    for old, new in (("public_url: https://CHANGE-ME.invalid", "public_url: https://hub.example.com"),
+                     ("base_url: https://CHANGE-ME.invalid", "base_url: https://api.example.com"),
+                     ("auth_url: https://CHANGE-ME.invalid", "auth_url: https://auth.example.com"),
                      ("client_id: CHANGE-ME", "client_id: abc123")):
         assert old in text, old
         text = text.replace(old, new)

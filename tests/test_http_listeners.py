@@ -26,6 +26,7 @@ from rig import Rig
 
 from hubd.config import parse_config
 from hubd.errors import ConfigError
+from hubd.lifecycle import EXIT_CANNOT_START
 from hubd.web.peers import is_local_address
 
 MakeRig = Callable[..., Awaitable[Rig]]
@@ -101,7 +102,10 @@ async def test_a_local_port_that_is_taken_stops_hubd(tmp_path: Path, mosquitto: 
         hub = HubdProcess(tmp_path / "hub", mqtt_port=mosquitto.port, overrides={"http": {"local_port": port}})
         try:
             hub.start()
-            assert hub.wait(15) == 1
+            # One line with the fix, and the exit status the unit does not restart (RestartPreventExitStatus=).
+            assert hub.wait(15) == EXIT_CANNOT_START
+            assert f"cannot listen on 127.0.0.1:{port}: Address already in use: is hubd already running?" in hub.log()
+            assert "Traceback" not in hub.log()
         finally:
             hub.kill()
     assert f"cannot listen on 127.0.0.1:{port}" in hub.log()

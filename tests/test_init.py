@@ -20,9 +20,9 @@ def _hubd(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
 
 def _fill(config: Path, secret: Path) -> None:
     text = config.read_text()
-    text = text.replace("public_url: https://change-me.invalid", "public_url: https://hub.example.com")
-    text = text.replace("base_url: https://change-me.invalid", "base_url: https://api.example.com")
-    text = text.replace("auth_url: https://change-me.invalid", "auth_url: https://auth.example.com")
+    text = text.replace("public_url: https://CHANGE-ME.invalid", "public_url: https://hub.example.com")
+    text = text.replace("base_url: https://CHANGE-ME.invalid", "base_url: https://api.example.com")
+    text = text.replace("auth_url: https://CHANGE-ME.invalid", "auth_url: https://auth.example.com")
     text = text.replace("client_id: CHANGE-ME", "client_id: abc123")
     config.write_text(text)
     secret.write_text("s3cret-from-the-console\n")

@@ -16,6 +16,7 @@ import pytest
 from hubd_proc import REPO
 
 from hubd.cli import _parser
+from hubd.lifecycle import EXIT_CANNOT_START
 from hubd.mqtt.inflight import POISONS_WITHIN_START_LIMIT
 from hubd.web.connections import MAX_CONNECTIONS, connection_cap
 
@@ -81,7 +82,8 @@ def test_a_config_error_comes_from_the_main_process_where_restarts_are_prevented
     service = _unit()["Service"]
     # RestartPreventExitStatus= looks at the main process only: a pre-check exiting 2 would be restarted.
     assert "ExecStartPre" not in service
-    assert service["RestartPreventExitStatus"] == "2"
+    # 2: a config error; 78: a start this machine prevents (hubd.lifecycle.EXIT_CANNOT_START).
+    assert service["RestartPreventExitStatus"].split() == ["2", str(EXIT_CANNOT_START)]
     assert service["ExecStart"].split()[1:2] == ["run"]  # `hubd run` checks the config itself and exits 2
 
 

@@ -20,9 +20,9 @@ INSTALL_TIMEOUT_S = 300.0
 # The values only the user knows, as `hubd init` leaves them, and what the tests put there. Nothing listens
 # on port 9: hubd is ready without the platform (it queues events for it).
 PLACEHOLDERS = (
-    ("public_url: https://change-me.invalid", "public_url: https://hub.example.com"),
-    ("base_url: https://change-me.invalid", "base_url: http://127.0.0.1:9"),
-    ("auth_url: https://change-me.invalid", "auth_url: http://127.0.0.1:9"),
+    ("public_url: https://CHANGE-ME.invalid", "public_url: https://hub.example.com"),
+    ("base_url: https://CHANGE-ME.invalid", "base_url: http://127.0.0.1:9"),
+    ("auth_url: https://CHANGE-ME.invalid", "auth_url: http://127.0.0.1:9"),
     ("client_id: CHANGE-ME", f"client_id: {CLIENT_ID}"),
 )
 
