@@ -62,7 +62,10 @@ class Question:
 def _url(https_only: bool) -> Callable[[str], str | None]:
     def check(value: str) -> str | None:
         parts = urlsplit(value)
-        if parts.scheme not in (("https",) if https_only else ("https", "http")) or not parts.hostname:
+        # Plain http only to this machine (trying hubd before the reverse proxy is there), as hubd doctor allows.
+        loopback = parts.hostname in ("localhost", "::1") or (parts.hostname or "").startswith("127.")
+        schemes = ("https",) if https_only and not loopback else ("https", "http")
+        if parts.scheme not in schemes or not parts.hostname:
             return f"not an {'https' if https_only else 'http(s)'} URL"
         if PLACEHOLDER.lower() in value.lower():
             return "still the placeholder"

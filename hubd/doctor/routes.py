@@ -139,6 +139,8 @@ async def check_vendor_path(routes: PublicRoutes, config: HubdConfig) -> Result:
     public = PUBLIC_PATHS.format(vendor=path)
     if answer.status is None:
         return failed(VENDOR_PATH, f"POST {url}: {answer.error}")
+    if answer.status in REFUSALS and await forwards_to_local_port(routes, config):
+        return failed(VENDOR_PATH, f"POST {url} answered {answer.status}: {_to_local_port(config)}")
     if answer.status in REFUSALS or answer.status == 405:
         return failed(VENDOR_PATH, f"POST {url} answered {answer.status}: the proxy does not pass {path} to hubd, "
                                    "where the platform sends every directive; pass it (with POST), as the other "
@@ -167,6 +169,8 @@ async def check_login_page(routes: PublicRoutes, config: HubdConfig) -> Result:
     if answer.status == 400 and html:
         return failed(LOGIN_PAGE, f"{shown} lost the callbackURL on the way (hubd answered 400 to a callbackURL it "
                                   "allows): make the proxy pass the query string unchanged")
+    if answer.status in REFUSALS and await forwards_to_local_port(routes, config):
+        return failed(LOGIN_PAGE, f"{shown} answered {answer.status}: {_to_local_port(config)}")
     if answer.status in REFUSALS or answer.status == 405:
         return failed(LOGIN_PAGE, f"{shown} answered {answer.status}: the proxy does not pass /oauth/authorize to "
                                   "hubd (GET and POST); it is the page your phone opens to link the hub")
@@ -181,7 +185,7 @@ async def check_local_routes(routes: PublicRoutes, config: HubdConfig) -> Result
     exposed = [(name, status) for name, status in seen if status is not None and status not in REFUSALS]
     listed = ", ".join(f"{name} ({status if status is not None else 'no answer'})" for name, status in seen)
     if not exposed:
-        return passed(LOCAL_ROUTES, f"refused through {routes.base_url}: {listed}")
+        return passed(LOCAL_ROUTES, f"refused through {routes.base_url}: {listed}{routes.note}")
     public = PUBLIC_PATHS.format(vendor=config.http.vendor_path)
     shown = ", ".join(f"{name} ({status})" for name, status in exposed)
     if config.http.local_port is None:
@@ -191,7 +195,20 @@ async def check_local_routes(routes: PublicRoutes, config: HubdConfig) -> Result
         fix = (f"hubd serves them only on http.local_port ({config.http.local_port}): make the proxy forward to "
                f"http.port ({config.http.port}), and only {public}")
     return failed(LOCAL_ROUTES, f"reachable through {routes.base_url}: {shown}; they show and control the house "
-                                f"without a login; {fix}")
+                                f"without a login; {fix}{routes.note}")
+
+
+async def forwards_to_local_port(routes: PublicRoutes, config: HubdConfig) -> bool:
+    """Whether the proxy forwards to http.local_port (the status API answers there) instead of http.port."""
+    if config.http.local_port is None:
+        return False
+    status = (await routes.request("GET", "/api/devices")).status
+    return status is not None and status not in REFUSALS
+
+
+def _to_local_port(config: HubdConfig) -> str:
+    return (f"the proxy forwards to http.local_port ({config.http.local_port}), which serves only the local routes "
+            f"(the status page, /api/*): make it forward to http.port ({config.http.port}) instead")
 
 
 def sample_callback(config: HubdConfig) -> str | None:

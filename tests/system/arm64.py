@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.system.cache import DEBIAN_SUITE, REPO, HostCommandFailed, cache_dir, host_run, recipe_key
@@ -60,10 +61,28 @@ UNIT_TESTS = (
     "tests/test_advertiser.py",
 )
 HOSTS = "127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n"  # debootstrap writes none
-# Debian's qemu-aarch64 registration (qemu-user-static's binfmt.d file); flag F: the interpreter is opened
-# now, so it need not exist inside the root file system.
-BINFMT_MAGIC = r"\x7f\x45\x4c\x46\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00"
-BINFMT_MASK = r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff"
+
+
+@dataclass(frozen=True, slots=True)
+class Emulated:
+    """An architecture run under qemu-user: Debian's name, the kernel's, qemu's, and its binfmt_misc entry
+    (Debian's qemu-user-static binfmt.d file; flag F: the interpreter is opened at registration, so it need not
+    exist inside the root file system)."""
+
+    debian: str
+    machine: str
+    qemu: str
+    magic: str
+    mask: str
+
+
+ARM64 = Emulated("arm64", "aarch64", "qemu-aarch64",
+                 r"\x7f\x45\x4c\x46\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00",
+                 r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff")
+# 32-bit ARM (Raspberry Pi OS armhf; a Pi Zero 2 W, 3, 4 or 5 runs it on its 64-bit CPU too).
+ARMHF = Emulated("armhf", "armv7l", "qemu-arm",
+                 r"\x7f\x45\x4c\x46\x01\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x28\x00",
+                 r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff")
 HOST_BINFMT = Path("/proc/sys/fs/binfmt_misc")
 MIN_KERNEL = (6, 7)  # binfmt_misc in a user namespace
 ID_RANGE = 65536  # uids and gids mapped one to one into the user namespace (dpkg's system users among them)
@@ -166,12 +185,12 @@ def host_binfmt_state() -> tuple[bool, tuple[str, ...]]:
     return mounted, entries
 
 
-def ensure_qemu() -> Path:
-    """qemu-aarch64-static: the host's if installed, else unpacked from Debian's package into the cache."""
-    installed = Path("/usr/bin/qemu-aarch64-static")
+def ensure_qemu(emu: Emulated = ARM64) -> Path:
+    """qemu-<arch>-static: the host's if installed, else unpacked from Debian's package into the cache."""
+    installed = Path(f"/usr/bin/{emu.qemu}-static")
     if installed.exists():
         return installed
-    target = cache_dir() / "qemu" / "qemu-aarch64-static"
+    target = cache_dir() / "qemu" / f"{emu.qemu}-static"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -186,23 +205,23 @@ def ensure_qemu() -> Path:
                      cwd=Path(tmp))
         (deb,) = Path(tmp).glob("qemu-user-static_*.deb")
         with subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE) as tar:
-            subprocess.run(["tar", "-x", "-C", tmp, "./usr/bin/qemu-aarch64-static"], stdin=tar.stdout, check=True)
-        shutil.move(Path(tmp) / "usr" / "bin" / "qemu-aarch64-static", target)
+            subprocess.run(["tar", "-x", "-C", tmp, f"./usr/bin/{emu.qemu}-static"], stdin=tar.stdout, check=True)
+        shutil.move(Path(tmp) / "usr" / "bin" / f"{emu.qemu}-static", target)
     return target
 
 
-def ensure_rootfs(qemu: Path) -> Path:
-    """The arm64 root file system: debootstrap's first stage natively, its second stage emulated; cached."""
-    key = recipe_key("arm64", DEBIAN_SUITE, " ".join(PACKAGES), HOSTS)
-    rootfs = cache_dir() / f"rootfs-arm64-{key}"
+def ensure_rootfs(qemu: Path, emu: Emulated = ARM64) -> Path:
+    """The root file system: debootstrap's first stage natively, its second stage emulated; cached."""
+    key = recipe_key(emu.debian, DEBIAN_SUITE, " ".join(PACKAGES), HOSTS)
+    rootfs = cache_dir() / f"rootfs-{emu.debian}-{key}"
     if (rootfs / ".complete").exists():
-        log.info("arm64 root file system: cached")
+        log.info("%s root file system: cached", emu.debian)
         return rootfs
-    for old in cache_dir().glob("rootfs-arm64-*"):
+    for old in cache_dir().glob(f"rootfs-{emu.debian}-*"):
         if not old.name.startswith(rootfs.name):
             shutil.rmtree(old)
     staged = rootfs.with_name(rootfs.name + ".first-stage")
-    debootstrap(staged, arch="arm64", packages=PACKAGES, foreign=True)
+    debootstrap(staged, arch=emu.debian, packages=PACKAGES, foreign=True)
     # The second stage first checks that the target allows device files by making one, which a user
     # namespace may not; the chroot gets the host's /dev instead.
     functions = staged / "debootstrap" / "functions"
@@ -212,7 +231,7 @@ def ensure_rootfs(qemu: Path) -> Path:
     try:
         with tempfile.TemporaryDirectory(prefix="hubd-arm64-") as empty:
             _chroot(staged, qemu, Path(empty), ["/debootstrap/debootstrap", "--second-stage"],
-                    what="debootstrap --second-stage (emulated)", timeout_s=INSTALL_TIMEOUT_S)
+                    what="debootstrap --second-stage (emulated)", timeout_s=INSTALL_TIMEOUT_S, emu=emu)
     except HostCommandFailed:
         shutil.rmtree(staged)  # half configured: start again from the first stage
         raise
@@ -231,11 +250,12 @@ def _copy_tests(rootfs: Path) -> None:
         {"hubd", "simulators"} & set(names) if Path(d) == REPO else [])])
 
 
-def _chroot(rootfs: Path, qemu: Path, wheels: Path, argv: Sequence[str], *, what: str, timeout_s: float) -> str:
-    """Run argv in the root file system, emulated, sandboxed; its output."""
+def _chroot(rootfs: Path, qemu: Path, wheels: Path, argv: Sequence[str], *, what: str, timeout_s: float,
+            emu: Emulated = ARM64) -> str:
+    """Run argv in the root file system, emulated, sandboxed; its output. `wheels` is mounted at /wheels."""
     binfmt = cache_dir() / "binfmt"  # only a mount point, inside the private mount namespace
     binfmt.mkdir(exist_ok=True)
-    register = f":qemu-aarch64:M::{BINFMT_MAGIC}:{BINFMT_MASK}:{qemu}:F"
+    register = f":{emu.qemu}:M::{emu.magic}:{emu.mask}:{qemu}:F"
     inner = ["unshare", "--mount", "--pid", "--net", "--fork", "--kill-child", "sh", "-c", SANDBOX_SCRIPT, "sandbox",
              str(rootfs), str(binfmt), register, str(wheels), *argv]
     started = time.monotonic()
