@@ -460,18 +460,21 @@ def test_the_readme_shows_what_hubd_init_prints(tmp_path: Path, capsys: pytest.C
     printed = [line.replace(str(root), "") for line in capsys.readouterr().out.splitlines()]
     # Under /etc the secrets are in a credential store hubd looks in by itself: no CREDENTIALS_DIRECTORY to set.
     printed[-1] = re.sub(r"^  \S+=\S+ ", "  ", printed[-1])
-    shown = [line.removeprefix("# ") for line in README.read_text().splitlines()
+    manual = (DOCS_DIR / "systemd.md").read_text()  # the install by hand, without the package
+    shown = [line.removeprefix("# ") for line in manual.splitlines()
              if line.startswith("# ") and any(line[2:].startswith(p) for p in ("wrote ", "next: ", "  hubd "))]
     assert shown == printed
 
 
-def test_systemd_unit_and_readme_agree() -> None:
+def test_systemd_unit_and_the_install_by_hand_agree() -> None:
     unit = (REPO / "systemd" / "hubd.service").read_text()
-    section = _readme_section("Raspberry Pi (systemd)")
+    text = (DOCS_DIR / "systemd.md").read_text()
+    start = text.index("\n## Installing by hand (without the package)\n")
+    section = text[start:text.index("\n## ", start + 1)]
     credentials = [line.split("=", 1)[1].strip() for line in unit.splitlines() if line.startswith("LoadCredential=")]
     assert credentials, "the unit loads no credentials"
     for name in credentials:
-        # The README puts each credential's file where the unit loads it from, and the config points at it.
+        # The install by hand puts each credential's file where the unit loads it from, the config points at it.
         assert f"/etc/credstore/{name}" in section, name
         assert f"${{CREDENTIALS_DIRECTORY}}/{name}" in section, name
     assert "DynamicUser=yes" in unit
