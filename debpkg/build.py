@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -106,6 +107,8 @@ def build_wheels(out: Path, arch: Arch, work: Path) -> list[Path]:
     (hubd_wheel,) = out.glob("hubd-*.whl")
     extra = work / "pure"
     extra.mkdir()
+    if arch.pure_wheels and importlib.util.find_spec("wheel") is None:
+        raise SystemExit("debpkg: building pure-Python wheels needs the `deb` extra: pip install -e '.[deb]'")
     for spec in arch.pure_wheels:
         _run([*pip, "download", "-q", "--no-deps", "--no-binary=:all:", "--no-build-isolation", "-d", str(extra),
               spec], what=f"{spec}'s sdist", env={"PYYAML_FORCE_LIBYAML": "0"})
