@@ -12,7 +12,9 @@ import base64
 import json
 import logging
 import os
+import shutil
 import struct
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -143,6 +145,18 @@ def test_install_setup_link_upgrade_remove_purge_as_a_user_would(fresh: Containe
     left = [path for path in LEFT_BY_PURGE if _exists(box, path)]
     assert not left, f"purge left {left}"
     assert box.run(["dpkg-query", "-W", "hubd"], check=False).returncode != 0
+
+
+def test_lintian_finds_no_error_nor_warning_left_unexplained(debs: Path) -> None:
+    if shutil.which("lintian") is None:
+        if os.environ.get("CI"):
+            pytest.fail("lintian is not installed: .ci/run installs it", pytrace=False)
+        pytest.skip("needs lintian (sudo apt-get install lintian)")
+    for deb in sorted(debs.glob("*.deb")):
+        done = subprocess.run(["lintian", "--fail-on", "error,warning", str(deb)], capture_output=True, text=True,
+                              timeout=300, check=False)
+        tags = [line for line in done.stdout.splitlines() if line[:2] in ("E:", "W:")]
+        assert done.returncode == 0 and not tags, f"{deb.name}: {done.stdout}{done.stderr}"
 
 
 def _i386_exit_7() -> bytes:
