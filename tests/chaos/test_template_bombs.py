@@ -312,6 +312,8 @@ async def test_a_literal_only_bomb_in_every_template_field_is_refused_and_listed
                 reply = await client.control(f"bomb-{len(STATE_FIELDS) + offset}", directive, payload)
                 assert not reply.ok and field in (reply.error_message or ""), (field, reply)
                 assert "failed" in (reply.error_message or ""), (field, reply)
+                await rig.hub.wait_for(lambda field=field, offset=offset: _command_listed(
+                    rig, f"bomb-{len(STATE_FIELDS) + offset}", field), what=f"the bomb in {field} listed")
 
         await send_until_seen(rig, f"bombs/{unused}/state", "21.5", f"bomb-{unused}",
                               lambda d: states_of(d).get("Temperature") == 21.5)
@@ -349,6 +351,12 @@ async def _while_healthz_answers_within_1_s(rig: Rig, work: Coroutine[Any, Any, 
             task.cancel()
         await asyncio.gather(poller, worker, return_exceptions=True)
     return answers
+
+
+async def _command_listed(rig: Rig, device: str, field: str) -> bool:
+    _, status = await rig.hub.get("/api/status")
+    return any(f"({device})" in p["subject"] and field in p["problem"] and "failed" in p["problem"]
+               for p in status["problems"]["other"])
 
 
 async def _field_listed(rig: Rig, topic: str, field: str) -> bool:
