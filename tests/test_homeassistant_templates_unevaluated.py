@@ -29,6 +29,8 @@ from literal_templates import LITERAL_BOMBS, LITERAL_TRIPWIRES
 import hubd.dialects.homeassistant.filters as ha_filters
 import hubd.dialects.homeassistant.sandbox as sandbox_module
 from hubd.dialects.base import InputRejected
+from hubd.dialects.homeassistant.abbreviations import ABBREVIATIONS
+from hubd.dialects.homeassistant.discovery import COMPONENTS
 from hubd.dialects.homeassistant.renderer import RenderProcess
 from hubd.dialects.homeassistant.sandbox import TemplateSandbox
 from hubd.dialects.homeassistant.templates import ParseOnlySandbox, Payload, TemplateError, Templates
@@ -174,5 +176,52 @@ def test_a_failing_availability_template_is_listed_as_the_messages_problem() -> 
         rejected = [i for i in out if isinstance(i, InputRejected)]
         assert len(rejected) == 1 and "availability template" in rejected[0].reason \
             and "took longer" in rejected[0].reason, out
+    finally:
+        dialect.templates.close()
+
+
+TEMPLATE_KEYS = sorted({key for key in ABBREVIATIONS.values() if key.endswith("_template")})
+TOPIC_KEYS = sorted({key for key in ABBREVIATIONS.values() if key.endswith("_topic")})
+
+
+def _everything_config(component: str, index: int, schema: str | None) -> tuple[str, dict[str, Any]]:
+    """One entity config with every topic key Home Assistant has (each its own topic under t/<index>/) and every
+    *_template key, each a literal-only tripwire of its own; the entity uses what its component reads."""
+    config: dict[str, Any] = {"name": f"Everything {index}", "unique_id": f"everything{index}",
+                              "device": {"identifiers": [f"everything-{index}"], "name": f"Everything {index}"},
+                              "modes": ["off", "heat", "heat_cool"]}
+    if schema is not None:
+        config["schema"] = schema
+    for key in TOPIC_KEYS:
+        config[key] = f"t/{index}/{key}"
+    tripwires = sorted(LITERAL_TRIPWIRES.values())
+    for number, key in enumerate(TEMPLATE_KEYS):
+        config[key] = tripwires[number % len(tripwires)] + f"{{# {key} #}}"
+    config["availability"] = [{"topic": f"t/{index}/availability_list", "value_template": config[TEMPLATE_KEYS[0]]}]
+    return f"homeassistant/{component}/everything{index}/x/config", config
+
+
+def test_every_template_field_of_every_component_is_only_parsed_in_hubds_process(
+        watched: Callable[..., list[str]]) -> None:
+    """Configs, then a message on every topic they name: whatever each component reads of its *_template keys
+    (value, state, availability, command templates) is parsed here and rendered in the render process only."""
+    dialect = make()
+    cases = [(c, None) for c in sorted(COMPONENTS) if c != "light"] + \
+        [("light", "default"), ("light", "json"), ("light", "template")]
+    try:
+        dialect.templates.prepare()
+
+        def take_it_in() -> None:
+            for index, (component, schema) in enumerate(cases):
+                topic, config = _everything_config(component, index, schema)
+                publish(dialect, topic, config, retained=True)
+            for index in range(len(cases)):
+                for topic in [f"t/{index}/{key}" for key in TOPIC_KEYS] + [f"t/{index}/availability_list"]:
+                    if dialect.claims(topic):
+                        publish(dialect, topic, "1")
+
+        assert watched(_runs, take_it_in) == []
+        assert dialect.templates.compiles >= 20  # the components' own keys, parsed (not all the keys)
+        assert dialect.templates.renderer.stats()["renders"] >= 20  # and rendered, in the render process
     finally:
         dialect.templates.close()
