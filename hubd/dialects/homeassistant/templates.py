@@ -33,9 +33,17 @@ from hubd.dialects.homeassistant.direct import DirectReader, Payload, direct_rea
 from hubd.dialects.homeassistant.renderer import RenderProcess
 from hubd.dialects.homeassistant.sandbox import MAX_OUTPUT_CHARS, TemplateError, TemplateSandbox
 
-__all__ = ["MAX_OUTPUT_CHARS", "Compiled", "Payload", "TemplateError", "Templates"]
+__all__ = ["MAX_OUTPUT_CHARS", "Compiled", "ParseOnlySandbox", "Payload", "TemplateError", "Templates", "check_names"]
 
 MAX_CACHED = 4_096
+
+
+class ParseOnlySandbox(TemplateSandbox):
+    """The sandbox as hubd's own process has it: it parses templates and knows the filters' and tests' names; it
+    never compiles one (a device's template is compiled, and run, only in the render process)."""
+
+    def _generate(self, *args: Any, **kwargs: Any) -> str:
+        raise RuntimeError("hubd's process never compiles a device's template; the render process does")
 
 
 class Compiled:
@@ -99,14 +107,6 @@ class Templates:
     def close(self) -> None:
         """Stop the render process."""
         self.renderer.close()
-
-
-class ParseOnlySandbox(TemplateSandbox):
-    """The sandbox as hubd's own process has it: it parses templates and knows the filters' and tests' names; it
-    never compiles one (a device's template is compiled, and run, only in the render process)."""
-
-    def _generate(self, *args: Any, **kwargs: Any) -> str:
-        raise RuntimeError("hubd's process never compiles a device's template; the render process does")
 
 
 def check_names(tree: nodes.Template, sandbox: TemplateSandbox) -> None:
