@@ -217,6 +217,11 @@ class CommandRefused(Exception):
     """A dialect cannot express this command for this device (the text says why, for the platform's error)."""
 
 
+class CommandTemplateFailed(CommandRefused):
+    """The device's own command template failed (past its deadline or memory, say): a fault of the device's
+    config, so besides the platform's error it is listed under problems."""
+
+
 @dataclass(frozen=True, slots=True)
 class Announced:
     """Who made a device announced through Home Assistant discovery, as its config says: for the dialects that

@@ -12,7 +12,6 @@ model and the other modules of its folder.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -31,8 +30,6 @@ from hubd.dialects.globs import Globs
 from hubd.dialects.homeassistant.devices import DeviceEndpoint, Record, assign_doorbells, device_endpoints
 from hubd.dialects.homeassistant.entities import ECHO, StateProblem, TemplateFailed
 from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
-
-log = logging.getLogger(__name__)
 
 ROLE_AVAILABILITY = "availability"
 
@@ -192,8 +189,13 @@ class EntityBook:
                 continue
             if role == ROLE_AVAILABILITY:
                 self._last_availability[topic] = payload
-                if self._availability(record, topic, payload):
-                    touched.add(record.endpoint)
+                try:
+                    if self._availability(record, topic, payload):
+                        touched.add(record.endpoint)
+                except TemplateError as err:
+                    out.append(InputRejected("state", f"{topic}: the availability template of {record.label} of "
+                                                      f"{record.endpoint} failed: {err}; fix the template in the "
+                                                      "device's discovery config"))
                 continue
             try:
                 reading = record.entity.read(role, payload)
@@ -229,7 +231,10 @@ class EntityBook:
         for source in record.availability.sources if record.availability and record.endpoint else ():
             last = self._last_availability.get(source.topic)
             if last is not None and source.topic not in record.seen:
-                said = self._availability(record, source.topic, last) or said
+                try:
+                    said = self._availability(record, source.topic, last) or said
+                except TemplateError:
+                    continue  # listed under problems when that payload came
         return said
 
     def _component(self, key: tuple[str, str]) -> set[tuple[str, str]]:
@@ -280,18 +285,15 @@ class EntityBook:
         record.indexed.clear()
 
     def _availability(self, record: Record, topic: str, payload: Payload) -> bool:
-        """Note an availability message for the record; whether it said available or not."""
+        """Note an availability message for the record; whether it said available or not (TemplateError when its
+        availability template fails)."""
         for source in record.availability.sources if record.availability else ():
             if source.topic != topic:
                 continue
             text = payload.text.strip()
             template = record.availability_templates.get(topic)
             if template is not None:
-                try:
-                    text = self._templates.render_value(template, payload)
-                except TemplateError as err:
-                    log.warning("%s: the availability template of %s failed: %s", topic, record.label, err)
-                    return False
+                text = self._templates.render_value(template, payload)  # a TemplateError: listed, as for a state
             if text in (source.available, source.not_available):
                 record.seen[topic] = record.latest = text == source.available
                 return True

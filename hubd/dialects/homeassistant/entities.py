@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 from hubd.devices.model import StateValue
 from hubd.dialects import mapping
-from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
+from hubd.dialects.base import CommandRefused, CommandTemplateFailed, ControlRequest, Outgoing
 from hubd.dialects.homeassistant.discovery import Conf, ConfigProblem
 from hubd.dialects.homeassistant.templates import Compiled, Payload, TemplateError, Templates
 
@@ -134,7 +134,7 @@ class Entity:
         try:
             return self.templates.render(template, variables)
         except TemplateError as err:
-            raise CommandRefused(f"{key} failed: {err}") from None
+            raise CommandTemplateFailed(f"{key} failed: {err}") from None
 
     def publish(self, topic_key: str, payload: str) -> Outgoing:
         """One publish to the command topic `topic_key` with the entity's qos and retain."""

@@ -1,4 +1,5 @@
-"""`RenderProcess`: hubd's side of the render process, where every template Jinja must run is rendered.
+"""`RenderProcess`: hubd's side of the render process, where every template Jinja must run is compiled and
+rendered.
 
 A template comes from a device's discovery config, so it is untrusted: a regex that backtracks for ever, three
 nested loops, a filter that allocates gigabytes. In hubd's own process any of these would stall the event loop

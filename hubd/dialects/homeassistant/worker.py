@@ -1,4 +1,5 @@
-"""The render process: `python -m hubd.dialects.homeassistant.worker`, started by hubd, renders templates.
+"""The render process: `python -m hubd.dialects.homeassistant.worker`, started by hubd, compiles and renders
+templates (the only process where a device's template is compiled: compiling, too, is within its limits).
 
 hubd (hubd.dialects.homeassistant.renderer) sends it one request at a time as a frame on its stdin and reads the
 answer from its stdout (hubd.dialects.homeassistant.sandbox: frames, the sandbox, `render`). It renders in the
