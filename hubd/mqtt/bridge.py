@@ -40,6 +40,10 @@ STABLE_AFTER_S = 10.0
 # How long the SUBACK of our subscriptions and the PUBACK of `online` may take before the session is
 # given up (and retried with the backoff).
 ANNOUNCE_TIMEOUT_S = 10.0
+# Decoding a batch gives the loop back once it has held it this long (templates' renders can take up to their
+# deadline each), for long enough that an HTTP request waiting meanwhile is answered.
+YIELD_AFTER_S = 0.05
+YIELD_FOR_S = 0.005
 
 
 def status_topic(base: str) -> str:
@@ -294,7 +298,10 @@ class MqttBridge:
 
     async def _read_step(self, step: Step[Message]) -> None:
         """Decode a step's messages (or set its one aside) and hand them on with their receipts."""
-        decoded = [self._set_aside(step.messages[0], step.deaths)] if step.set_aside else self._decode(step.messages)
+        if step.set_aside:
+            decoded = [self._set_aside(step.messages[0], step.deaths)]
+        else:
+            decoded = await self._decode(step.messages)
         decoded = self._pending_inputs() + decoded  # before: a device another dialect just took over
         added, removed = self._subscriptions.changes()
         if added and self._subscribe_first:  # a device reaches the platform once its states reach hubd
@@ -322,10 +329,17 @@ class MqttBridge:
         skip = {id(again[r]) for r in stored}
         return [m for m in batch if id(m) not in skip]
 
-    def _decode(self, batch: Sequence[Message]) -> list[Decoded]:
+    async def _decode(self, batch: Sequence[Message]) -> list[Decoded]:
+        """The batch's readings. A reading may wait on a template's render (each bounded by the render process's
+        deadline): once the loop has been held for `YIELD_AFTER_S`, it is given back before the next message, so a
+        burst of slow templates never keeps /healthz, the webhook or a directive waiting longer than one render."""
         now = time.time()
         out: list[Decoded] = []
+        held_since = time.monotonic()
         for message in batch:
+            if time.monotonic() - held_since > YIELD_AFTER_S:
+                await asyncio.sleep(YIELD_FOR_S)
+                held_since = time.monotonic()
             decoded = self._decode_one(message, now)
             if decoded is None:
                 self._ignored.inc()

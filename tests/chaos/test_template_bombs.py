@@ -364,3 +364,30 @@ async def _field_listed(rig: Rig, topic: str, field: str) -> bool:
     return any(p["topic"] == topic and "failed" in p["reason"] and
                (field in p["reason"] or field.startswith("availability"))
                for p in status["problems"]["rejected"])
+
+
+async def test_a_burst_of_distinct_slow_templates_never_holds_healthz_for_a_second(
+        make_rig: Callable[..., Any]) -> None:
+    """Each render is bounded by the render process's deadline; a burst of different bombs (none yet put aside)
+    arriving together is read one after another, and the loop is given back between them."""
+    rig: Rig = await make_rig(hub_overrides={"homeassistant": {"enabled": True}})
+    count = 12
+    bomb = LITERAL_BOMBS["regex_replace backtracking"]
+    for index in range(count):
+        config = {"name": f"Burst {index}", "uniq_id": f"burst{index}", "stat_t": f"burst/{index}/state",
+                  "dev": {"ids": [f"burst-{index}"], "name": f"Burst {index}"},
+                  "val_tpl": bomb + f"{{# burst {index} #}}"}  # a source of its own: none is put aside by another
+        publish(rig.broker.port, f"homeassistant/binary_sensor/burst{index}/x/config", json.dumps(config),
+                retain=True)
+    await wait_devices(rig, *(f"burst-{i}" for i in range(count)))
+
+    async def burst() -> None:
+        for index in range(count):  # retained: read again at once after a render process restart
+            publish(rig.broker.port, f"burst/{index}/state", "ON", retain=True)
+        for index in range(count):
+            await rig.hub.wait_for(lambda index=index: _field_listed(rig, f"burst/{index}/state", "value_template"),
+                                   what=f"the bomb of burst/{index} listed under problems")
+
+    answers = await _while_healthz_answers_within_1_s(rig, burst())
+    assert answers > 0
+    assert rig.hub.proc is not None and rig.hub.proc.poll() is None
