@@ -4,13 +4,17 @@ rules of hubd.dialects.naming), and the status page's reason says why hubd chose
 
 from __future__ import annotations
 
+import json
 import re
 
+import homeassistant_helpers as ha
 import pytest
 import tasmota_helpers as tasmota
 from fixture_names import fixtures, names
 
 from hubd.dialects import naming
+from hubd.dialects.homeassistant import names as discovery_names
+from hubd.dialects.homeassistant.discovery import DeviceInfo
 
 # What the platform hears for each endpoint of each fixture (numbers spelled, as hubd sends them).
 EXPECTED: dict[str, dict[str, str]] = {
@@ -221,6 +225,17 @@ def test_the_status_page_says_why_hubd_chose_a_name(fixture: str, device_id: str
 
 
 # The producers' own formats, as the rules take them (CONTRACT section 6's examples).
+
+
+def test_a_ble_sensor_named_after_its_macs_bytes_is_named_after_its_maker_and_what_it_is() -> None:
+    """Theengs Gateway names a device by its advertisement's name, here the last bytes of its MAC (F35285), and
+    gives its decoder's model_id (BM_V23) as its model."""
+    config = json.loads(ha.fixture("theengs_bluemaestro_BM_V23_F35285")["configs"][0]["payload"])
+    device = DeviceInfo.read(config["device"])
+    assert device is not None
+
+    name, why = discovery_names.device_name(device, ["F35285"], "thermometer") or ("", "")
+    assert (name, "named after its model" in why) == ("BlueMaestro thermometer", True)
 
 
 @pytest.mark.parametrize(("given", "vendor", "model", "kind", "expected"), [

@@ -160,8 +160,9 @@ def device_name(given: str | None, identifiers: Iterable[str], vendor: str | Non
 
 def part_name(device: str, part: str) -> str:
     """A split-off part's name: the device's and the part's, unless the part's already starts with the device's
-    (producers that name each entity in full: "NodeMCU Relay 2", not "NodeMCU NodeMCU Relay 2")."""
-    label = part.replace("_", " ").strip()
+    (producers that name each entity in full: "NodeMCU Relay 2", not "NodeMCU NodeMCU Relay 2"); what the part's
+    name has of identifiers, chips and programs is left out as from any name (Theengs' `BM_V23-tempf`: "tempf")."""
+    label = sayable_part(part.replace("_", " "))
     if not label:
         return device
     if label.casefold().startswith(device.casefold()):
