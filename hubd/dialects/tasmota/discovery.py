@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hubd.dialects import naming
 from hubd.dialects.payload import json_object
 from hubd.errors import DeviceMessageInvalid
 
@@ -96,8 +97,10 @@ class TasmotaInfo:
         """What the owner calls the device: its DeviceName, else FriendlyName1, else the model; never an identifier
         (a MAC, `tasmota_ABC123`) nor Tasmota's default `Tasmota`."""
         for candidate in (self.device_name, self.friendly_names[0] if self.friendly_names else None, self.model):
-            if candidate and self.is_name(candidate):
-                return candidate.strip()
+            said = naming.sayable_part(candidate, (self.mac,)) \
+                if candidate and self.is_name(candidate) else ""
+            if said:
+                return said  # without a chip or identifier in it ("Wetterstation DS18B20" → "Wetterstation")
         return "Tasmota device"
 
     def is_name(self, text: str) -> bool:

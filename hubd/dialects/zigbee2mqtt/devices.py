@@ -145,7 +145,8 @@ def build(ieee: str, name: str, entry: dict[str, Any], exposes: Exposes, event: 
     slots: list[Slot] = []
     configs: list[ConfigReceived] = []
     bell: tuple[str, str] | None = None
-    for planned in mapping.plan_ranked(mapping.endpoint_id(ieee), parts, {k: f.rank for k, f in by_key.items()}):
+    for planned in mapping.plan_ranked(mapping.endpoint_id(ieee), parts,
+                                         {k: mapping.ranked(f.rank, f.key, f.label) for k, f in by_key.items()}):
         members = tuple(by_key[k] for k in planned.keys)
         shown = [EntityNote(n, True, _exported_reason(f)) for f in members for n in f.notes]
         if not planned.split:
