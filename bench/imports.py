@@ -384,7 +384,7 @@ class _DecodeTimer:
 
     def __init__(self, name: str, devices: int, only: Callable[[int], bool] | None = None) -> None:
         # Imported here: the rest of the bench's driver needs nothing of hubd.
-        from hubd.config import HubdConfig
+        from hubd.config.model import HubdConfig
         from hubd.dialects.enabled import build_dialects
 
         self.name = name

@@ -29,7 +29,7 @@ BURST_WINDOW_S = 2.0
 
 class RejectionObserver(Protocol):
     """Told of every device message the registry refuses, and of what else it notices (the event journal,
-    `hubd.journal`); each call O(1)."""
+    `hubd.outbox.journal`); each call O(1)."""
 
     def rejected(self, topic: str, reason: str, at: float) -> None:
         """A message on `topic` was refused for `reason` (received at `at`)."""

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from hubd.config import parse_config
+from hubd.config.model import parse_config
 from hubd.dialects import convert, mapping
 from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
 from hubd.errors import ConfigError

@@ -692,7 +692,7 @@ def test_a_zigbee2mqtt_lights_route_address_stays_small() -> None:
 
 def test_with_the_native_import_on_only_its_own_installation_is_left_to_it() -> None:
     """A zigbee2mqtt on another base topic than the one hubd imports natively still comes in through discovery."""
-    from hubd.config import HomeAssistantConfig, Zigbee2MqttConfig
+    from hubd.config.model import HomeAssistantConfig, Zigbee2MqttConfig
     from hubd.dialects.homeassistant.dialect import HomeAssistantDialect
     from hubd.dialects.zigbee2mqtt.dialect import Zigbee2MqttDialect
 

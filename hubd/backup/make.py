@@ -22,7 +22,7 @@ from pathlib import Path
 from hubd import __version__
 from hubd.backup.archive import CONFIG, SECRETS, Manifest, SecretEntry, digest_bytes, digest_database, write_archive
 from hubd.backup.redact import redact
-from hubd.config import LOGIN_PASSWORD_FILE, HubdConfig, config_secret_files
+from hubd.config.model import LOGIN_PASSWORD_FILE, HubdConfig, config_secret_files
 from hubd.errors import HubdError
 from hubd.store.snapshot import (
     copy_database_blocking,

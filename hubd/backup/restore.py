@@ -25,7 +25,7 @@ from pathlib import Path
 from hubd.backup.archive import Head, extract_database, is_sqlite_file, read_head
 from hubd.backup.redact import REDACTED, fill_in, redact
 from hubd.clitable import utc_text
-from hubd.config import HubdConfig, load_config, parse_config
+from hubd.config.model import HubdConfig, load_config, parse_config
 from hubd.errors import ConfigError, HubdError
 from hubd.store.db import migrated_schema_blocking, migrations
 from hubd.store.receipts import clear_receipts_blocking

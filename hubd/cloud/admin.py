@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 
 from hubd.clitable import print_table, utc_text
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.store.db import Database
 from hubd.store.grants import GrantSummary, list_grants_blocking, remove_grant_blocking
 

@@ -1,6 +1,6 @@
 """The table of device dialects: one row per dialect owns every fact of it that hubd uses outside its folder.
 
-A row (`DialectKind`) says how to build the dialect, its config section (a `hubd.config.DialectConfig`: whether
+A row (`DialectKind`) says how to build the dialect, its config section (a `hubd.config.model.DialectConfig`: whether
 it is enabled, its include/exclude, which keys a reload applies live), the labels the status and devices pages
 give its devices' source, the topic prefixes no device command may go under (`publish_rules`) and the block
 `hubd init` writes for its section. Whoever needs one of these facts (the reload, the pages, `hubd init`) walks
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from hubd.config import DialectConfig, HubdConfig
+from hubd.config.model import DialectConfig, HubdConfig
 from hubd.dialects.base import Dialect, PublishRules, Selection
 from hubd.dialects.topics import CommandTopics
 

@@ -19,7 +19,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.doctor.report import Result, passed, warned
 
 LIMITS = "broker-limits"

@@ -10,7 +10,7 @@ import sys
 import time
 
 from hubd.clitable import print_table, utc_text
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.driver.store import GrantInfo, list_grants_blocking, revoke_user_blocking
 from hubd.store.db import Database
 

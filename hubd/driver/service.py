@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from hubd.config import DriverConfig
+from hubd.config.model import DriverConfig
 from hubd.driver import page as login_page
 from hubd.driver.csrf import CsrfGuard
 from hubd.driver.limits import LoginLimiter
@@ -41,10 +41,10 @@ from hubd.driver.urls import (
 )
 from hubd.driver.verdicts import VerdictCache
 from hubd.errors import ConfigError, DriverError, StoreError
-from hubd.jsonkind import json_kind
 from hubd.lifecycle import Clock, SystemClock
 from hubd.metrics import Metrics
 from hubd.store.db import Database
+from hubd.untrusted.kinds import json_kind
 from hubd.usertoken import TokenCheck, TokenStatus
 from hubd.web.client_address import FORWARDED_FOR, client_address, throttle_key
 from hubd.web.jsonbody import JsonBodyInvalid, load_json

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hubd.devices.overrides import EVENT_MAX_CHARS, NAME_MAX_CHARS, Override, spelling
-from hubd.jsonkind import json_kind
+from hubd.untrusted.kinds import json_kind
 
 FIELDS = ("name", "room", "exposed", "doorbell")
 FIELD_LIST = "name, room, exposed or doorbell"

@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Protocol
 
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.devices.overrides import Override
 from hubd.dialects.base import Selection
 from hubd.dialects.enabled import selections

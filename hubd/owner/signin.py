@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from hubd.config import Account
+from hubd.config.model import Account
 from hubd.driver.limits import LoginLimiter
 from hubd.driver.passwords import password_ok_blocking
 from hubd.lifecycle import Clock, SystemClock

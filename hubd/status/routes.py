@@ -77,7 +77,7 @@ class Backlog(Protocol):
 
 
 class Journal(Protocol):
-    """What the page reads of the event journal (`hubd.journal.EventJournal`)."""
+    """What the page reads of the event journal (`hubd.outbox.journal.EventJournal`)."""
 
     def events(self, limit: int | None = None) -> list[dict[str, Any]]:
         """The latest platform events, newest first."""

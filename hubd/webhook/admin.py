@@ -11,7 +11,7 @@ import sys
 import time
 
 from hubd.clitable import print_table, utc_text
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.errors import HubdError
 from hubd.store.db import Database
 from hubd.webhook import store

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from hubd.config import DoorbellConfig, HomeAssistantConfig
+from hubd.config.model import DoorbellConfig, HomeAssistantConfig
 from hubd.devices.model import Route
 from hubd.dialects.base import (
     Announced,

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hubd.config import DoorbellConfig, TasmotaConfig
+from hubd.config.model import DoorbellConfig, TasmotaConfig
 from hubd.devices.model import Origin, Route, StateSample, StateValue, format_time
 from hubd.dialects import mapping
 from hubd.dialects.base import (

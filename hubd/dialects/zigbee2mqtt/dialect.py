@@ -20,7 +20,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from hubd.config import DoorbellConfig, Zigbee2MqttConfig
+from hubd.config.model import DoorbellConfig, Zigbee2MqttConfig
 from hubd.devices.model import Origin, Route, StateSample, StateValue, format_time
 from hubd.dialects import mapping
 from hubd.dialects.base import (
