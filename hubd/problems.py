@@ -3,8 +3,7 @@ per subject and reason at most once a minute (`hubd.failures.RefusalLog`), the e
 status page (`RejectionObserver`), the invalid-message counter, a burst of doorbell presses, a speaker's failed
 command, a command a device's own template could not make, and at debug level one line per device message
 saying what it changed.
-Given topics, kinds and reasons, not the dialects' inputs: imports the device changes, the failure logs and the
-metrics.
+Given topics, kinds and reasons, not the dialects' inputs.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ secret files, made while hubd runs; into a directory, with `--keep N` keeping th
 --with-secrets the secrets written in the config itself are redacted too (hubd.backup.redact).
 
 The copy is SQLite's online backup (hubd.store.snapshot), never a file copy, so a running hubd is neither
-stopped nor blocked. Imports the config, the store's copy, the archive format and the redaction; prints to stdout.
+stopped nor blocked.
 """
 
 from __future__ import annotations

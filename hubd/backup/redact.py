@@ -5,8 +5,7 @@ references, which hold no secret) left as it was; and on restore, the redacted k
 config being replaced holds them inline, filled back in.
 
 `REDACTED` holds `hubd.config.model.PLACEHOLDER`, so a config restored with it unfilled does not check (hubd run,
-check-config and doctor name each key to fill in) rather than starting with a wrong secret. Imports the config
-model, hubd.config.paths and hubd.config.merge.
+check-config and doctor name each key to fill in) rather than starting with a wrong secret.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Owns what each key means, its default and its checks, `hubd init`'s placeholder (a value still holding it
 is a problem, with what to put there), and where `${CREDENTIALS_DIRECTORY}/NAME` points when systemd did not
 set the variable. Reading the YAML (lines, `${ENV_VAR}`, merge keys, `<key>_file` secrets, the report) is
-hubd.config.yamlfile's. Imports nothing from hubd but errors and yamlconfig.
+hubd.config.yamlfile's.
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ traceback), `${ENV_VAR}` substitution (with the directories a caller names for a
 none), did-you-mean for unknown keys, and the report: one `<key.path>: <problem> (line N)` line per problem,
 all in one pass, sorted by line. A value is never quoted back (it may be a secret). Knows no model of its
 own: the caller passes one. Merge keys are hubd.config.merge's, key paths and secret fields hubd.config.paths'.
-Imports nothing else from hubd but errors.
 """
 
 from __future__ import annotations

@@ -7,9 +7,8 @@ Each lives in a folder of its own under `hubd/dialects/` on the `Dialect` base c
 builds the enabled ones from the config, in claim order. Everything after the seam (registry, outbox, directives,
 webhook) sees only these types and never knows which dialect a device came from. A device's `Route` (its
 dialect and the address that dialect gave it, `hubd.devices.model`) is kept with the device in SQLite, so a
-command goes where the device listens, also after a restart.
-
-Imports only the device model: nothing of MQTT, storage or the platform.
+command goes where the device listens, also after a restart. The seam knows nothing of MQTT sessions, storage or
+the platform: what crosses it is typed values of the device model.
 """
 
 from __future__ import annotations

@@ -7,8 +7,6 @@ device classes, which zigbee2mqtt's own discovery uses too (`light(dimmable=True
 `plan_ranked()` puts a device's parts on endpoints, the device's own and a split-off `<device>-<key>` one for each
 part whose interface is already taken, stable whatever order the parts arrived in. The value conversions are
 hubd.dialects.convert's.
-
-Imports only the device model (hubd.devices.model) and the conversions; no MQTT, no dialect.
 """
 
 from __future__ import annotations

@@ -21,7 +21,6 @@ words where they are words ("IKEA TRADFRI bulb"), else the manufacturer with the
 which name it took and why (the status page and /api/devices show it); the registry adds a word (the room, or
 "Second") where two devices would get the same name. A part split off a device is named after the device and the
 part, without saying the device's name twice (`part_name`). Digits that remain are spelled by hubd.spoken.
-Imports nothing of hubd but the spoken-name rule.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 Each dialect reads JSON of its own shape; they refuse a device payload over MAX_PAYLOAD_BYTES and ask
 `check_nesting` before `json.loads` recurses into one (`json_object` does both, for the JSON objects most
-payloads are). A failure is a DeviceMessageInvalid that names the limit or the problem. Imports only hubd.errors
-and hubd.untrusted.depth.
+payloads are). A failure is a DeviceMessageInvalid that names the limit or the problem.
 """
 
 from __future__ import annotations

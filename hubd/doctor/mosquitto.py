@@ -7,7 +7,7 @@ file where the broker runs on this machine: the mosquitto process whose listener
 `max_queued_bytes` (the same in bytes), `message_size_limit` / `max_packet_size` (unset, any client may send
 up to 256 MB; below what hubd reads, zigbee2mqtt's device list is dropped) and `persistence` (off, a broker
 restart loses what it queued). A broker elsewhere, or a config the doctor cannot read, gets a WARN naming the
-settings to check there. Reads files only; imports the config and the report.
+settings to check there. Reads files only.
 """
 
 from __future__ import annotations

@@ -4,9 +4,7 @@ Owns `POST /driver/command` (OAuth, OAuthGetToken, OAuthRefresh and its alias re
 login page `GET/POST /oauth/authorize`, login limits (one `LoginLimiter`, which app.py shares with the devices
 page's sign-in: an account's lock-out counts both), CSRF protection, and `verify_user_token` (with
 `recent_verdict`, its fallback while the database stalls, emptied whenever this driver revokes or rotates
-tokens), which the directive endpoint uses for the token in AcceptGrant and directives. Imports config,
-errors, lifecycle, metrics, store, the hubd.driver modules and the pure hubd.web modules (client
-address, bounded JSON); never logs a token, code or password.
+tokens), which the directive endpoint uses for the token in AcceptGrant and directives.
 """
 
 from __future__ import annotations

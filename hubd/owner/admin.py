@@ -1,7 +1,6 @@
 """`hubd admin-token create|list|revoke`: the owner's tokens for the devices API, with the daemon running or not.
 
-A token is printed once, by create, and never stored (only its hash: `hubd.store.admin_tokens`). Imports the
-config, the store and the CLI's table; prints to stdout/stderr.
+A token is printed once, by create, and never stored (only its hash: `hubd.store.admin_tokens`).
 """
 
 from __future__ import annotations

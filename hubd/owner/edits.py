@@ -4,7 +4,7 @@ one) parsed and checked, and what it makes of an override.
 A body holds any of `name`, `room` (strings passing the platform's name rule, or null to drop the override),
 `exposed` (a boolean) and `doorbell` (an event, or null). Every problem names its field and the fix, and a name or
 room the platform would refuse comes with a spelling it takes (`hubd.devices.overrides.spelling`): the routes
-answer them as a 422 in hubd's error shape. Imports the overrides' model only.
+answer them as a 422 in hubd's error shape.
 """
 
 from __future__ import annotations

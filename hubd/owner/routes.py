@@ -14,9 +14,7 @@ An edit is stored with what the platform must hear of it in one transaction (`De
 doorbell then goes to the dialects (`hubd.owner.live.LiveSelection`), and the edit answers once all of it is
 committed, so the outbox already holds the AddOrUpdateReport (or DeleteReport) when the owner sees the answer.
 What the listing shows comes from the status routes (`Listing`); whether a bulk edit's endpointIds are known, from the
-registry, the overrides and what the dialects leave out, without a listing. Imports the device and overrides' models,
-the dialects' seam, the edits, the guard, sessions and the page; the registry, the listing and the selection come in
-through the ports below.
+registry, the overrides and what the dialects leave out, without a listing.
 """
 
 from __future__ import annotations

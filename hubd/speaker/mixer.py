@@ -2,7 +2,7 @@
 
 Owns the speaker's rules: Volume takes Set, Adjust, SetMax and SetMin (0..100, whole numbers, clamped);
 Mute takes On and Off; a volume change unmutes, as most speakers do; muted, the mixer is at 0 and the
-level is kept for Mute Off. No I/O; imports hubd.untrusted.depth.
+level is kept for Mute Off. No I/O.
 """
 
 from __future__ import annotations

@@ -12,8 +12,6 @@ the address once more, so a name that re-resolves between a check and the connec
 literal, and every redirect are covered: aiohttp connects to the addresses the check passed. A URL handed
 to `player.url_command` has its redirects followed through that session first (hubd.speaker.fetch), then the
 final one is checked by `check_host` (every address its name has now; that player resolves it again itself).
-Imports hubd.threads, hubd.config.model (its host-name rule) and the speaker's template module (its control-character
-rule); wraps aiohttp's resolver and connector.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ it announces, the commands it takes (`{"id", "type", "text"?, "url"?}`) and the 
 
 A command is refused at the door (an `error` result at once, nothing run) when its text has a control
 character other than tab, line feed and carriage return, or its URL is not one `hubd.speaker.reach` takes.
-No I/O; imports hubd.untrusted.depth and the speaker's config, mixer, reach and template modules.
+No I/O.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """`hubd webhook create|list|revoke|rotate`: manage webhook tokens, with the daemon running or not.
 
-A token is printed once, by create and rotate, and never stored (only its hash). Imports config,
-the store and hubd.webhook; prints to stdout/stderr.
+A token is printed once, by create and rotate, and never stored (only its hash).
 """
 
 from __future__ import annotations

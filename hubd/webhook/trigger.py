@@ -1,7 +1,7 @@
 """The webhook trigger body: parse and check it, with a message per field a user can act on.
 
 Hand-written rather than a pydantic model because every message must say what to send instead
-(the 422 body docs/webhook.md shows). Imports hubd.untrusted.kinds and hubd.web.jsonbody only.
+(the 422 body docs/webhook.md shows).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A `Record` is one discovered entity with what the dialect keeps of it: its Entit
 availability and where its state goes. `device_endpoints` turns the records that share identifiers or
 connections into the device's endpoints (mapping.plan_ranked: one per device, a split-off one per repeated
 interface) with the whole DeviceConfig, the Route address and the Origin notes of every entity, exported or
-not and why. Pure; imports the mapping, the entities and the seam's types.
+not and why. Pure.
 
 The Route address (version 2, JSON with sorted keys, kept with the device in SQLite) holds the discovery
 config of each entity on the endpoint, expanded (full keys, `~` resolved) and without what hubd never reads,

@@ -9,7 +9,7 @@ state, availability and event messages. It learns its entities' state and availa
 their configs: the bridge subscribes to `<prefix>/#` once and then to whatever `pending_subscriptions()`
 returns after each decode. After a restart, `restore` rebuilds the entities from the configs their devices'
 Route addresses keep, so that the states queued for hubd's session (delivered before the retained configs)
-are read. Imports the seam (base), the mapping and the other modules of its folder.
+are read.
 """
 
 from __future__ import annotations

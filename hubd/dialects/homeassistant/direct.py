@@ -13,7 +13,7 @@ evaluates nothing of the template: it walks the parse and keeps the values of it
 (never Jinja's `as_const`, which would call filters and operators on constant arguments); its filters run only on
 a payload's value, when a message comes.
 
-`Payload` is one MQTT payload as templates see it. Imports the filters and the sandbox's JSON rule.
+`Payload` is one MQTT payload as templates see it.
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ that after a restart an entity rebuilt from it reads and commands exactly as the
 
 An entity without a state topic is optimistic, as in Home Assistant: it reads its own untemplated commands
 back from their command topics (roles `echo:<role>`), so a control is confirmed as for any device.
-Imports the templates, the discovery reader, the mapping and the seam's types.
 """
 
 from __future__ import annotations

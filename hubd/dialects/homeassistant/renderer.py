@@ -14,7 +14,6 @@ The call is synchronous (a dialect decodes in the bridge's loop): a render costs
 (tens of microseconds) and never more than DEADLINE_S. The commonest value templates never come here
 (hubd.dialects.homeassistant.direct reads them in-process). The process is started on first use or by `prepare()`
 (so it is ready before the first message), ends with hubd (its stdin closes), and is stopped by `close()`.
-Imports only the sandbox (its limits and frames).
 """
 
 from __future__ import annotations

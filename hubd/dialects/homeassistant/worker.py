@@ -10,7 +10,7 @@ sandbox with two limits of its own, so that a hostile template costs this proces
   loop in a loop in a loop), an error answer again.
 What neither can stop, one C call that runs on (a regex that backtracks), hubd stops: it kills this process at its
 deadline and starts another. The process ends when its stdin closes (hubd stopped or died). It writes nothing but
-frames on stdout; stderr is hubd's. Imports only the sandbox.
+frames on stdout; stderr is hubd's.
 """
 
 from __future__ import annotations

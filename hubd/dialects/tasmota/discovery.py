@@ -8,7 +8,7 @@ SetOption73), some SetOptions (`so`), the light's subtype (`lt_st`) and link (`l
 on `/sensors` its sensors' readings (`sn`, a `tele/SENSOR` object). Every field is checked: a config hubd cannot
 use is a `ConfigProblem` naming the field. `Topics` are the device's command, stat and tele topic prefixes as
 Tasmota builds them from the FullTopic. Names follow the rule of docs/devices.md: the device name, else the first
-friendly name, else the model, never an identifier or Tasmota's default. Imports the payload limits and errors.
+friendly name, else the model, never an identifier or Tasmota's default.
 """
 
 from __future__ import annotations

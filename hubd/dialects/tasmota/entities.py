@@ -8,7 +8,7 @@ pair of `rl` 3), a button (SetOption73) or switch (SetOption114) declared as a d
 mapping.plan_ranked (the MAC is the device's own endpoint, the first relay or light on it, `<MAC>-<key>` for the
 others), names each endpoint (a split one by its own friendly name) and keeps in each Route address (JSON) all
 that reading states and sending commands need (`Address`), so a restart reads states before the configs come
-again. Imports the mapping, the discovery reader and the seam's types.
+again.
 """
 
 from __future__ import annotations

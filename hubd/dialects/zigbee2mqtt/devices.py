@@ -5,8 +5,7 @@ kept by include/exclude) and, if so, builds its `Z2mDevice`: the endpoints of ma
 own endpoint, the ieee_address, and a `<ieee>-<property>` one per feature whose interface is already taken),
 each with its whole DeviceConfig, its Route (JSON: the ieee, the friendly name, the features' specs) and the
 Origin notes of every expose feature, exported or not and why. `device_from_routes` rebuilds what reading
-states needs from the kept routes after a restart. Imports the mapping, the exposes reader, the features and the
-seam's types.
+states needs from the kept routes after a restart.
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ ieee_address is the endpointId, so renames keep it), announces what changed, rep
 state (zigbee2mqtt republishes everything, linkquality and battery included, on every report: which of them
 changed is the registry's to tell, as for every dialect), presses a declared doorbell on each publish of its
 action, and marks every device unreachable while the bridge is offline.
-Imports the seam, the device model, the payload limits and the other modules of its folder.
 """
 
 from __future__ import annotations
