@@ -1,0 +1,181 @@
+"""The kinds the mapping table gained (robot vacuum, humidifier, water heater, valve) through Home Assistant MQTT
+discovery: real discovery payloads (Valetudo's, Home Assistant's documented examples) in, the platform's display
+type, capabilities, states and the commands each sends out. Pure: no broker."""
+
+from __future__ import annotations
+
+import pytest
+from homeassistant_helpers import (
+    NOW,
+    announce,
+    configs,
+    make,
+    operations,
+    publish,
+    raw,
+    replay_states,
+    request,
+    restarted,
+    states,
+)
+
+from hubd.dialects.base import CommandRefused, ConfigReceived, InputRejected, Outgoing
+from hubd.dialects.homeassistant.dialect import HomeAssistantDialect
+
+VACUUM = "GentleTimelyBadger"
+VACUUM_STATE = "valetudo/GentleTimelyBadger/hass/GentleTimelyBadger_vacuum/state"
+VACUUM_COMMAND = "valetudo/GentleTimelyBadger/hass/GentleTimelyBadger_vacuum/command"
+
+
+def _device(name: str, device_id: str) -> tuple[HomeAssistantDialect, ConfigReceived]:
+    dialect = make()
+    return dialect, configs(announce(dialect, name))[device_id]
+
+
+def _sent(outgoing: list[Outgoing]) -> list[tuple[str, str]]:
+    return [(o.topic, o.payload.decode()) for o in outgoing]
+
+
+def test_a_valetudo_robot_is_a_clean_bot_that_starts_docks_pauses_and_resumes() -> None:
+    dialect, vacuum = _device("valetudo_vacuum_GentleTimelyBadger", VACUUM)
+
+    assert vacuum.config.displayType == "cleanBot"
+    assert vacuum.config.displayName == "Kitchen robot"
+    assert operations(vacuum) == {"Switch": ("On", "Off"), "PlaybackControl": ("Play", "Pause")}
+    sent = [_sent(dialect.encode_control(VACUUM, vacuum.route, request(i, op, op)))
+            for i, op in (("Switch", "On"), ("Switch", "Off"), ("PlaybackControl", "Pause"),
+                          ("PlaybackControl", "Play"))]
+    assert sent == [[(VACUUM_COMMAND, "START")], [(VACUUM_COMMAND, "HOME")], [(VACUUM_COMMAND, "PAUSE")],
+                    [(VACUUM_COMMAND, "START")]]
+
+
+@pytest.mark.parametrize(("state", "expected"), [
+    ("cleaning", {"Switch": "On", "PlaybackControl": "Play"}),
+    ("paused", {"Switch": "On", "PlaybackControl": "Pause"}),
+    ("returning", {"Switch": "Off"}),
+    ("docked", {"Switch": "Off"}),
+    ("idle", {"Switch": "Off"}),
+])
+def test_a_vacuums_state_is_on_while_it_has_a_cleaning_job(state: str, expected: dict[str, str]) -> None:
+    dialect, _ = _device("valetudo_vacuum_GentleTimelyBadger", VACUUM)
+
+    found = publish(dialect, VACUUM_STATE, {"state": state, "fan_speed": "max"})
+
+    assert states(found) == {VACUUM: expected}
+
+
+def test_a_vacuum_in_error_reports_nothing_and_an_unknown_state_is_refused() -> None:
+    dialect, _ = _device("valetudo_vacuum_GentleTimelyBadger", VACUUM)
+
+    assert publish(dialect, VACUUM_STATE, {"state": "error"}) == []
+    refused = publish(dialect, VACUUM_STATE, {"state": "mopping the ceiling"})
+    assert [type(i) for i in refused] == [InputRejected]
+
+
+def test_a_vacuum_that_cannot_pause_has_no_playback_control_and_docks_by_stop_without_return_home() -> None:
+    dialect = make()
+    config = {"name": "Roomba", "unique_id": "roomba1", "command_topic": "roomba/command",
+              "state_topic": "roomba/state", "supported_features": ["start", "stop", "status"]}
+    vacuum = configs(dialect.decode("homeassistant/vacuum/roomba1/config", raw(config), NOW, True))["roomba1"]
+
+    assert operations(vacuum) == {"Switch": ("On", "Off")}
+    assert _sent(dialect.encode_control("roomba1", vacuum.route, request("Switch", "Off", "Off"))) == \
+        [("roomba/command", "stop")]
+    with pytest.raises(CommandRefused):
+        dialect.encode_control("roomba1", vacuum.route, request("PlaybackControl", "Pause", "Pause"))
+
+
+def test_a_humidifier_sets_its_target_humidity_and_turns_on_and_off() -> None:
+    dialect, humidifier = _device("ha_docs_humidifier", "bedroom_humidifier")
+
+    assert humidifier.config.displayType == "humidifier"
+    assert operations(humidifier) == {"Switch": ("On", "Off"), "Humidity": ("Set", "Adjust")}
+    assert states(replay_states(dialect, "ha_docs_humidifier")) == \
+        {"bedroom_humidifier": {"Switch": "On", "Humidity": 55}}
+    route = humidifier.route
+    assert _sent(dialect.encode_control("bedroom_humidifier", route, request("Humidity", "Set", 45))) == \
+        [("bedroom_humidifier/humidity/set", "45")]
+    assert _sent(dialect.encode_control("bedroom_humidifier", route, request("Switch", "Off", "Off"))) == \
+        [("bedroom_humidifier/on/set", "false")]
+    with pytest.raises(CommandRefused, match=r"30\.\.80"):
+        dialect.encode_control("bedroom_humidifier", route, request("Humidity", "Set", 95))
+
+
+def test_a_dehumidifier_is_its_own_display_type() -> None:
+    dialect = make()
+    config = {"name": "Cellar", "unique_id": "dh1", "device_class": "dehumidifier", "command_topic": "dh/set",
+              "state_topic": "dh/state", "target_humidity_command_topic": "dh/target/set"}
+    found = configs(dialect.decode("homeassistant/humidifier/dh1/config", raw(config), NOW, True))["dh1"]
+
+    assert found.config.displayType == "dehumidifier"
+    assert operations(found) == {"Switch": ("On", "Off"), "Humidity": ("Set", "Adjust")}
+
+
+def test_a_water_heater_sets_its_target_in_celsius_and_turns_off_by_its_power_topic() -> None:
+    dialect, heater = _device("ha_docs_water_heater", "basement_boiler")
+
+    assert heater.config.displayType == "waterHeater"
+    assert operations(heater) == {"Switch": ("On", "Off"), "Temperature": ("Set", "Adjust")}
+    assert states(replay_states(dialect, "ha_docs_water_heater")) == \
+        {"basement_boiler": {"Switch": "On", "Temperature": 55}}
+    assert states(publish(dialect, "basement/boiler/mode/state", '"off"')) == {"basement_boiler": {"Switch": "Off"}}
+    route = heater.route
+    assert _sent(dialect.encode_control("basement_boiler", route, request("Temperature", "Set", 60))) == \
+        [("basement/boiler/temperature/set", "60")]
+    assert _sent(dialect.encode_control("basement_boiler", route, request("Switch", "Off", "Off"))) == \
+        [("basement/boiler/power/set", "OFF")]
+
+
+def test_a_fahrenheit_water_heater_without_a_power_topic_turns_off_by_its_off_mode() -> None:
+    dialect = make()
+    config = {"name": "Tank", "unique_id": "tank1", "temperature_unit": "F", "precision": 1,
+              "temperature_command_topic": "tank/target/set", "temperature_state_topic": "tank/target",
+              "mode_command_topic": "tank/mode/set", "mode_state_topic": "tank/mode", "modes": ["off", "eco"]}
+    heater = configs(dialect.decode("homeassistant/water_heater/tank1/config", raw(config), NOW, True))["tank1"]
+
+    assert states(publish(dialect, "tank/target", "122")) == {"tank1": {"Temperature": 50}}
+    assert _sent(dialect.encode_control("tank1", heater.route, request("Temperature", "Set", 50))) == \
+        [("tank/target/set", "122")]
+    assert _sent(dialect.encode_control("tank1", heater.route, request("Switch", "Off", "Off"))) == \
+        [("tank/mode/set", "off")]
+    assert _sent(dialect.encode_control("tank1", heater.route, request("Switch", "On", "On"))) == \
+        [("tank/mode/set", "eco")]
+
+
+def test_a_valve_is_a_switch_that_opens_and_closes() -> None:
+    dialect, valve = _device("ha_docs_valve", "garden_valve")
+
+    assert valve.config.displayType == "switch"
+    assert operations(valve) == {"Switch": ("On", "Off")}
+    assert states(replay_states(dialect, "ha_docs_valve"))["garden_valve"] == {"Switch": "On"}
+    assert states(publish(dialect, "home-assistant/valve/state", {"x": "closing"})) == \
+        {"garden_valve": {"Switch": "Off"}}
+    assert _sent(dialect.encode_control("garden_valve", valve.route, request("Switch", "Off", "Off"))) == \
+        [("home-assistant/valve/set", "CLOSE")]
+
+
+def test_a_valve_that_reports_its_position_is_positioned_and_opened_by_position() -> None:
+    dialect, valve = _device("ha_docs_valve", "heating_valve")
+
+    assert operations(valve) == {"Switch": ("On", "Off"), "Position": ("Set", "Adjust")}
+    assert states(publish(dialect, "heating/valve/state", "0")) == {"heating_valve": {"Position": 0, "Switch": "Off"}}
+    assert states(publish(dialect, "heating/valve/state", {"state": "opening", "position": 40})) == \
+        {"heating_valve": {"Position": 40, "Switch": "On"}}
+    route = valve.route
+    assert _sent(dialect.encode_control("heating_valve", route, request("Position", "Set", 30))) == \
+        [("heating/valve/set", "30")]
+    assert _sent(dialect.encode_control("heating_valve", route, request("Switch", "On", "On"))) == \
+        [("heating/valve/set", "100")]
+
+
+@pytest.mark.parametrize("name", ["valetudo_vacuum_GentleTimelyBadger", "ha_docs_humidifier",
+                                  "ha_docs_water_heater", "ha_docs_valve"])
+def test_the_new_kinds_command_the_same_after_a_restart(name: str) -> None:
+    dialect = make()
+    found = announce(dialect, name)
+    again = restarted(found)
+
+    for device_id, config in configs(found).items():
+        switch = request("Switch", "On", "On")
+        assert again.encode_control(device_id, config.route, switch) == \
+            dialect.encode_control(device_id, config.route, switch)
