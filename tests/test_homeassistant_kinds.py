@@ -19,7 +19,7 @@ from homeassistant_helpers import (
     states,
 )
 
-from hubd.dialects.base import CommandRefused, ConfigReceived, InputRejected, Outgoing
+from hubd.dialects.base import AvailabilityReceived, CommandRefused, ConfigReceived, InputRejected, Outgoing
 from hubd.dialects.homeassistant.dialect import HomeAssistantDialect
 
 VACUUM = "GentleTimelyBadger"
@@ -179,3 +179,67 @@ def test_the_new_kinds_command_the_same_after_a_restart(name: str) -> None:
         switch = request("Switch", "On", "On")
         assert again.encode_control(device_id, config.route, switch) == \
             dialect.encode_control(device_id, config.route, switch)
+
+
+# Locks tell the truth: On only when fully locked.
+
+LOCK = "20500de464ec"
+LOCK_STATE = "garagedoor1/lock/garage_door_lock/state"
+
+
+def _availability(inputs: list[object]) -> list[bool]:
+    return [i.online for i in inputs if isinstance(i, AvailabilityReceived)]
+
+
+@pytest.mark.parametrize("state", ["JAMMED", "UNKNOWN", "None", "half-way"])
+def test_a_lock_that_is_not_known_to_be_locked_is_off_unreachable_and_a_problem(state: str) -> None:
+    dialect = make()
+    announce(dialect, "esphome_garagedoor1_lock")
+    replay_states(dialect, "esphome_garagedoor1_lock")  # online, unlocked, then locked
+
+    found = publish(dialect, LOCK_STATE, state)
+
+    assert states(found) == {LOCK: {"Switch": "Off"}}
+    assert _availability(found) == [False]
+    problems = [i.reason for i in found if isinstance(i, InputRejected)]
+    assert len(problems) == 1 and "lock.garage_door_lock" in problems[0] and repr(state) in problems[0]
+
+
+def test_a_lock_is_reachable_again_once_it_reports_locked_or_unlocked_and_stays_down_while_offline() -> None:
+    dialect = make()
+    announce(dialect, "esphome_garagedoor1_lock")
+    replay_states(dialect, "esphome_garagedoor1_lock")
+    publish(dialect, LOCK_STATE, "JAMMED")
+
+    again = publish(dialect, LOCK_STATE, "LOCKED")
+    assert states(again) == {LOCK: {"Switch": "On"}} and _availability(again) == [True]
+
+    assert _availability(publish(dialect, "garagedoor1/status", "offline")) == [False]
+    publish(dialect, LOCK_STATE, "JAMMED")
+    assert _availability(publish(dialect, LOCK_STATE, "UNLOCKED")) == []  # still offline: its availability says so
+    assert _availability(publish(dialect, "garagedoor1/status", "online")) == [True]
+
+
+@pytest.mark.parametrize(("state", "switch"), [("LOCKING", "Off"), ("UNLOCKING", "Off"), ("OPEN", "Off"),
+                                               ("OPENING", "Off"), ("UNLOCKED", "Off"), ("LOCKED", "On")])
+def test_a_lock_is_on_only_when_locked(state: str, switch: str) -> None:
+    dialect = make()
+    announce(dialect, "esphome_garagedoor1_lock")
+    replay_states(dialect, "esphome_garagedoor1_lock")
+
+    found = publish(dialect, LOCK_STATE, state)
+
+    assert states(found) == {LOCK: {"Switch": switch}}
+    assert _availability(found) == [] and not [i for i in found if isinstance(i, InputRejected)]
+
+
+def test_a_lock_without_availability_is_unreachable_while_jammed_and_reachable_after() -> None:
+    dialect = make()
+    config = {"name": "Back door", "unique_id": "backdoor", "state_topic": "backdoor/state",
+              "command_topic": "backdoor/set", "state_jammed": "MOTOR_BLOCKED"}
+    dialect.decode("homeassistant/lock/backdoor/config", raw(config), NOW, True)
+    assert states(publish(dialect, "backdoor/state", "LOCKED")) == {"backdoor": {"Switch": "On"}}
+
+    blocked = publish(dialect, "backdoor/state", "MOTOR_BLOCKED")
+    assert _availability(blocked) == [False] and "jammed" in str(blocked[0])
+    assert _availability(publish(dialect, "backdoor/state", "LOCKED")) == [True]

@@ -78,6 +78,7 @@ class Record:
     # out (a device gone meanwhile, e.g. now excluded, is reported gone then).
     pinned: str | None = None
     restored: str | None = None
+    fault: str | None = None  # what its last state said that makes its device unreachable (a jammed lock), if any
 
     @property
     def component(self) -> str:

@@ -97,14 +97,21 @@ class BinarySensor(Entity):
 
 
 class Lock(Entity):
-    """`lock` (locked = On): locked by voice through its command topic; never unlocked (no Switch.Off)."""
+    """`lock` (locked = On): locked by voice through its command topic; never unlocked (no Switch.Off).
+
+    On only when it is fully locked (state_locked); unlocked, open, opening, unlocking and locking are Off (not
+    locked yet); jammed, an unknown state or any state it does not declare is a fault: Off, and the device
+    unreachable until it reports locked or unlocked again."""
 
     component = "lock"
 
     def __init__(self, conf: Conf, templates: Templates) -> None:
         super().__init__(conf, templates)
-        self.locked = {conf.text("state_locked", "LOCKED")}
-        self.unlocked = {conf.text("state_unlocked", "UNLOCKED"), conf.text("state_open", "OPEN")}
+        self.locked = conf.string("state_locked", "LOCKED")
+        self.unlocked = {conf.string(key, default) for key, default in (
+            ("state_unlocked", "UNLOCKED"), ("state_open", "OPEN"), ("state_opening", "OPENING"),
+            ("state_unlocking", "UNLOCKING"), ("state_locking", "LOCKING"))}
+        self.jammed = conf.string("state_jammed", "JAMMED")
         self.payload_lock = conf.payload("payload_lock", "LOCK")
         self.compile("value_template")
         self.compile("command_template")
@@ -119,11 +126,14 @@ class Lock(Entity):
 
     def read(self, role: str, payload: Payload) -> Reading:
         text = self.render_value("value_template", payload)
-        if text in self.locked:
+        if text == self.locked:
             return Reading({"Switch": "On"})
         if text in self.unlocked:
             return Reading({"Switch": "Off"})
-        return Reading()  # locking, unlocking, jammed: no Switch value
+        unknown = text in UNKNOWN or text.casefold() == "unknown"
+        what = "jammed" if text == self.jammed else \
+            "in an unknown state" if unknown else "in a state it does not declare"
+        return Reading({"Switch": "Off"}, fault=f"the lock is {what}")
 
     def command(self, request: ControlRequest) -> list[Outgoing]:
         if request.interface != "Switch" or target_value(request) != "On" or self.payload_lock is None:
