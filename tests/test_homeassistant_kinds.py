@@ -111,19 +111,33 @@ def test_a_dehumidifier_is_its_own_display_type() -> None:
     assert operations(found) == {"Switch": ("On", "Off"), "Humidity": ("Set", "Adjust")}
 
 
-def test_a_water_heater_sets_its_target_in_celsius_and_turns_off_by_its_power_topic() -> None:
+def test_a_water_heater_sets_its_target_and_turns_off_and_on_by_its_mode_template() -> None:
     dialect, heater = _device("ha_docs_water_heater", "basement_boiler")
 
     assert heater.config.displayType == "waterHeater"
     assert operations(heater) == {"Switch": ("On", "Off"), "Temperature": ("Set", "Adjust")}
     assert states(replay_states(dialect, "ha_docs_water_heater")) == \
         {"basement_boiler": {"Switch": "On", "Temperature": 55}}
-    assert states(publish(dialect, "basement/boiler/mode/state", '"off"')) == {"basement_boiler": {"Switch": "Off"}}
+    assert states(publish(dialect, "basement/boiler/mode", "off")) == {"basement_boiler": {"Switch": "Off"}}
     route = heater.route
     assert _sent(dialect.encode_control("basement_boiler", route, request("Temperature", "Set", 60))) == \
         [("basement/boiler/temperature/set", "60")]
     assert _sent(dialect.encode_control("basement_boiler", route, request("Switch", "Off", "Off"))) == \
-        [("basement/boiler/power/set", "OFF")]
+        [("basement/boiler/mode/set", "off")]
+    assert _sent(dialect.encode_control("basement_boiler", route, request("Switch", "On", "On"))) == \
+        [("basement/boiler/mode/set", "on")]  # its template: any mode but off is "on"
+
+
+def test_a_water_heater_with_a_power_topic_turns_off_by_it_and_reads_json_modes_by_its_value_template() -> None:
+    dialect = make()
+    config = {"name": "Boiler", "unique_id": "boiler2", "modes": ["off", "eco", "performance"],
+              "mode_command_topic": "boiler2/mode/set", "mode_state_topic": "boiler2/mode",
+              "value_template": "{{ value_json }}", "power_command_topic": "boiler2/power/set"}
+    heater = configs(dialect.decode("homeassistant/water_heater/boiler2/config", raw(config), NOW, True))["boiler2"]
+
+    assert states(publish(dialect, "boiler2/mode", '"off"')) == {"boiler2": {"Switch": "Off"}}
+    assert _sent(dialect.encode_control("boiler2", heater.route, request("Switch", "On", "On"))) == \
+        [("boiler2/power/set", "ON")]
 
 
 def test_a_fahrenheit_water_heater_without_a_power_topic_turns_off_by_its_off_mode() -> None:
@@ -143,29 +157,29 @@ def test_a_fahrenheit_water_heater_without_a_power_topic_turns_off_by_its_off_mo
 
 
 def test_a_valve_is_a_switch_that_opens_and_closes() -> None:
-    dialect, valve = _device("ha_docs_valve", "garden_valve")
+    dialect, valve = _device("ha_docs_valve", "heater_valve")
 
     assert valve.config.displayType == "switch"
     assert operations(valve) == {"Switch": ("On", "Off")}
-    assert states(replay_states(dialect, "ha_docs_valve"))["garden_valve"] == {"Switch": "On"}
-    assert states(publish(dialect, "home-assistant/valve/state", {"x": "closing"})) == \
-        {"garden_valve": {"Switch": "Off"}}
-    assert _sent(dialect.encode_control("garden_valve", valve.route, request("Switch", "Off", "Off"))) == \
-        [("home-assistant/valve/set", "CLOSE")]
+    assert states(replay_states(dialect, "ha_docs_valve"))["heater_valve"] == {"Switch": "On"}
+    assert states(publish(dialect, "heater/valve/state", {"x": "closing"})) == {"heater_valve": {"Switch": "Off"}}
+    assert dialect.encode_control("heater_valve", valve.route, request("Switch", "Off", "Off")) == \
+        [Outgoing("heater/valve/set", b'{"x": CLOSE }', 0, True)]  # its command_template, as Home Assistant sends
 
 
 def test_a_valve_that_reports_its_position_is_positioned_and_opened_by_position() -> None:
-    dialect, valve = _device("ha_docs_valve", "heating_valve")
+    dialect, valve = _device("ha_docs_valve", "heater2_valve")
 
     assert operations(valve) == {"Switch": ("On", "Off"), "Position": ("Set", "Adjust")}
-    assert states(publish(dialect, "heating/valve/state", "0")) == {"heating_valve": {"Position": 0, "Switch": "Off"}}
-    assert states(publish(dialect, "heating/valve/state", {"state": "opening", "position": 40})) == \
-        {"heating_valve": {"Position": 40, "Switch": "On"}}
+    assert states(publish(dialect, "heater2/valve/state", {"x": 0})) == \
+        {"heater2_valve": {"Position": 0, "Switch": "Off"}}
+    assert states(publish(dialect, "heater2/valve/state", {"x": 40})) == \
+        {"heater2_valve": {"Position": 40, "Switch": "On"}}
     route = valve.route
-    assert _sent(dialect.encode_control("heating_valve", route, request("Position", "Set", 30))) == \
-        [("heating/valve/set", "30")]
-    assert _sent(dialect.encode_control("heating_valve", route, request("Switch", "On", "On"))) == \
-        [("heating/valve/set", "100")]
+    assert _sent(dialect.encode_control("heater2_valve", route, request("Position", "Set", 30))) == \
+        [("heater2/valve/set", '{"x": 30 }')]
+    assert _sent(dialect.encode_control("heater2_valve", route, request("Switch", "On", "On"))) == \
+        [("heater2/valve/set", '{"x": 100 }')]
 
 
 @pytest.mark.parametrize("name", ["valetudo_vacuum_GentleTimelyBadger", "ha_docs_humidifier",

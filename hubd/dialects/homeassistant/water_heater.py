@@ -1,7 +1,8 @@
 """Home Assistant `water_heater` entities, exported as `waterHeater`: Switch and Temperature (Set, Adjust), its
 target in °C whatever its temperature_unit.
 
-Its Switch is its `off` mode (read from its mode state topic: off = Off, any other mode = On) and turns it off and
+Its state topics are read by their own templates, else by `value_template`, the default for all of them. Its
+Switch is its `off` mode (read from its mode state topic: off = Off, any other mode = On) and turns it off and
 on through its power_command_topic (payload_on/payload_off), else through its mode command topic (`off`, and its
 first mode that is not off). Its current temperature is not its Temperature (that
 is the target the owner sets). See entities.py for the Entity contract.
@@ -39,7 +40,7 @@ class WaterHeater(Entity):
         self.unit = conf.text("temperature_unit", "C")
         self.step = conf.number("precision", 1.0) or 1.0
         for key in ("mode_state_template", "mode_command_template", "temperature_state_template",
-                    "temperature_command_template", "power_command_template"):
+                    "temperature_command_template", "power_command_template", "value_template"):
             self.compile(key)
         power = conf.has("power_command_topic") or (conf.has("mode_command_topic") and convert.OFF_MODE in self.modes)
         self.part = mapping.water_heater(power=power, target=conf.has("temperature_state_topic"),
@@ -58,11 +59,11 @@ class WaterHeater(Entity):
     def read(self, role: str, payload: Payload) -> Reading:
         echo = role.startswith(ECHO)
         if role.endswith("target"):
-            text = payload.text.strip() if echo else self.render_value("temperature_state_template", payload)
+            text = payload.text.strip() if echo else self.render_value(self._template("temperature"), payload)
             value = number(text, "the target temperature")
             celsius = None if value is None else convert.celsius(value, self.unit)
             return Reading({} if celsius is None else {"Temperature": celsius})
-        text = payload.text.strip() if echo else self.render_value("mode_state_template", payload)
+        text = payload.text.strip() if echo else self.render_value(self._template("mode"), payload)
         if text in UNKNOWN:
             return Reading()
         return Reading({"Switch": "Off" if text == convert.OFF_MODE else "On"})
@@ -88,3 +89,8 @@ class WaterHeater(Entity):
             return [self.publish("mode_command_topic",
                                  self.render_command("mode_command_template", mode, {"value": mode}))]
         return super().command(request)
+
+    def _template(self, role: str) -> str:
+        """The template that reads a state topic: its own, else the default `value_template` for all of them."""
+        own = f"{role}_state_template"
+        return own if own in self._compiled else "value_template"
