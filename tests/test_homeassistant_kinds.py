@@ -257,3 +257,14 @@ def test_a_lock_without_availability_is_unreachable_while_jammed_and_reachable_a
     blocked = publish(dialect, "backdoor/state", "MOTOR_BLOCKED")
     assert _availability(blocked) == [False] and "jammed" in str(blocked[0])
     assert _availability(publish(dialect, "backdoor/state", "LOCKED")) == [True]
+
+
+def test_a_lock_without_availability_jammed_before_a_restart_is_reachable_once_it_reports_locked() -> None:
+    dialect = make()
+    config = {"name": "Back door", "unique_id": "backdoor", "state_topic": "backdoor/state",
+              "command_topic": "backdoor/set"}
+    inputs = dialect.decode("homeassistant/lock/backdoor/config", raw(config), NOW, True)
+    assert _availability(publish(dialect, "backdoor/state", "JAMMED")) == [False]
+
+    again = restarted(inputs)  # the registry still has it offline
+    assert _availability(publish(again, "backdoor/state", "LOCKED")) == [True]

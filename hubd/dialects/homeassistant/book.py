@@ -208,7 +208,7 @@ class EntityBook:
                 continue
             if reading.values:
                 values.setdefault(record.endpoint, {}).update(reading.values)
-            if reading.fault != record.fault:
+            if reading.fault != record.fault or (record.entity.faults and record.endpoint not in self._online):
                 record.fault = reading.fault
                 touched.add(record.endpoint)
             if reading.fault is not None:
@@ -323,4 +323,6 @@ class EntityBook:
             return True
         if known and None not in known:
             return False
-        return True if faulted else None
+        # Nothing else known: reachable once its fault is gone, or (a lock without availability, whose last fault
+        # may predate a restart) once it reported a state hubd knows.
+        return True if faulted or (not known and any(r.entity.faults for r in records)) else None

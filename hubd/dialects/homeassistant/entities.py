@@ -63,6 +63,7 @@ class Entity:
     """A discovered entity (the base: no state, no commands, not exported)."""
 
     component: ClassVar[str] = ""
+    faults: ClassVar[bool] = False  # whether its readings may carry a fault (a lock's): then a reading decides reach
 
     def __init__(self, conf: Conf, templates: Templates) -> None:
         self.conf = conf

@@ -104,6 +104,7 @@ class Lock(Entity):
     unreachable until it reports locked or unlocked again."""
 
     component = "lock"
+    faults = True
 
     def __init__(self, conf: Conf, templates: Templates) -> None:
         super().__init__(conf, templates)
