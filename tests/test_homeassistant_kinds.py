@@ -99,6 +99,8 @@ def test_a_humidifier_sets_its_target_humidity_and_turns_on_and_off() -> None:
         [("bedroom_humidifier/on/set", "false")]
     with pytest.raises(CommandRefused, match=r"30\.\.80"):
         dialect.encode_control("bedroom_humidifier", route, request("Humidity", "Set", 95))
+    assert _sent(dialect.encode_control("bedroom_humidifier", route, request("Humidity", "Adjust", 95, 20))) == \
+        [("bedroom_humidifier/humidity/set", "80")]  # an Adjust stops at the limit
 
 
 def test_a_dehumidifier_is_its_own_display_type() -> None:

@@ -73,6 +73,8 @@ class WaterHeater(Entity):
             value = convert.from_celsius(target_number(request), self.unit)
             value = round(round(value / self.step) * self.step, 4)
             low, high = self.conf.number("min_temp", -1e9), self.conf.number("max_temp", 1e9)
+            if request.operation == "Adjust":  # an Adjust stops at the limit, as the platform's rule says
+                value = min(high, max(low, value))
             if not low <= value <= high:
                 raise CommandRefused(f"the water heater takes {low:g}..{high:g} {self.unit}, not {value:g}")
             text = self.render_command("temperature_command_template", format_number(value), {"value": value})
