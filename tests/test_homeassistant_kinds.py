@@ -184,7 +184,7 @@ def test_a_valve_that_reports_its_position_is_positioned_and_opened_by_position(
         [("heater2/valve/set", '{"x": 100 }')]
 
 
-@pytest.mark.parametrize("name", ["valetudo_vacuum_GentleTimelyBadger", "ha_docs_humidifier",
+@pytest.mark.parametrize("name", ["valetudo_vacuum_GentleTimelyBadger", "ha_docs_humidifier", "esphome_garden_valve",
                                   "ha_docs_water_heater", "ha_docs_valve"])
 def test_the_new_kinds_command_the_same_after_a_restart(name: str) -> None:
     dialect = make()
@@ -270,3 +270,17 @@ def test_a_lock_without_availability_jammed_before_a_restart_is_reachable_once_i
 
     again = restarted(inputs)  # the registry still has it offline
     assert _availability(publish(again, "backdoor/state", "LOCKED")) == [True]
+
+
+def test_an_esphome_valve_reads_and_sets_its_position_on_its_own_topics() -> None:
+    dialect, valve = _device("esphome_garden_valve", "246f28a1b2c4")
+
+    assert valve.config.displayType == "switch"
+    assert operations(valve) == {"Switch": ("On", "Off"), "Position": ("Set", "Adjust")}
+    assert states(replay_states(dialect, "esphome_garden_valve")) == {"246f28a1b2c4": {"Position": 35, "Switch": "On"}}
+    assert states(publish(dialect, "garden/valve/irrigation_valve/state", "unknown")) == {}
+    route = valve.route
+    assert _sent(dialect.encode_control("246f28a1b2c4", route, request("Position", "Set", 50))) == \
+        [("garden/valve/irrigation_valve/position/command", "50")]
+    assert _sent(dialect.encode_control("246f28a1b2c4", route, request("Switch", "Off", "Off"))) == \
+        [("garden/valve/irrigation_valve/command", "CLOSE")]

@@ -4,7 +4,9 @@ Position where it reports one (`reports_position`).
 Without reports_position it reads its states (state_open, state_opening, state_closed, state_closing; or JSON
 `{"state": ...}`) and sends payload_open/payload_close; with it, it reads a position (position_closed..
 position_open, or JSON `{"position": ...}`) and opens, closes and positions by sending a position through its
-command template. See entities.py for the Entity contract.
+command template. ESPHome's valve announces its position apart: a `position_topic` (0..100) it reads, a
+`set_position_topic` it takes a position on, and its state topic says open, opening, closed, closing. See
+entities.py for the Entity contract.
 """
 
 from __future__ import annotations
@@ -49,18 +51,29 @@ class Valve(Entity):
             self.compile(key)
         if not conf.text("command_topic"):
             raise ConfigProblem("command_topic: missing; a valve needs it")
+        for key in ("position_template", "set_position_template"):
+            self.compile(key)
         open_close = self.positioned or None not in (self.payload_open, self.payload_close)
-        self.part = mapping.valve(position=self.positioned and conf.has("state_topic"), set_position=self.positioned,
-                                  open_close=open_close, reported=conf.has("state_topic"))
+        self.part = mapping.valve(
+            position=(self.positioned and conf.has("state_topic")) or conf.has("position_topic"),
+            set_position=self.positioned or bool(conf.text("set_position_topic")), open_close=open_close,
+            reported=conf.has("state_topic"))
         if not self.part.capabilities:
             self.part, self.reason = None, "a valve that can neither be opened nor closed (payload_open/close off)"
 
     def topics(self) -> list[tuple[str, str]]:
-        return self.state_topics((("state_topic", "state"),)) + \
+        return self.state_topics((("state_topic", "state"), ("position_topic", "position"))) + \
             self.echoes((("state_topic", "command_topic", "command_template", "state"),))
 
     def read(self, role: str, payload: Payload) -> Reading:
         echo = role.startswith(ECHO)
+        if role == "position":  # ESPHome's own position topic
+            value = number(self.render_value("position_template", payload), "the position")
+            if value is None:
+                return Reading()
+            percent = convert.percent_of(value, self.closed_at, self.open_at)
+            return Reading({"Position": percent} if self.conf.has("state_topic") else
+                           {"Position": percent, "Switch": convert.on_off(percent > 0)})
         text = payload.text.strip() if echo else self.render_value("value_template", payload)
         if echo and not self.positioned:
             switch = {self.payload_open: "On", self.payload_close: "Off"}.get(text)
@@ -99,6 +112,10 @@ class Valve(Entity):
             if raw is None:
                 raise CommandRefused("the valve cannot be opened or closed (payload_open/close is off)")
             return [self.publish("command_topic", self.render_command("command_template", raw, {"value": raw}))]
+        if request.interface == "Position" and self.conf.text("set_position_topic"):
+            position = round(convert.value_of(target_number(request), self.closed_at, self.open_at))
+            text = self.render_command("set_position_template", str(position), {"position": position})
+            return [self.publish("set_position_topic", text)]
         if request.interface == "Position" and self.positioned:
             return [self._position(round(convert.value_of(target_number(request), self.closed_at, self.open_at)))]
         return super().command(request)
