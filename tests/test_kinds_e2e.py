@@ -98,8 +98,12 @@ async def test_a_lock_not_fully_locked_is_reported_off_and_unreachable_until_it_
     send(rig, "zigbee2mqtt/Front door lock", {"state": "LOCK", "lock_state": "not_fully_locked", "battery": 80})
     await wait_change(rig, LOCK, "Switch", "Off")
     await wait_devices(rig, LOCK, check=lambda d: d["online"] is False)
+    _, status = await rig.hub.get("/api/status")
+    assert any("Front door lock" in p["reason"] and "not_fully_locked" in p["reason"]
+               for p in status["problems"]["rejected"])
     async with DirectiveClient(rig.hub.url, token=bound.user_token) as client:
         assert (await client.report_state(LOCK)).error == "E_ENDPOINT_UNREACHABLE"
+        assert (await client.control(LOCK, "Switch.On")).error == "E_ENDPOINT_UNREACHABLE"
 
         send(rig, "zigbee2mqtt/Front door lock", {"state": "LOCK", "lock_state": "locked", "battery": 80})
         await wait_devices(rig, LOCK, check=lambda d: d["online"] is True)
