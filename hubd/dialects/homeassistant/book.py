@@ -6,8 +6,9 @@ identifiers and connections (`devices.py` makes each group's endpoints), indexes
 availability topics each exported entity reads, and reads a state, availability or event message off that
 index into typed inputs. `apply` takes added, changed and removed records and says which devices are
 announced again or gone; the topics it learns wait in `take_pending()` for the bridge to subscribe to.
-The dialect (`dialect.py`) reads configs into records and answers the seam. Imports the seam, the device
-model and the other modules of its folder.
+An endpoint is unreachable while one of its entities reports a fault (a jammed lock: `Reading.fault`), as while
+its availability says offline. The dialect (`dialect.py`) reads configs into records and answers the seam.
+Imports the seam, the device model and the other modules of its folder.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 event, device_automation.
 
 Temperature (°F and K converted) and humidity sensors; binary sensors (alarm = On for leak, smoke, gas, CO,
-tamper; open, detected or on = On for every other, with or without a class); a lock (locked = On; locked by
-voice, never unlocked); an `event` entity (a doorbell when its
+tamper; open, detected or on = On for every other, with or without a class); a lock (On only when fully
+locked; jammed or a state not understood is a fault that makes it unreachable; locked by voice, never
+unlocked); an `event` entity (a doorbell when its
 device_class is doorbell) and a device_automation trigger, which press a declared doorbell. See
 entities.py for the Entity contract. Imports the entity base and the mapping.
 """
