@@ -55,6 +55,7 @@ class MqttConfig(_Model):
     base_topic: str = "hubd"
     embedded: bool = False
     keepalive_s: int = Field(30, ge=5, le=3600)
+    max_message_bytes: int = Field(1 << 20, ge=1 << 16, le=1 << 24)  # 1 MiB; 64 KiB..16 MiB
 
     @field_validator("ca_file")
     @classmethod
@@ -250,6 +251,8 @@ class Zigbee2MqttConfig(_Model):
     base_topic: str = "zigbee2mqtt"
     include: list[str] = Field(default_factory=lambda: ["*"])  # globs over friendly_name and ieee_address
     exclude: list[str] = Field(default_factory=list)
+    # bridge/devices and bridge/groups: 2,000 devices of 8 KiB each (docs/config.md), read within MemoryMax=192M.
+    max_devices_bytes: int = Field(1 << 24, ge=1 << 20, le=1 << 24)  # 16 MiB
 
     @field_validator("base_topic")
     @classmethod

@@ -77,8 +77,12 @@ class MqttBridge:
                  health: Health, metrics: Metrics, routes: RouteBook | None = None, backoff: Backoff | None = None,
                  clock: Clock | None = None, receipts: ReceiptLookup | None = None,
                  inflight: InflightRecord | None = None, subscriptions: SubscriptionStore | None = None,
-                 subscribe_before_report: bool = True) -> None:
+                 subscribe_before_report: bool = True, max_message_bytes: int | None = None) -> None:
         self._client = client
+        # Larger messages are refused unread, but on the dialects' large topics (the broker was asked for the
+        # largest of all: MqttClient's max_packet_bytes). None: no bound (tests).
+        self._max_bytes = max_message_bytes
+        self._large_topics = frozenset(topic for dialect in dialects for topic in dialect.large_topics())
         self._inflight = inflight if inflight is not None else InflightRecord(None)
         # amqtt (the embedded broker) reads no SUBSCRIBE while our acknowledgements are due: with it, a batch's new
         # subscriptions go out after the batch is committed (a state sent right after its device reached the
@@ -105,6 +109,8 @@ class MqttBridge:
         self._failures = MessageFailures(metrics)
         self._stages = event_stages(metrics)
         self._connects = metrics.counter("hubd_mqtt_connects_total", "successful connections to the broker")
+        self._too_large = metrics.counter("hubd_mqtt_too_large_total",
+                                          "device messages over mqtt.max_message_bytes, refused unread")
         self._poison = metrics.counter("hubd_mqtt_set_aside_total",
                                        "device messages hubd stopped on twice while reading them, set aside unread")
         health.require("mqtt", "not connected yet")
@@ -356,6 +362,14 @@ class MqttBridge:
         for dialect in self._dialects:
             if not dialect.claims(message.topic):
                 continue
+            if self._max_bytes is not None and len(message.payload) > self._max_bytes \
+                    and message.topic not in self._large_topics:
+                self._too_large.inc()
+                log.warning("%s: a message of %d bytes, over mqtt.max_message_bytes (%d): refused unread",
+                            message.topic, len(message.payload), self._max_bytes)
+                reason = (f"a message of {len(message.payload)} bytes, over mqtt.max_message_bytes "
+                          f"({self._max_bytes}): refused unread")
+                return Decoded(message.topic, now, message.retain, (InputRejected("other", reason),), dialect.name)
             try:
                 inputs = tuple(dialect.decode(message.topic, message.payload, now, message.retain))
             except Exception as err:  # a dialect's bug for this message must not stop the others (nor hubd)

@@ -24,13 +24,14 @@ from typing import Any
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import MQTTErrorCode
+from paho.mqtt.properties import Properties
 
 from hubd.errors import MqttRejected, MqttUnavailable
 from hubd.mqtt.inbox import Inbox, Message
 from hubd.threads import in_daemon_thread
 
 MISC_INTERVAL_S = 1.0
-# CONNACK refusals that retrying cannot fix (paho maps 3.1.1 return codes 2, 4 and 5 to these).
+# CONNACK refusals that retrying cannot fix (MQTT 5's codes; paho maps 3.1.1 return codes 2, 4 and 5 to these).
 _CONNACK_REJECTED = {0x85, 0x86, 0x87}
 # Messages one readable callback takes in before letting the loop's other work run. One paho loop_read()
 # may read up to one packet per publish in flight (max_inflight_publishes), so a callback can exceed it
@@ -80,9 +81,16 @@ class Connection:
         done = self.connack.done() and not self.connack.cancelled()
         return self.lost is None and done and self.connack.exception() is None
 
-    async def open(self, host: str, port: int, keepalive_s: int) -> bool:
-        """Connect and await the CONNACK; returns session_present (MqttRejected, MqttUnavailable)."""
-        self.paho.connect_async(host, port, keepalive_s)  # only stores the parameters
+    async def open(self, host: str, port: int, keepalive_s: int,
+                   v5: tuple[bool, Properties | None] | None = None) -> bool:
+        """Connect and await the CONNACK; returns session_present (MqttRejected, MqttUnavailable).
+
+        `v5`: MQTT 5's clean start and CONNECT properties (None: MQTT 3.1.1, the clean session set on the client).
+        """
+        if v5 is None:
+            self.paho.connect_async(host, port, keepalive_s)  # only stores the parameters
+        else:
+            self.paho.connect_async(host, port, keepalive_s, clean_start=v5[0], properties=v5[1])
         # reconnect() blocks on DNS, TCP connect and the TLS handshake, so it runs in a thread: a daemon
         # thread, not the default executor, which asyncio.run() would wait for at exit, so a stop never
         # waits for a connect to a broker that does not answer. The socket callbacks it fires there
