@@ -266,14 +266,19 @@ class MqttBridge:
 
     async def _pump(self) -> None:
         while True:
-            batch = await self._client.next_batch(BATCH_MAX)
-            async with self._batch_lock:
-                fresh = await self._pump_batch(batch)
-            committed = time.monotonic()  # the messages' clock (Message.received_at), not the injected one
-            observe = self._stages.observe
-            for message in fresh:
-                if message.received_at:
-                    observe(committed - message.received_at, "mqtt_to_commit")
+            await self._pump_next()
+
+    async def _pump_next(self) -> None:
+        """One batch, in a call of its own: its messages (a device list of megabytes) are freed once it returns,
+        not held while the next is awaited."""
+        batch = await self._client.next_batch(BATCH_MAX)
+        async with self._batch_lock:
+            fresh = await self._pump_batch(batch)
+        committed = time.monotonic()  # the messages' clock (Message.received_at), not the injected one
+        observe = self._stages.observe
+        for message in fresh:
+            if message.received_at:
+                observe(committed - message.received_at, "mqtt_to_commit")
 
     async def _pump_batch(self, batch: Sequence[Message]) -> Sequence[Message]:
         """Decode a batch and hand it on; the messages not yet stored (what it committed)."""

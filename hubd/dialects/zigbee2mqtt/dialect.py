@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import zlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -83,7 +84,8 @@ class Zigbee2MqttDialect(Dialect):
         self._device_online: dict[str, bool] = {}  # ieee → what its availability topic said
         self._online_sent: dict[str, bool] = {}  # endpoint id → the availability last reported
         self._left_out: dict[str, tuple[str, str, tuple[str, ...]]] = {}  # friendly_name → ieee, why not, actions
-        self._list: bytes | None = None  # the last device list read, read again by `reconfigure`
+        # The last device list read (zlib: a 16 MiB list is ~1 MiB, not held whole), read again by `reconfigure`.
+        self._list: bytes | None = None
         self._listed = False  # a bridge/devices list was read
         self._entries: dict[str, tuple[bytes, Entry]] = {}  # ieee → its last entry's digest and reading
         self._early: dict[str, tuple[bytes, float]] = {}  # topic after the base → (payload, received at)
@@ -177,7 +179,7 @@ class Zigbee2MqttDialect(Dialect):
         if self._list is None:
             return []  # nothing listed yet: the list is read with them when it comes
         self._entries = {}  # each entry's reading depends on the selection
-        found = self._device_list(f"{self._prefix}bridge/devices", self._list)
+        found = self._device_list(f"{self._prefix}bridge/devices", zlib.decompress(self._list))
         return [item for item in found if not isinstance(item, InputRejected)]  # said when the list came
 
     def doorbell_events(self, device_id: str) -> tuple[str, ...]:
@@ -222,7 +224,7 @@ class Zigbee2MqttDialect(Dialect):
         if count and not objects:
             return [InputRejected("config", f"{topic}: a list of no device objects, not the list of devices "
                                             "zigbee2mqtt publishes; nothing changed")]
-        self._list = payload
+        self._list = zlib.compress(payload, 1)
         self._entries = entries
         self._left_out = left_out
         self._listed = True
