@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 from mosquitto import Mosquitto
+from pydantic import ValidationError
 
-from hubd.mqtt.client import MqttClient, Will
+from hubd.app import max_packet_bytes
+from hubd.config import HubdConfig
+from hubd.mqtt.client import PACKET_HEADROOM_BYTES, MqttClient, Will
 from hubd.mqtt.inbox import Message
 
 RECEIVE_TIMEOUT_S = 10.0
@@ -123,3 +127,24 @@ async def test_an_unacked_mqtt5_message_comes_again_and_the_will_is_published(
     await hub.connect()
     [again] = await receive_until(hub, b"once")
     assert (first.payload, again.dup) == (b"once", True)
+
+
+@pytest.mark.parametrize(("section", "expected"), [
+    ({}, (1 << 20) + PACKET_HEADROOM_BYTES),
+    ({"mqtt": {"max_message_bytes": 65536}}, 65536 + PACKET_HEADROOM_BYTES),
+    ({"zigbee2mqtt": {"enabled": True}}, (1 << 24) + PACKET_HEADROOM_BYTES),
+    ({"zigbee2mqtt": {"enabled": True, "max_devices_bytes": 1 << 20}, "mqtt": {"max_message_bytes": 2 << 20}},
+     (2 << 20) + PACKET_HEADROOM_BYTES),
+    ({"mqtt": {"embedded": True}, "zigbee2mqtt": {"enabled": True}}, None),  # amqtt: MQTT 3.1.1 only
+])
+def test_the_connection_asks_for_the_largest_message_any_topic_takes(
+    section: dict[str, Any], expected: int | None
+) -> None:
+    assert max_packet_bytes(HubdConfig.model_validate(section)) == expected
+
+
+@pytest.mark.parametrize("section", [{"mqtt": {"max_message_bytes": 65535}}, {"mqtt": {"max_message_bytes": 1 << 25}},
+                                     {"zigbee2mqtt": {"max_devices_bytes": (1 << 24) + 1}}])
+def test_check_config_refuses_limits_out_of_range(section: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError):
+        HubdConfig.model_validate(section)
