@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from hubd.app import max_packet_bytes
 from hubd.config import HubdConfig
+from hubd.mqtt import client as client_module
 from hubd.mqtt.client import PACKET_HEADROOM_BYTES, MqttClient, Will
 from hubd.mqtt.inbox import Message
 
@@ -148,3 +149,30 @@ def test_the_connection_asks_for_the_largest_message_any_topic_takes(
 def test_check_config_refuses_limits_out_of_range(section: dict[str, Any]) -> None:
     with pytest.raises(ValidationError):
         HubdConfig.model_validate(section)
+
+
+async def test_a_full_inbox_stops_reading_until_the_caller_takes_and_then_reads_on_in_order(
+    clients: Callable[..., MqttClient], prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past INBOX_MAX_BYTES of payloads waiting, the rest waits in the broker, not in hubd's memory."""
+    monkeypatch.setattr(client_module, "INBOX_MAX_BYTES", 10_000)
+    hub = clients("hub", max_packet_bytes=MAX_PACKET)
+    await hub.connect()
+    await hub.subscribe([(f"{prefix}/#", 1)])
+    pub = clients("publisher", clean_session=True)
+    await pub.connect()
+    for i in range(8):
+        await pub.publish(f"{prefix}/{i}", bytes([48 + i]) * 4000)
+    conn, inbox = hub._conn, hub._inbox
+    assert conn is not None
+    async with asyncio.timeout(RECEIVE_TIMEOUT_S):
+        while not conn._paused:
+            await asyncio.sleep(0.01)
+    assert len(inbox._items) == 3  # 12,000 bytes: full at the third
+    got: list[Message] = []
+    async with asyncio.timeout(RECEIVE_TIMEOUT_S):
+        while len(got) < 8:
+            batch = await hub.next_batch(max_messages=1)
+            hub.ack(batch)
+            got += batch
+    assert [m.topic for m in got] == [f"{prefix}/{i}" for i in range(8)]

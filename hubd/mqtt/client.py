@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 DISCONNECT_TIMEOUT_S = 2.0
 INBOX_MAX_MESSAGES = 10_000
+# Received payloads waiting for the caller: past this the connection stops reading until the caller took some.
+INBOX_MAX_BYTES = 8 * 1024 * 1024
 # MQTT 5 Session Expiry Interval meaning "never": a kept session lasts as MQTT 3.1.1's does.
 SESSION_NEVER_EXPIRES = 0xFFFFFFFF
 # What a PUBLISH packet holds besides its payload (fixed header, topic, packet id, properties): a maximum packet
@@ -92,7 +94,7 @@ class MqttClient:
             self._tls_context.sslsocket_class = _HandshakeClosingSocket
         # paho wraps message ids at 65535 and silently loses publishes still in flight (measured on paho 2.x).
         self._publish_slots = asyncio.Semaphore(max_inflight_publishes)
-        self._inbox = Inbox(INBOX_MAX_MESSAGES, log)
+        self._inbox = Inbox(INBOX_MAX_MESSAGES, log, INBOX_MAX_BYTES)
         self._conn: Connection | None = None
         self._conn_count = 0
 

@@ -64,6 +64,7 @@ class Connection:
         # Asks "more bytes waiting?" between two packets (poll, not select: select fails for fd >= 1024).
         self._poller = select.poll()
         self._read_again: asyncio.Handle | None = None
+        self._paused = False  # not reading: the inbox is full (its bytes), until it calls _resume
         self._misc: asyncio.TimerHandle | None = None
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
@@ -143,11 +144,14 @@ class Connection:
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._poller.register(self._fd, select.POLLIN)
         self.loop.add_reader(self._fd, self._on_readable)
+        self.inbox.on_room = self._resume
         if self.paho.want_write():  # the CONNECT packet queued in the executor thread
             self.loop.add_writer(self._fd, self._on_writable)
         self._misc = self.loop.call_later(MISC_INTERVAL_S, self._on_misc)
 
     def _unwatch(self) -> None:
+        if self.inbox.on_room == self._resume:
+            self.inbox.on_room = None
         if self._fd is not None:
             self.loop.remove_reader(self._fd)
             self.loop.remove_writer(self._fd)
@@ -200,6 +204,9 @@ class Connection:
             # so the loop's other work goes on.
             for _ in range(_READ_BURST_CALLS):
                 self.paho.loop_read()
+                if self._fd is not None and self.inbox.full:
+                    self._pause()
+                    return
                 if self._fd is None or not self._more_to_read():
                     return
                 if self._next_seq - first >= READ_BURST_PACKETS:
@@ -210,6 +217,21 @@ class Connection:
         # Capped with more to read: a plain socket's fd signals again, bytes an SSL socket already
         # decrypted do not.
         if self._ssl_pending():
+            self._read_again = self.loop.call_soon(self._on_readable)
+
+    def _pause(self) -> None:
+        # The rest waits in the socket and the broker (TCP's window), not in hubd's memory. Only messages of
+        # megabytes fill it before the inbox's count bound; a caller that takes none for twice the keepalive
+        # (a disk refusing writes) loses the connection, as paho reads no PINGRESP meanwhile.
+        self._paused = True
+        self.loop.remove_reader(self._fd)  # type: ignore[arg-type]  # _fd checked by the caller
+
+    def _resume(self) -> None:
+        if not self._paused or self._fd is None:
+            return
+        self._paused = False
+        self.loop.add_reader(self._fd, self._on_readable)
+        if self._ssl_pending():  # bytes an SSL socket already decrypted: the fd does not signal them
             self._read_again = self.loop.call_soon(self._on_readable)
 
     def _more_to_read(self) -> bool:

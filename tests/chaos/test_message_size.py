@@ -15,12 +15,14 @@ import copy
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as paho
 import pytest
+from mosquitto import publish_many
 from paho.mqtt.enums import CallbackAPIVersion
 from rig import Rig, invalid_total, metric_at_least
 from zigbee2mqtt_helpers import FIXTURES, fixture
@@ -98,9 +100,17 @@ def peak_rss_mib(pid: int) -> float:
     raise AssertionError(f"no VmHWM for {pid}")
 
 
-async def test_the_largest_accepted_messages_fit_in_memorymax_and_larger_ones_are_refused_unread(
-    make_rig: Callable[..., Any]
-) -> None:
+@dataclass
+class Limited:
+    """hubd (zigbee2mqtt on) in a memory cgroup of the unit's MemoryMax."""
+
+    rig: Rig
+    cgroup: Any
+    pid: int
+
+
+@pytest.fixture
+async def limited(make_rig: Callable[..., Any]) -> AsyncIterator[Limited]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from bench.pi import MemoryCgroup, find_memory_cgroup
 
@@ -118,50 +128,71 @@ async def test_the_largest_accepted_messages_fit_in_memorymax_and_larger_ones_ar
         rig = await make_rig(hub_overrides={"zigbee2mqtt": {"enabled": True}}, ready=False, start=start_in_cgroup)
         await rig.hub.wait_ready()
         assert rig.hub.proc is not None
-        pid, port = rig.hub.proc.pid, rig.broker.port
-
-        ready_rss = peak_rss_mib(pid)
-
-        # The largest device list hubd reads, read whole: 2,000 devices.
-        await asyncio.to_thread(publish, port, BRIDGE_DEVICES, full_device_list(), retain=True)
-        await rig.hub.wait_for(lambda: metric_at_least(rig.hub, "hubd_devices", MAX_DEVICES), timeout_s=120,
-                               what="2,000 devices imported")
-        listed_rss = peak_rss_mib(pid)
-        refusals = await invalid_count(rig)  # the entries' own problems, if any
-
-        # 16 MiB of `{}`: refused at the 2,001st entry; the 2,000 devices stay.
-        await asyncio.to_thread(publish, port, BRIDGE_DEVICES, empty_objects(), retain=True)
-        await refused(rig, refusals + 1, BRIDGE_DEVICES, f"more than {MAX_DEVICES} devices")
-        # One byte over zigbee2mqtt.max_devices_bytes: refused unread.
-        await asyncio.to_thread(publish, port, BRIDGE_DEVICES, full_device_list(DEVICES_BYTES + 1), retain=True)
-        await refused(rig, refusals + 2, BRIDGE_DEVICES, f"{DEVICES_BYTES + 1} bytes; hubd reads at most")
-
-        # An ordinary topic: exactly mqtt.max_message_bytes reaches its dialect (which wants no more than a small
-        # JSON object there); one byte more is refused before any dialect reads it.
-        state = "hubd/device/lamp-1/state"
-        await asyncio.to_thread(publish, port, state, b"{" + b" " * (MESSAGE_BYTES - 2) + b"}")
-        problem = await refused(rig, refusals + 3, state, f"payload is {MESSAGE_BYTES} bytes")
-        assert "max_message_bytes" not in problem["reason"]
-        await asyncio.to_thread(publish, port, state, b"{" + b" " * (MESSAGE_BYTES - 1) + b"}")
-        await refused(rig, refusals + 4, state, f"a message of {MESSAGE_BYTES + 1} bytes, over mqtt.max_message_bytes "
-                                                f"({MESSAGE_BYTES}): refused unread")
-
-        # Larger than all the memory hubd has, retained: the broker never sends it; what comes after it is read.
-        await asyncio.to_thread(publish, port, "hubd/device/lamp-2/state", b"x" * (200 * MIB), retain=True)
-        await asyncio.to_thread(publish, port, "hubd/device/lamp-3/state", b"{" + b" " * MESSAGE_BYTES + b"}")
-        await refused(rig, refusals + 5, "hubd/device/lamp-3/state", f"a message of {MESSAGE_BYTES + 2} bytes")
-        assert "Dropping too large outgoing PUBLISH" in rig.broker.log_tail()
-        assert await invalid_count(rig) == refusals + 5  # the 200 MiB one: never seen
-
-        assert rig.hub.proc.poll() is None and cgroup.oom_kills() in (0, None)
+        yield Limited(rig, cgroup, rig.hub.proc.pid)
+        assert rig.hub.proc.poll() is None and cgroup.oom_kills() in (0, None), rig.hub.log()[-3000:]
         status, health = await rig.hub.get("/healthz")
         assert status == 200, health
-        assert await metric_at_least(rig.hub, "hubd_mqtt_too_large_total", 2)
-        assert await metric_at_least(rig.hub, "hubd_devices", MAX_DEVICES)  # the refused lists changed nothing
-        print(f"\npeak RSS (VmHWM) of hubd in a {MEMORY_MAX_MIB} MiB cgroup: {ready_rss:.1f} MiB ready, "
-              f"{listed_rss:.1f} MiB with the 16 MiB list of 2,000 devices read, {peak_rss_mib(pid):.1f} MiB at the "
-              f"end; the cgroup's peak charge {cgroup.peak_mib()} MiB")
     finally:
         if rig is not None:
             rig.hub.kill()
         cgroup.remove()
+
+
+async def test_the_largest_accepted_messages_fit_in_memorymax_and_larger_ones_are_refused_unread(
+    limited: Limited
+) -> None:
+    rig, cgroup, pid = limited.rig, limited.cgroup, limited.pid
+    port = rig.broker.port
+    ready_rss = peak_rss_mib(pid)
+
+    # The largest device list hubd reads, read whole: 2,000 devices.
+    await asyncio.to_thread(publish, port, BRIDGE_DEVICES, full_device_list(), retain=True)
+    await rig.hub.wait_for(lambda: metric_at_least(rig.hub, "hubd_devices", MAX_DEVICES), timeout_s=120,
+                           what="2,000 devices imported")
+    listed_rss = peak_rss_mib(pid)
+    refusals = await invalid_count(rig)  # the entries' own problems, if any
+
+    # 16 MiB of `{}`: refused at the 2,001st entry; the 2,000 devices stay.
+    await asyncio.to_thread(publish, port, BRIDGE_DEVICES, empty_objects(), retain=True)
+    await refused(rig, refusals + 1, BRIDGE_DEVICES, f"more than {MAX_DEVICES} devices")
+    # One byte over zigbee2mqtt.max_devices_bytes: refused unread.
+    await asyncio.to_thread(publish, port, BRIDGE_DEVICES, full_device_list(DEVICES_BYTES + 1), retain=True)
+    await refused(rig, refusals + 2, BRIDGE_DEVICES, f"{DEVICES_BYTES + 1} bytes; hubd reads at most")
+
+    # An ordinary topic: exactly mqtt.max_message_bytes reaches its dialect (which wants no more than a small
+    # JSON object there); one byte more is refused before any dialect reads it.
+    state = "hubd/device/lamp-1/state"
+    await asyncio.to_thread(publish, port, state, b"{" + b" " * (MESSAGE_BYTES - 2) + b"}")
+    problem = await refused(rig, refusals + 3, state, f"payload is {MESSAGE_BYTES} bytes")
+    assert "max_message_bytes" not in problem["reason"]
+    await asyncio.to_thread(publish, port, state, b"{" + b" " * (MESSAGE_BYTES - 1) + b"}")
+    await refused(rig, refusals + 4, state, f"a message of {MESSAGE_BYTES + 1} bytes, over mqtt.max_message_bytes "
+                                            f"({MESSAGE_BYTES}): refused unread")
+
+    # Larger than all the memory hubd has, retained: the broker never sends it; what comes after it is read.
+    await asyncio.to_thread(publish, port, "hubd/device/lamp-2/state", b"x" * (200 * MIB), retain=True)
+    await asyncio.to_thread(publish, port, "hubd/device/lamp-3/state", b"{" + b" " * MESSAGE_BYTES + b"}")
+    await refused(rig, refusals + 5, "hubd/device/lamp-3/state", f"a message of {MESSAGE_BYTES + 2} bytes")
+    assert "Dropping too large outgoing PUBLISH" in rig.broker.log_tail()
+    assert await invalid_count(rig) == refusals + 5  # the 200 MiB one: never seen
+
+    assert await metric_at_least(rig.hub, "hubd_mqtt_too_large_total", 2)
+    assert await metric_at_least(rig.hub, "hubd_devices", MAX_DEVICES)  # the refused lists changed nothing
+    print(f"\npeak RSS (VmHWM) of hubd in a {MEMORY_MAX_MIB} MiB cgroup: {ready_rss:.1f} MiB ready, "
+          f"{listed_rss:.1f} MiB with the 16 MiB list of 2,000 devices read, {peak_rss_mib(pid):.1f} MiB at the "
+          f"end; the cgroup's peak charge {cgroup.peak_mib()} MiB")
+
+
+async def test_a_burst_of_large_messages_waits_in_the_broker_not_in_hubd(limited: Limited) -> None:
+    """The 16 MiB device list, then twelve 15 MiB messages at once (180 MiB: more than hubd has left), each within
+    the connection's Maximum Packet Size and refused by the bridge. While hubd stores the 2,000 devices the loop
+    reads on, but its inbox takes 8 MiB at most before the connection stops reading: the rest waits in the broker."""
+    rig, count = limited.rig, 12
+    payload = b"{" + b" " * (15 * MIB - 2) + b"}"
+    burst = [(f"hubd/device/lamp-{i}/state", payload, False) for i in range(count)]
+    await asyncio.to_thread(publish_many, rig.broker.port, [(BRIDGE_DEVICES, full_device_list(), True), *burst])
+    await rig.hub.wait_for(lambda: metric_at_least(rig.hub, "hubd_mqtt_too_large_total", count), timeout_s=120,
+                           what=f"{count} large messages refused")
+    assert await metric_at_least(rig.hub, "hubd_devices", MAX_DEVICES)
+    print(f"\npeak RSS (VmHWM) after the list and {count} messages of 15 MiB at once: "
+          f"{peak_rss_mib(limited.pid):.1f} MiB")
