@@ -29,7 +29,6 @@ from hubd.driver.limits import LoginLimiter
 from hubd.driver.service import DriverService
 from hubd.journal import EventJournal
 from hubd.lifecycle import Component, Health, Supervisor, SystemClock
-from hubd.malloc import return_large_blocks
 from hubd.metrics import Metrics
 from hubd.mqtt.bridge import MqttBridge, status_topic
 from hubd.mqtt.client import PACKET_HEADROOM_BYTES, MqttClient, Will
@@ -196,5 +195,4 @@ def max_packet_bytes(config: HubdConfig) -> int | None:
 
 async def run(config: HubdConfig, *, config_path: Path | None = None, log_level_fixed: bool = False) -> int:
     """Build and run until stopped; the process exit code."""
-    return_large_blocks()  # a message of megabytes must not leave its size behind in RSS (hubd/malloc.py)
     return await build(config, config_path=config_path, log_level_fixed=log_level_fixed).run()

@@ -184,15 +184,16 @@ async def test_the_largest_accepted_messages_fit_in_memorymax_and_larger_ones_ar
 
 
 async def test_a_burst_of_large_messages_waits_in_the_broker_not_in_hubd(limited: Limited) -> None:
-    """The 16 MiB device list, then twelve 15 MiB messages at once (180 MiB: more than hubd has left), each within
-    the connection's Maximum Packet Size and refused by the bridge. While hubd stores the 2,000 devices the loop
-    reads on, but its inbox takes 8 MiB at most before the connection stops reading: the rest waits in the broker."""
+    """The 16 MiB device list, then twelve 10 MiB messages at once (120 MiB: more than hubd has left while it reads
+    the list), each within the connection's Maximum Packet Size and refused by the bridge. While hubd stores the
+    2,000 devices the loop reads on, but its inbox takes 8 MiB at most before the connection stops reading: the
+    rest waits in the broker."""
     rig, count = limited.rig, 12
-    payload = b"{" + b" " * (15 * MIB - 2) + b"}"
+    payload = b"{" + b" " * (10 * MIB - 2) + b"}"
     burst = [(f"hubd/device/lamp-{i}/state", payload, False) for i in range(count)]
     await asyncio.to_thread(publish_many, rig.broker.port, [(BRIDGE_DEVICES, full_device_list(), True), *burst])
     await rig.hub.wait_for(lambda: metric_at_least(rig.hub, "hubd_mqtt_too_large_total", count), timeout_s=120,
                            what=f"{count} large messages refused")
     assert await metric_at_least(rig.hub, "hubd_devices", MAX_DEVICES)
-    print(f"\npeak RSS (VmHWM) after the list and {count} messages of 15 MiB at once: "
+    print(f"\npeak RSS (VmHWM) after the list and {count} messages of 10 MiB at once: "
           f"{peak_rss_mib(limited.pid):.1f} MiB")
