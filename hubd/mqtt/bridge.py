@@ -369,9 +369,7 @@ class MqttBridge:
                 continue
             if self._max_bytes is not None and len(message.payload) > self._max_bytes \
                     and message.topic not in self._large_topics:
-                self._too_large.inc()
-                log.warning("%s: a message of %d bytes, over mqtt.max_message_bytes (%d): refused unread",
-                            message.topic, len(message.payload), self._max_bytes)
+                self._too_large.inc()  # logged (at most once a minute a topic) and listed by the registry
                 reason = (f"a message of {len(message.payload)} bytes, over mqtt.max_message_bytes "
                           f"({self._max_bytes}): refused unread")
                 return Decoded(message.topic, now, message.retain, (InputRejected("other", reason),), dialect.name)
