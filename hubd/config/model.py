@@ -55,6 +55,7 @@ class MqttConfig(_Model):
     base_topic: str = "hubd"
     embedded: bool = False
     keepalive_s: int = Field(30, ge=5, le=3600)
+    max_message_bytes: int = Field(1 << 20, ge=1 << 16, le=1 << 24)  # 1 MiB; 64 KiB..16 MiB
 
     @field_validator("ca_file")
     @classmethod
@@ -266,6 +267,8 @@ class Zigbee2MqttConfig(DialectConfig):
 
     glob_example: ClassVar[str] = "0x00158d*"
     base_topic: str = "zigbee2mqtt"
+    # bridge/devices and bridge/groups: 2,000 devices of 8 KiB each (docs/configuration.md), read within MemoryMax=192M.
+    max_devices_bytes: int = Field(1 << 24, ge=1 << 20, le=1 << 24)  # 16 MiB
 
     @field_validator("base_topic")
     @classmethod

@@ -257,6 +257,11 @@ class Dialect(ABC):
     def encode_control(self, device_id: str, route: Route, request: ControlRequest) -> list[Outgoing]:
         """The publishes that ask the device for the request's state; CommandRefused if it cannot be said."""
 
+    def large_topics(self) -> tuple[str, ...]:
+        """Topics whose messages may be larger than mqtt.max_message_bytes (the dialect bounds them itself): a
+        bridge's whole device list. Default: none."""
+        return ()
+
     def restore(self, routes: Sequence[tuple[str, Route]]) -> None:
         """Prime the dialect from the routes kept with its devices (device_id, route), before the first message.
 
