@@ -27,7 +27,7 @@ MAX_TEXT_CHARS = 128
 GEN2_ID_RE = re.compile(r"^shelly[a-z0-9]+-[0-9a-f]{12}$", re.IGNORECASE)
 # A topic level hubd may use as a device id or a prefix: no wildcard, no separator, no NUL, not a `$` topic.
 _LEVEL_RE = re.compile(r"^[^/+#$\x00][^/+#\x00]{0,127}$")
-_MAC_RE = re.compile(r"^[0-9A-Fa-f]{12}$")
+_MAC_RE = re.compile(r"^[0-9A-Fa-f]{1,16}$")  # 12 hex digits as shipped; docs and logs shorten them
 
 # Shelly's model codes (GetDeviceInfo `model`, Gen1 announce `model`) to the words the product is sold as.
 MODEL_WORDS = {
@@ -180,7 +180,7 @@ def read_frame(payload: bytes) -> Frame:
 def _mac(data: dict[str, Any]) -> str:
     mac = str(text(data, "mac")).replace(":", "").replace("-", "").upper()
     if not _MAC_RE.match(mac):
-        raise ConfigProblem(f"mac {mac[:40]!r} is not 12 hexadecimal digits")
+        raise ConfigProblem(f"mac {mac[:40]!r} is not hexadecimal digits")
     return mac
 
 
