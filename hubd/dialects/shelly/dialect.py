@@ -92,7 +92,7 @@ class Record:
     status: dict[str, Any] | None = None  # Gen2+: GetStatus's result
     seen: dict[str, Component] = field(default_factory=dict)  # Gen1: components learned from its topics
     inputs: set[int] = field(default_factory=set)  # Gen1: inputs that reported an event
-    problem: str = ""  # why it cannot be imported (an RPC error, an answer hubd cannot use)
+    online: bool | None = None  # Gen1: what its `online` said before the device was imported
 
 
 @dataclass(frozen=True, slots=True)
@@ -406,8 +406,14 @@ class ShellyDialect(Dialect):
         prefix = f"{GEN1}/{levels[1]}"
         kind = levels[2]
         if kind == "online":
-            known = self._devices.get(prefix)
-            return self._online(prefix, topic, payload) if known is not None else []
+            if prefix in self._devices:
+                return self._online(prefix, topic, payload)
+            record = self._records.get(prefix)
+            if record is None and len(self._records) < self._max_devices:
+                record = self._records[prefix] = Record(1)
+            if record is not None:
+                record.online = payload.strip() == b"true"  # said again once the device is imported
+            return []
         if len(levels) < 4:
             return []
         if kind == "sensor":
@@ -537,6 +543,8 @@ class ShellyDialect(Dialect):
             if self._announced.get(item.device_id) != seen:
                 self._announced[item.device_id] = seen
                 out.append(item)
+        if before is None and record.online is not None:
+            out += [AvailabilityReceived(endpoint_id, record.online) for endpoint_id, _ in known.endpoints]
         return out
 
     def _use(self, prefix: str, known: Known) -> None:
