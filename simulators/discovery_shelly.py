@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from simulators.discovery_session import DiscoveryDevice, Message, Received
+from simulators.discovery_session import DISCOVERY_PREFIX, DiscoveryDevice, Message, Received
 
 FIRMWARE = "20231107-164738/1.0.8-g8c7bb8d"
 PLUS_1PM_MODEL = "SNSW-001P16EU"
@@ -128,7 +128,7 @@ class ShellyPlus(DiscoveryDevice):
                                              "mf": "Allterco", "sw_version": FIRMWARE},
                     "unique_id": f"{self.mac}-{devname}", **extra}
         relay = f"shellies/{self.device_id}/relay/0"
-        return {f"homeassistant/switch/{self.device_id}-relay-0/config": config(
+        return {f"{DISCOVERY_PREFIX}/switch/{self.device_id}-relay-0/config": config(
             "relay-0", {"pl_on": "on", "pl_off": "off", "cmd_t": "~/command", "stat_t": "~", "~": relay})}
 
 

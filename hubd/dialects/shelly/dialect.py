@@ -9,7 +9,8 @@ then asks the device who it is over RPC: `Shelly.GetDeviceInfo`, `Shelly.GetConf
 answers make its endpoints (parts.py); its states come from NotifyStatus, NotifyFullStatus and
 `<prefix>/status/<component>:<n>` (states.py), an input's NotifyEvent is a doorbell press when declared, and
 commands are RPC on `<prefix>/rpc` (commands.py). Gen1: `shellies/announce` says who a device is (hubd asks with
-`announce` and `update` on `shellies/command` once per connection), its components are learned from the topics it
+`announce` and `update` on `shellies/command` once per connection; a device also says it on
+`shellies/<id>/announce`), its components are learned from the topics it
 publishes under `shellies/<id>/`, commands go to that device's own `.../command` and `.../set` topics. A device
 seen both natively and through Home Assistant discovery (a script publishing discovery configs with its id or MAC)
 is left to this import (`imports_natively`). After a restart `restore` rebuilds the devices from their Route
@@ -78,8 +79,8 @@ MAX_REQUESTS = 3 * MAX_DEVICES  # unanswered RPC requests kept; the oldest are f
 GEN1 = "shellies"
 ASK = ("Shelly.GetDeviceInfo", "Shelly.GetConfig", "Shelly.GetStatus")
 # Gen1 topics hubd reads (after `shellies/<id>/`); their command topics are longer, so hubd never hears its own.
-_GEN1_FILTERS = ("online", "relay/+", "roller/+", "roller/+/pos", "light/+", "light/+/status", "input_event/+",
-                 "sensor/+")
+_GEN1_FILTERS = ("announce", "online", "relay/+", "roller/+", "roller/+/pos", "light/+", "light/+/status",
+                 "input_event/+", "sensor/+")
 
 
 @dataclass
@@ -219,7 +220,7 @@ class ShellyDialect(Dialect):
             data = json_object(payload)
         except DeviceMessageInvalid as err:
             return [InputRejected("state", f"{topic}: {err}; a Shelly status is a JSON object")]
-        return self._gen2_states(known, {rest.removeprefix("status/"): data}, topic, received_at)
+        return self._gen2_states(known, {rest.partition("/")[2]: data}, topic, received_at)
 
     def encode_control(self, device_id: str, route: Route, request: ControlRequest) -> list[Outgoing]:
         """RPC on the device's `<prefix>/rpc` (Gen2+) or its Gen1 command topic, from the Route address."""
@@ -405,6 +406,8 @@ class ShellyDialect(Dialect):
             return self._announce(topic, payload) if levels[1] == "announce" else []
         prefix = f"{GEN1}/{levels[1]}"
         kind = levels[2]
+        if kind == "announce" and len(levels) == 3:  # its own copy of shellies/announce, retained where it retains
+            return self._announce(topic, payload)
         if kind == "online":
             if prefix in self._devices:
                 return self._online(prefix, topic, payload)
