@@ -25,14 +25,21 @@ from shelly_helpers import (
     states,
 )
 
+from hubd.config import ShellyConfig
 from hubd.devices.model import Route
 from hubd.dialects.base import Announced, AvailabilityReceived, DeviceGone, Selection
+from hubd.dialects.shelly.dialect import ShellyDialect
 from hubd.dialects.shelly.parts import Address, Component, address
 
 TWO = fixture("ha_2pm_gen3")
 COVER = fixture("ha_2pm_gen3_cover")
 NOTES = fixture("asnowfix_notifications")["messages"]
 PLUS1 = "shellyplus1-b8d61a85ed58"
+
+
+def make_bounded(devices: int) -> ShellyDialect:
+    """A dialect that imports at most `devices` devices."""
+    return ShellyDialect(ShellyConfig(enabled=True), [], client_id="hubd", max_devices=devices)
 
 
 def with_button(device: dict[str, Any]) -> dict[str, Any]:
@@ -146,6 +153,30 @@ def test_a_custom_prefix_is_found_by_a_notification_whose_src_is_a_shelly_id() -
     assert not make().claims("garage/online")
 
 
+def test_a_gen2_device_whose_prefix_is_under_shellies_is_found_by_its_notifications() -> None:
+    dialect = make()
+    captured = messages("plus1pm_shellies_prefix")
+    assert publish(dialect, *captured[0]) == [] and publish(dialect, *captured[1]) == []
+    requests = asked(dialect)
+    assert {t for t, _ in requests} == {"shellies/plus1pm/rpc"}
+    device = copy.deepcopy(as_plus1(TWO))
+    device["shelly"].update(id="shellyplus1pm-4417939341dc", model="SNSW-001P16EU", app="Plus1PM")
+    found = configs(answer(dialect, device, requests))
+    assert found["shellyplus1pm-4417939341dc"].config.displayName == "Shelly Plus One PM"
+    inputs = [i for topic, payload in captured[2:] for i in publish(dialect, topic, payload)]
+    assert [s for i in inputs for s in states([i]).values()] == [{"Switch": "Off"}, {"Switch": "On"}, {"Switch": "On"}]
+    assert inputs[-1] == AvailabilityReceived("shellyplus1pm-4417939341dc", False) and rejected(inputs) == []
+    assert dialect.owns_command_topic("shellies/plus1pm/rpc")
+
+
+def test_a_bus_naming_ever_new_shelly_ids_gets_at_most_max_devices_questions() -> None:
+    dialect = make_bounded(2)
+    for n in range(5):
+        publish(dialect, f"shellyplus1-00000000000{n}/online", "true")
+    assert len({t for t, _ in asked(dialect)}) == 2
+    assert len(dialect.pending_subscriptions()) == 2
+
+
 def test_a_cover_without_position_control_opens_closes_and_stops() -> None:
     found = configs(discover(make(), COVER))
     cover = found[TWO_PM]
@@ -212,8 +243,7 @@ def test_bad_messages_are_refused_naming_the_field() -> None:
         [f"{TWO_PM}/events/rpc: switch:0.output is 'yes', not true or false"]
     assert rejected(publish(dialect, f"{TWO_PM}/events/rpc", "[1")) == \
         [f"{TWO_PM}/events/rpc: not JSON: Expecting ',' delimiter: line 1 column 3 (char 2)"]
-    assert rejected(publish(dialect, "shellies/shelly1/relay/x", "on")) == \
-        ["shellies/shelly1/relay/x: 'x' is not a component number"]
+    assert publish(dialect, "shellies/shellyswitch-559F55/relay/power", "0.00") == []  # a Shelly 2's, no component
 
 
 def test_an_rpc_error_leaves_the_device_out_with_the_reason() -> None:

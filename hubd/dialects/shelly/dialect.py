@@ -79,8 +79,9 @@ MAX_REQUESTS = 3 * MAX_DEVICES  # unanswered RPC requests kept; the oldest are f
 GEN1 = "shellies"
 ASK = ("Shelly.GetDeviceInfo", "Shelly.GetConfig", "Shelly.GetStatus")
 # Gen1 topics hubd reads (after `shellies/<id>/`); their command topics are longer, so hubd never hears its own.
+# `events/rpc`: a Gen2+ device whose topic prefix was put under shellies/ (`shellies/plus1pm`) is found by it.
 _GEN1_FILTERS = ("announce", "online", "relay/+", "roller/+", "roller/+/pos", "light/+", "light/+/status",
-                 "input_event/+", "sensor/+")
+                 "input_event/+", "sensor/+", "events/rpc")
 
 
 @dataclass
@@ -209,18 +210,7 @@ class ShellyDialect(Dialect):
         if topic == self._replies:
             return self._reply(topic, payload, received_at)
         prefix, _, rest = topic.partition("/")
-        if rest == "online":
-            return self._online(prefix, topic, payload)
-        if rest == "events/rpc":
-            return self._notification(prefix, topic, payload, received_at, retained)
-        known = self._devices.get(prefix)
-        if known is None:
-            return []
-        try:
-            data = json_object(payload)
-        except DeviceMessageInvalid as err:
-            return [InputRejected("state", f"{topic}: {err}; a Shelly status is a JSON object")]
-        return self._gen2_states(known, {rest.partition("/")[2]: data}, topic, received_at)
+        return self._gen2(prefix, rest, topic, payload, received_at, retained)
 
     def encode_control(self, device_id: str, route: Route, request: ControlRequest) -> list[Outgoing]:
         """RPC on the device's `<prefix>/rpc` (Gen2+) or its Gen1 command topic, from the Route address."""
@@ -280,6 +270,22 @@ class ShellyDialect(Dialect):
 
     # Gen2+.
 
+    def _gen2(self, prefix: str, rest: str, topic: str, payload: bytes, received_at: float,
+              retained: bool) -> list[DeviceInput]:
+        """A Gen2+ device's `online`, `events/rpc` or `status/<component>:<n>` under its prefix."""
+        if rest == "online":
+            return self._online(prefix, topic, payload)
+        if rest == "events/rpc":
+            return self._notification(prefix, topic, payload, received_at, retained)
+        known = self._devices.get(prefix)
+        if known is None or rest.partition("/")[0] != "status":
+            return []
+        try:
+            data = json_object(payload)
+        except DeviceMessageInvalid as err:
+            return [InputRejected("state", f"{topic}: {err}; a Shelly status is a JSON object")]
+        return self._gen2_states(known, {rest.partition("/")[2]: data}, topic, received_at)
+
     def _online(self, prefix: str, topic: str, payload: bytes) -> list[DeviceInput]:
         text = payload[:16].decode("utf-8", errors="replace").strip()
         if text not in ("true", "false"):
@@ -295,10 +301,9 @@ class ShellyDialect(Dialect):
         """Ask a device found on the bus who it is, once per connection (GetDeviceInfo, GetConfig, GetStatus)."""
         if prefix in self._asked or prefix in self._to_ask:
             return
-        if prefix not in self._records and len(self._records) >= self._max_devices:
-            log.warning("%s: more than %d Shelly devices; leave some out with shelly.exclude", prefix,
-                        self._max_devices)
-            return
+        if prefix not in self._records and max(len(self._records), len(self._asked)) >= self._max_devices:
+            log.warning("%s: not asked: more than %d Shelly devices on the bus", prefix, self._max_devices)
+            return  # a bus that names ever new Shelly ids gets neither questions nor subscriptions without end
         why = self._rules.refusal(f"{prefix}/rpc")
         if why is not None:
             log.warning("%s: not asked who it is: %s", prefix, why)
@@ -316,7 +321,9 @@ class ShellyDialect(Dialect):
         if asked is None:
             return []  # an answer to a command (its state comes as a notification), or to a request forgotten
         prefix, method = asked
-        record = self._records.get(prefix) or Record(2)
+        record = self._records.get(prefix)
+        if record is None or record.gen < 2:  # `online` under shellies/ said nothing of its generation
+            record = Record(2, online=record.online if record is not None else None)
         if frame.error is not None:
             self._left_out[prefix] = (frame.src, frame.src, [f"{method} answered an error: {frame.error}"], ())
             return [InputRejected("config", f"{topic}: {prefix} answered {method} with an error: {frame.error}; "
@@ -406,6 +413,9 @@ class ShellyDialect(Dialect):
             return self._announce(topic, payload) if levels[1] == "announce" else []
         prefix = f"{GEN1}/{levels[1]}"
         kind = levels[2]
+        known = self._devices.get(prefix)
+        if kind == "events" or (known is not None and known.gen >= 2):  # a Gen2+ device whose prefix is shellies/<x>
+            return self._gen2(prefix, "/".join(levels[2:]), topic, payload, received_at, retained)
         if kind == "announce" and len(levels) == 3:  # its own copy of shellies/announce, retained where it retains
             return self._announce(topic, payload)
         if kind == "online":
@@ -426,7 +436,7 @@ class ShellyDialect(Dialect):
         else:
             number, sub = levels[3], "/".join(levels[4:])
         if not number.isdigit() or len(number) > 2:
-            return [InputRejected("state", f"{topic}: {number[:8]!r} is not a component number")]
+            return []  # not a component's topic: relay/power, relay/energy of a Shelly 2, ...
         n = int(number)
         record = self._records.get(prefix)
         if record is None:
