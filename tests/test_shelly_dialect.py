@@ -267,6 +267,16 @@ def test_exclude_drops_the_device_and_lists_it_left_out() -> None:
     assert set(configs(dialect.reconfigure(Selection()))) == {TWO_PM, f"{TWO_PM}-switch-1"}
 
 
+def test_a_gen1_device_left_out_leaves_its_topics_to_home_assistant_discovery() -> None:
+    dialect = make(exclude=["shelly1"])
+    for topic, payload in messages("gen1_messages")[:3]:
+        publish(dialect, topic, payload)
+    assert not dialect.claims("shellies/shelly1/relay/0") and dialect.claims("shellies/shelly1/announce")
+    assert dialect.claims("shellies/shellyht-123456/sensor/temperature")
+    assert configs(dialect.reconfigure(Selection())) == {}  # its relay unheard: it comes with its next update
+    assert set(configs(publish(dialect, *messages("gen1_messages")[2]))) == {"shelly1"}
+
+
 def test_a_device_home_assistant_discovery_announces_too_is_left_to_this_import() -> None:
     dialect = make()
     script = fixture("script_discovery_plus1")["configs"][0]["payload"]

@@ -133,6 +133,7 @@ class ShellyDialect(Dialect):
         self._subscribe: list[str] = []
         self._ask_gen1 = True
         self._presses: dict[tuple[str, int], int] = {}  # Gen1 (prefix, input) → its last event_cnt
+        self._excluded: set[str] = set()  # Gen1 prefixes left out by include/exclude: their topics are not claimed
 
     # The seam.
 
@@ -191,9 +192,13 @@ class ShellyDialect(Dialect):
             self._announced.update({device_id: None for device_id, _ in endpoints})
 
     def claims(self, topic: str) -> bool:
-        """hubd's reply topic, `shellies/...`, `<Shelly id or known prefix>/online`, `<prefix>/events/rpc`, and the
+        """hubd's reply topic, `shellies/...` (but a device's that include/exclude leave out), `<Shelly id or known
+        prefix>/online`, `<prefix>/events/rpc`, and the
         status topics of known devices."""
-        if topic.startswith(GEN1 + "/") or topic == self._replies:
+        if topic.startswith(GEN1 + "/"):  # but a device left out by include/exclude: Home Assistant may import it
+            return not self._excluded or topic.count("/") < 2 or \
+                f"{GEN1}/{topic.split('/', 2)[1]}" not in self._excluded or topic.endswith("/announce")
+        if topic == self._replies:
             return True
         levels = topic.split("/")
         if len(levels) == 2:
@@ -520,7 +525,9 @@ class ShellyDialect(Dialect):
         names = self._names(record)
         if not self._selected.included(names):
             self._left_out[prefix] = (info.id, info.name()[0], ["left out by shelly.include/exclude"], _events(record))
+            self._excluded.add(prefix)
             return self._drop(prefix)
+        self._excluded.discard(prefix)
         event = self._selected.doorbell(names)
         notes: list[EntityNote] = []
         if record.gen >= 2:
