@@ -413,7 +413,7 @@ class _DecodeTimer:
 
     def __init__(self, name: str, devices: int, only: Callable[[int], bool] | None = None) -> None:
         # Imported here: the rest of the bench's driver needs nothing of hubd.
-        from hubd.config import HubdConfig
+        from hubd.config.model import HubdConfig
         from hubd.dialects.enabled import build_dialects
 
         self.name = name
@@ -461,7 +461,7 @@ class _ShellyGen2Timer(_DecodeTimer):
     restart: asking them over RPC needs devices that answer)."""
 
     def __init__(self, devices: int) -> None:
-        from hubd.config import HubdConfig
+        from hubd.config.model import HubdConfig
         from hubd.devices.model import Route
         from hubd.dialects.enabled import build_dialects
         from hubd.dialects.shelly.parts import Address, Component, address

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hubd.cloud.client import PlatformClient
 from hubd.cloud.tokens import TokenManager
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.dialects.commands import DeviceCommands
 from hubd.dialects.enabled import build_dialects, publish_rules
 from hubd.directives.control import Controls
@@ -27,13 +27,13 @@ from hubd.directives.grant import AcceptGrant
 from hubd.directives.replay import Replay
 from hubd.driver.limits import LoginLimiter
 from hubd.driver.service import DriverService
-from hubd.journal import EventJournal
 from hubd.lifecycle import Component, Health, Supervisor, SystemClock
 from hubd.metrics import Metrics
 from hubd.mqtt.bridge import MqttBridge, status_topic
 from hubd.mqtt.client import MqttClient, Will
 from hubd.mqtt.inflight import InflightRecord
 from hubd.outbox.feed import OutboxFeed
+from hubd.outbox.journal import EventJournal
 from hubd.outbox.sender import OutboxSender
 from hubd.outbox.writer import OutboxWriter
 from hubd.owner.guard import OwnerGuard

@@ -9,7 +9,7 @@ from typing import Any
 from dialect_helpers import presses as presses
 from dialect_helpers import states as states
 
-from hubd.config import DoorbellConfig, ShellyConfig
+from hubd.config.model import DoorbellConfig, ShellyConfig
 from hubd.devices.model import StateValue
 from hubd.dialects.base import ConfigReceived, ControlRequest, DeviceInput, InputRejected, Outgoing
 from hubd.dialects.shelly.dialect import ShellyDialect

@@ -6,8 +6,10 @@ the secrets only when asked. Real files, real SQLite, the console script as a su
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
+import re
 import shutil
 import sqlite3
 import stat
@@ -30,7 +32,8 @@ from backup_helpers import (
 )
 
 from hubd.backup.make import back_up
-from hubd.config import load_config
+from hubd.backup.redact import REDACTED
+from hubd.config.model import load_config
 from hubd.store.db import migrations
 
 
@@ -55,8 +58,13 @@ def test_backup_is_one_private_file_with_the_database_and_the_config_and_no_secr
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     files = members(path)
     assert list(files) == ["manifest.json", "config.yaml", "hubd.db"]
-    assert files["config.yaml"] == config.read_bytes()
+    # The config as it is, but for the account's password hash `hubd init` wrote in it: redacted.
+    written = config.read_text()
+    [hashed] = re.findall(r'password: "(scrypt\$[^"]+)"', written)
+    assert files["config.yaml"].decode() == written.replace(hashed, REDACTED)
+    assert "redacted the secrets written in the config itself" in out and "driver.accounts[0].password" in out
     assert CLIENT_SECRET.encode() not in gzip.decompress(path.read_bytes())
+    assert hashed.encode() not in gzip.decompress(path.read_bytes())
     meta = manifest(path)
     assert meta["schemaVersion"] == len(migrations()) and meta["secrets"] == []
     # What was left out is named, with how to include it.
@@ -174,8 +182,11 @@ def test_restore_onto_a_wiped_disk_takes_the_config_only_when_asked(config: Path
     refused = hubd("restore", "-c", str(config), str(path))
     assert refused.returncode == 2 and "add --with-config" in refused.stderr
     out = ok("restore", "-c", str(config), "--with-config", str(path))
-    assert config.read_bytes() == original and stat.S_IMODE(config.stat().st_mode) == 0o644
+    [hashed] = re.findall(r'password: "(scrypt\$[^"]+)"', original.decode())
+    assert config.read_text() == original.decode().replace(hashed, REDACTED)  # nothing to take it from
+    assert stat.S_IMODE(config.stat().st_mode) == 0o644
     assert f"restored the config to {config}" in out
+    assert "fill in the secrets the backup left out" in out and "driver.accounts[0].password" in out
     assert rows(database(config), "SELECT name FROM webhook_tokens") == [("kitchen",)]
     assert stat.S_IMODE(database(config).stat().st_mode) == 0o600
     assert "add --secrets-dir" not in out and "put these back by hand" in out  # made without --with-secrets
@@ -184,7 +195,7 @@ def test_restore_onto_a_wiped_disk_takes_the_config_only_when_asked(config: Path
     config.write_text(original.decode().replace("level: info", "level: debug"))
     out = ok("restore", "-c", str(config), "--with-config", str(path))
     [kept] = config.parent.glob("config.yaml.before-restore-*")
-    assert "level: debug" in kept.read_text() and config.read_bytes() == original
+    assert "level: debug" in kept.read_text() and config.read_bytes() == original  # its password hash put back
 
 
 def test_restore_refuses_a_damaged_or_foreign_file_and_changes_nothing(config: Path, tmp_path: Path) -> None:
@@ -287,3 +298,86 @@ def test_a_database_that_cannot_be_read_is_replaced_only_with_force_and_moved_as
     [moved] = database(config).parent.glob("hubd.db.before-restore-*")
     assert moved.read_bytes() == garbage and f"to {moved}" in out
     assert rows(database(config), "SELECT name FROM webhook_tokens") == [("kitchen",)]
+
+
+def _with_database_changed(backup: Path, target: Path, sql: str, tmp_path: Path) -> None:
+    """A copy of `backup` whose database ran `sql`, its manifest's checksum rebuilt to match (as an attacker
+    who can write the file would)."""
+    def change(files: dict[str, bytes]) -> None:
+        db = tmp_path / "tampered.db"
+        db.write_bytes(files["hubd.db"])
+        conn = sqlite3.connect(db, isolation_level=None)
+        conn.executescript(sql)
+        conn.close()
+        files["hubd.db"] = db.read_bytes()
+        db.unlink()
+        meta = json.loads(files["manifest.json"])
+        meta["database"]["size"] = len(files["hubd.db"])
+        meta["database"]["sha256"] = hashlib.sha256(files["hubd.db"]).hexdigest()
+        files["manifest.json"] = json.dumps(meta).encode()
+
+    repack(backup, target, change)
+
+
+@pytest.mark.parametrize(("sql", "named"), [
+    ("CREATE TRIGGER pwn AFTER INSERT ON outbox BEGIN SELECT RAISE(ABORT, 'pwned by trigger'); END;",
+     "trigger 'pwn' on outbox that the migrations do not make"),
+    ("CREATE VIEW peek AS SELECT access_token FROM grants;", "view 'peek' that the migrations do not make"),
+    ("CREATE INDEX by_token ON grants (access_token);", "index 'by_token' on grants that the migrations do not make"),
+    ("ALTER TABLE devices ADD COLUMN extra TEXT;", "table 'devices' differs from what the migrations make"),
+    ("DROP INDEX outbox_by_user;", "index 'outbox_by_user' is missing"),
+], ids=["trigger", "view", "index", "altered-table", "dropped-index"])
+def test_restore_refuses_a_database_whose_schema_the_migrations_did_not_make_naming_it(
+        config: Path, tmp_path: Path, sql: str, named: str) -> None:
+    path, _ = wrote_line(ok("backup", "-c", str(config), str(tmp_path / "b.tar.gz")))
+    before = database(config).read_bytes()
+    tampered = tmp_path / "tampered.tar.gz"
+    _with_database_changed(path, tampered, sql, tmp_path)
+    done = hubd("restore", "-c", str(config), "--force", str(tampered))
+    assert done.returncode == 1, done.stdout
+    assert named in done.stderr and "nothing was restored" in done.stderr
+    assert database(config).read_bytes() == before
+    assert sorted(p.name for p in database(config).parent.iterdir()) == ["hubd.db"]
+    # The genuine backup still restores.
+    ok("restore", "-c", str(config), "--force", str(path))
+    assert rows(database(config), "SELECT name FROM webhook_tokens") == [("kitchen",)]
+
+
+def test_without_secrets_a_backup_carries_no_secret_written_in_the_config_and_restore_puts_them_back_or_names_them(
+        config: Path, tmp_path: Path) -> None:
+    text = config.read_text()
+    text = re.sub(r"client_secret_file: .*", 'client_secret: "inline-client-s3cret"', text)
+    text = text.replace("  port: 1883\n", "  port: 1883\n  username: hubd\n  password: 'broker-pa55word'\n")
+    text = text.replace("      admin: true\n", "      admin: true\n    - {username: guest, password: plain-guest-pw}\n")
+    config.write_text(text)
+    original = config.read_bytes()
+    before = load_config(config, env={}, secrets=True)
+
+    out = ok("backup", "-c", str(config), str(tmp_path / "b.tar.gz"))
+    path, _ = wrote_line(out)
+    everything = gzip.decompress(path.read_bytes())
+    for secret in (b"inline-client-s3cret", b"broker-pa55word", b"plain-guest-pw", b"scrypt$"):
+        assert secret not in everything, secret
+    for key in ("platform.client_secret", "mqtt.password", "driver.accounts[0].password",
+                "driver.accounts[1].password"):
+        assert key in out, key
+    assert "# the event API" in members(path)["config.yaml"].decode()  # the rest as it was, comments too
+    with_secrets = wrote_line(ok("backup", "-c", str(config), "--with-secrets", str(tmp_path / "all.tar.gz"),
+                                 env=clean_env(CREDENTIALS_DIRECTORY=str(config.parents[1] / "credstore"))))[0]
+    assert members(with_secrets)["config.yaml"] == original
+
+    # Restored over the config it came from: the secrets are taken from it, the same config again.
+    out = ok("restore", "-c", str(config), "--with-config", str(path))
+    assert "fill in" not in out
+    assert load_config(config, env={}, secrets=True) == before
+
+    # Onto a wiped disk: each one to fill in is named, and until then the config does not check.
+    config.unlink()
+    out = ok("restore", "-c", str(config), "--with-config", str(path))
+    assert "fill in the secrets the backup left out" in out and "hubd hash-password" in out
+    for key in ("platform.client_secret", "mqtt.password", "driver.accounts[0].password",
+                "driver.accounts[1].password"):
+        assert key in out, key
+    checked = hubd("check-config", "-c", str(config))
+    assert checked.returncode != 0 and "platform.client_secret" in checked.stdout + checked.stderr
+    assert "driver.accounts[1].password" in checked.stdout + checked.stderr

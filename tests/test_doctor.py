@@ -8,23 +8,32 @@ in test_doctor_proxy.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shutil
+import socket
 import sqlite3
+import subprocess
 import sys
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import paho.mqtt.client as paho
 import pytest
-from hubd_proc import HubdProcess, free_port
-from mosquitto import Mosquitto
+from hubd_proc import REPO, HubdProcess, free_port
+from mosquitto import Mosquitto, mosquitto_binary
+from paho.mqtt.enums import CallbackAPIVersion
 from proxy_helpers import run_doctor, start_with_private_secrets
 from pydantic import SecretStr
 
-from hubd.config import PlatformConfig, StorageConfig
+from hubd.config.model import HubdConfig, PlatformConfig, StorageConfig
 from hubd.doctor.address import PublicAddress
 from hubd.doctor.broker import MQTT, check_broker, doctor_client_id
 from hubd.doctor.database import DATABASE_WRITE, check_database, check_database_write
+from hubd.doctor.mosquitto import check_broker_limits
 from hubd.doctor.run import CHECKS
 from hubd.doctor.tls import check_tls
 from hubd.doctor.tokenhost import check_token_host
@@ -85,7 +94,7 @@ async def test_the_doctor_beside_a_running_hubd_leaves_its_mqtt_session_alone(ma
 
 
 async def test_the_broker_check_fails_when_no_broker_answers(mosquitto: Mosquitto) -> None:
-    from hubd.config import MqttConfig
+    from hubd.config.model import MqttConfig
 
     result = await check_broker(MqttConfig(host="127.0.0.1", port=free_port()))
     assert result.verdict.value == "FAIL" and "cannot connect to 127.0.0.1" in result.detail, result
@@ -172,8 +181,10 @@ async def test_plain_http_is_a_warning_on_loopback_and_a_failure_elsewhere(make_
 
     rig = await make_rig(hub_overrides={"http": {"local_port": free_port()}}, start=public_url_is_hubd_itself)
     run = await run_doctor(rig.hub.config_path)
-    expected = {check: "PASS" for check in CHECKS} | {"dns": "WARN", "tls": "WARN"}
+    # The test broker sets no message_size_limit: broker-limits says so (a WARN, as for dns and tls here).
+    expected = {check: "PASS" for check in CHECKS} | {"dns": "WARN", "tls": "WARN", "broker-limits": "WARN"}
     assert run.verdicts == expected and run.code == 0, run
+    assert "message_size_limit is not set" in run.line("broker-limits"), run
     assert "plain http to 127.0.0.1, a loopback address" in run.line("tls"), run
     remote = await check_tls(PublicAddress("http://hub.example.com", "http", "hub.example.com", 80))
     assert remote.result.verdict.value == "FAIL" and "over https only" in remote.result.detail
@@ -237,7 +248,7 @@ async def test_each_line_is_printed_as_soon_as_its_check_is_done(make_rig: Calla
         # The token host has the request and does not answer: the lines of the checks before it are out already
         # (read well within the doctor's own 10 s wait for the token host, which would flush them at exit).
         first = await asyncio.wait_for(read_lines(proc.stdout, CHECKS.index("token-host")), 5)
-        assert [line.split()[1].rstrip(":") for line in first] == list(CHECKS[:5]), first
+        assert [line.split()[1].rstrip(":") for line in first] == list(CHECKS[:CHECKS.index("token-host")]), first
         assert proc.returncode is None
         for writer in held:
             writer.close()  # the token host hangs up
@@ -264,7 +275,7 @@ def test_a_secret_file_others_can_read_is_found_where_hubd_finds_it(tmp_path: Pa
     doctor looks where `hubd run` would read them, and warns of one readable by other users."""
     from backup_helpers import installation
 
-    from hubd.config import load_config
+    from hubd.config.model import load_config
     from hubd.doctor.settings import check_secrets
 
     config_path = installation(tmp_path, secrets_dir=tmp_path / "etc")  # beside the config: found without it
@@ -276,3 +287,104 @@ def test_a_secret_file_others_can_read_is_found_where_hubd_finds_it(tmp_path: Pa
     result = check_secrets(config_path, config, env)
     assert result.verdict.value == "WARN" and f"{secret} (platform.client_secret) is readable by other users" in \
         result.detail, result
+
+
+# --- broker-limits: mosquitto's own limits, read from the config of the mosquitto listening on mqtt.port --------
+
+DROP_IN = REPO / "systemd" / "mosquitto-hubd.conf"
+
+
+@contextlib.contextmanager
+def own_mosquitto(workdir: Path, *lines: str, drop_in: bool) -> Iterator[int]:
+    """A real mosquitto started with `-c` a main config of `lines` (and, with `drop_in`, an `include_dir` holding
+    the repo's drop-in, as Debian's mosquitto.conf includes /etc/mosquitto/conf.d); its port."""
+    port = free_port()
+    conf_d = workdir / "conf.d"
+    conf_d.mkdir(parents=True)
+    (workdir / "data").mkdir()
+    if drop_in:
+        shutil.copy(DROP_IN, conf_d / "hubd.conf")
+    main = workdir / "mosquitto.conf"
+    main.write_text("\n".join(["user root" if os.geteuid() == 0 else "", f"listener {port} 127.0.0.1",
+                               "allow_anonymous true", f"persistence_location {workdir / 'data'}/",
+                               f"log_dest file {workdir / 'mosquitto.log'}", *lines,
+                               f"include_dir {conf_d}"]) + "\n")
+    proc = subprocess.Popen([mosquitto_binary(), "-c", str(main)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            assert proc.poll() is None, f"mosquitto refused its config: {proc.stderr.read() if proc.stderr else ''!r}"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "mosquitto did not listen"
+                time.sleep(0.02)
+        yield port
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def hubd_config(port: int, **mqtt: Any) -> HubdConfig:
+    return HubdConfig.model_validate({"mqtt": {"host": "127.0.0.1", "port": port, **mqtt}})
+
+
+def received_after(port: int, payloads: list[bytes]) -> list[int]:
+    """Publish each payload (QoS 1) on one topic through mosquitto, then a last small one; the sizes of what a
+    subscriber got, up to that last one."""
+    got: list[int] = []
+    done = threading.Event()
+    sub = paho.Client(CallbackAPIVersion.VERSION2, client_id=f"limits-sub-{time.monotonic_ns()}")
+    subscribed = threading.Event()
+    sub.on_subscribe = lambda *_: subscribed.set()
+    sub.on_message = lambda _c, _u, m: done.set() if m.payload == b"last" else got.append(len(m.payload))
+    sub.connect("127.0.0.1", port)
+    sub.loop_start()
+    pub = paho.Client(CallbackAPIVersion.VERSION2, client_id=f"limits-pub-{time.monotonic_ns()}")
+    try:
+        sub.subscribe("limits/t", qos=1)
+        assert subscribed.wait(5)
+        pub.connect("127.0.0.1", port)
+        pub.loop_start()
+        for payload in [*payloads, b"last"]:
+            pub.publish("limits/t", payload, qos=0).wait_for_publish(timeout=10)
+        assert done.wait(15), "the last message did not arrive"
+        return got
+    finally:
+        pub.loop_stop()
+        pub.disconnect()
+        sub.loop_stop()
+        sub.disconnect()
+
+
+def test_the_repos_mosquitto_drop_in_is_taken_by_a_real_mosquitto_and_passes_the_doctor(tmp_path: Path) -> None:
+    with own_mosquitto(tmp_path / "mq", drop_in=True) as port:
+        result = check_broker_limits(hubd_config(port))
+        assert result.verdict.value == "PASS", result
+        assert "max_queued_messages 100000" in result.detail and "message_size_limit 16777216" in result.detail
+        assert str(tmp_path / "mq" / "conf.d" / "hubd.conf") in result.detail  # read through include_dir
+        # And mosquitto applies it: a message over 16 MiB is dropped, one just under it goes through.
+        assert received_after(port, [b"x" * ((16 << 20) + 1), b"y" * ((16 << 20) - 1024)]) == [(16 << 20) - 1024]
+
+
+def test_the_doctor_warns_where_mosquitto_would_drop_or_pass_what_hubd_needs_with_the_fix(tmp_path: Path) -> None:
+    with own_mosquitto(tmp_path / "mq", "persistence false", drop_in=False) as port:
+        result = check_broker_limits(hubd_config(port))
+    assert result.verdict.value == "WARN", result
+    for said in ("max_queued_messages is 1000 (mosquitto's default)", "drops every message for it after the "
+                 "first 1000; set max_queued_messages 100000", "message_size_limit is not set",
+                 "set message_size_limit 16777216", "persistence is off", "set persistence true",
+                 "/etc/mosquitto/conf.d/hubd.conf"):
+        assert said in result.detail, (said, result.detail)
+    assert str(tmp_path / "mq" / "mosquitto.conf") in result.detail
+
+
+def test_a_broker_the_doctor_cannot_read_gets_the_settings_to_check() -> None:
+    elsewhere = check_broker_limits(hubd_config(1883, host="192.0.2.1"))  # TEST-NET-1: never this machine
+    assert elsewhere.verdict.value == "WARN" and "is not on this machine" in elsewhere.detail, elsewhere
+    assert "max_queued_messages 100000" in elsewhere.detail and "persistence true" in elsewhere.detail
+    nobody = check_broker_limits(hubd_config(free_port()))
+    assert nobody.verdict.value == "WARN" and "no mosquitto process" in nobody.detail, nobody
+    assert check_broker_limits(hubd_config(free_port(), embedded=True)).verdict.value == "PASS"

@@ -145,6 +145,18 @@ async def test_a_zigbee2mqtt_button_is_declared_the_doorbell_by_its_ieee_address
         assert body["devices"][0]["exported"] is False and body["devices"][0]["overrides"]["room"] == room
     await rig.bind()
 
+    # An event it does not announce, or one that is no event name, is refused, naming what it announces.
+    status, body = await patch(rig.hub, BUTTON, {"doorbell": "triple_tap"}, token=token)
+    assert status == 422 and body["details"][0]["path"] == "doorbell", body
+    assert "'triple_tap' is not an event this device announces; give one of: " in body["error"]
+    assert all(event in body["error"] for event in listed["doorbellEvents"]), body
+    status, body = await patch(rig.hub, BUTTON, {"doorbell": "<img src=x>"}, token=token)
+    assert status == 422 and "is no event name" in body["error"], body
+    status, body, _ = await request(rig.hub, "PATCH", "/api/devices", {"endpointIds": [BUTTON], "doorbell": "nope"},
+                                    token=token)
+    assert status == 422 and f"{BUTTON}: 'nope' is not an event this device announces" in body["error"], body
+    assert (await device(rig.hub, BUTTON))["overrides"]["doorbell"] is None
+
     status, body = await patch(rig.hub, BUTTON, {"doorbell": "single", "name": "Front Door"}, token=token)
     assert status == 200, body
     assert body["exported"] is True and body["displayName"] == "Front Door"

@@ -19,7 +19,7 @@ from homeassistant_helpers import publish as ha_publish
 from unit_helpers import NOW, device_message
 from zigbee2mqtt_helpers import announce, configs, entries, gone, make, publish, unexported
 
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.devices.changes import Change, DeviceAnnounced, DeviceRemoved, DoorbellPressed, StatesChanged
 from hubd.devices.overrides import NO_OVERRIDE, Override, spelling
 from hubd.dialects.base import DeviceGone, PressReceived, Selection
@@ -69,7 +69,10 @@ def test_an_edit_sets_what_it_gives_and_null_drops_an_override() -> None:
     ({"name": "x" * 129}, "name", "at most 128"), ({"room": "Room 101"}, "room", "Room One Hundred One"),
     ({"exposed": "yes"}, "exposed", "true (the platform gets the device) or false"),
     ({"doorbell": 1}, "doorbell", "the event that is a press"), ({"doorbell": "a\nb"}, "doorbell", "control"),
-    ({"doorbell": "x" * 101}, "doorbell", "at most 100"), ({"displayName": "Lamp"}, "displayName", "not a field"),
+    ({"doorbell": "x" * 65}, "doorbell", "at most 64"), ({"doorbell": "<img src=x onerror=alert(1)>"}, "doorbell",
+                                                          "is no event name: it holds < > (markup"),
+    ({"doorbell": "single\u0085"}, "doorbell", "control"), ({"doorbell": "a\"b"}, "doorbell", "is no event name"),
+    ({"displayName": "Lamp"}, "displayName", "not a field"),
 ])
 def test_a_bad_edit_names_the_field_and_the_fix(body: Any, path: str, fragment: str) -> None:
     with pytest.raises(EditInvalid) as caught:

@@ -25,7 +25,7 @@ from shelly_helpers import (
     states,
 )
 
-from hubd.config import ShellyConfig
+from hubd.config.model import ShellyConfig
 from hubd.devices.model import Route
 from hubd.dialects.base import Announced, AvailabilityReceived, DeviceGone, Selection
 from hubd.dialects.shelly.dialect import ShellyDialect
@@ -287,6 +287,16 @@ def test_a_device_home_assistant_discovery_announces_too_is_left_to_this_import(
     assert dialect.imports_natively(announced) and dialect.native_generation() != before
     by_mac = Announced("", ("B8D61A85ED58",), (), ())
     assert dialect.imports_natively(by_mac)
+
+
+def test_no_command_goes_where_shelly_devices_are_read_from() -> None:
+    dialect = make()
+    discover(dialect, TWO)
+    assert dialect.guards(f"{TWO_PM}/status/switch:0") is not None
+    assert dialect.guards(f"{TWO_PM}/online") is not None and dialect.guards("shellies/shelly1/relay/0") is not None
+    assert dialect.guards("hubd-hubd/rpc") is not None  # hubd's own answers
+    assert dialect.guards(f"{TWO_PM}/rpc") is None and dialect.guards("shellies/shelly1/relay/0/command") is None
+    assert len({t for t, _ in asked(dialect)}) == 0  # asking about topics asks no device again
 
 
 def test_only_its_own_devices_command_topics_are_owned() -> None:

@@ -479,3 +479,47 @@ def test_check_says_what_it_found_and_plays_the_test_sentence(mosquitto: Mosquit
     assert "player:      aplay-not-here {file}  -> `aplay-not-here` NOT INSTALLED (player.command)" in done.stdout
     assert "mqtt:        FAILED: cannot reach MQTT broker" in done.stdout
     assert done.stdout.splitlines()[-1].startswith("4 problems: tts: `no-such-tts` is not installed; player: ")
+
+
+async def test_a_url_player_gets_where_redirects_lead_each_hop_checked_never_a_redirect_to_this_machine(
+        mosquitto: Mosquitto, make_agent: MakeAgent, watch_factory: Callable[[str], Awaitable[SpeakerWatch]],
+        tmp_path: Path) -> None:
+    # Two servers: one on this machine's LAN address (a NAS, to the speaker), one on loopback. The URL player
+    # only records what it gets, so the audio need not be real.
+    loopback = AudioServer(b"RIFF-not-played")
+    lan_server = AudioServer(b"RIFF-not-played", host=lan_address())
+    await loopback.start()
+    await lan_server.start()
+    try:
+        handed = tmp_path / "handed"
+        watch = await watch_factory(SPEAKER)
+        agent = make_agent(speaker_config(mosquitto.port, tmp_path / "played",
+                                          player={"url_command": url_recorder(handed)}))
+        await watch.availability("online", log=agent.log)
+        lan, port = lan_server.url, loopback.url.rsplit(":", 1)[1]
+        refused = [
+            (f"{lan}/go?to={loopback.url}/chime.wav",
+             "/go: not handed to player.url_command (where it redirects): 127.0.0.1 is a loopback address (this "
+             "machine itself); set audio.allow_local: true"),
+            (f"{lan}/go?to={lan}/go?to=http://localhost:{port}/chime.wav",
+             "(where it redirects): localhost resolves to 127.0.0.1, a loopback address (this machine itself); set "
+             "audio.allow_local: true"),
+            (f"{lan}/go?to=file:///etc/passwd",
+             "/go redirects to a URL that is never followed (file:///etc/passwd only http:// and https:// URLs"),
+        ]
+        for index, (url, message) in enumerate(refused):
+            watch.command({"id": f"redirect-{index}", "type": "audio", "url": url})
+            result = await watch.result(f"redirect-{index}", log=agent.log)
+            assert result["status"] == "error" and message in result["message"], (url, result)
+        assert loopback.requests == 0  # never asked: the agent connects only where the rule allows
+        assert not handed.exists()  # and the player got none of them
+
+        # A redirect within the rule: the player gets where it leads, not the redirect.
+        final = f"{lan}/chime.wav"
+        watch.command({"id": "via", "type": "audio", "url": f"{lan}/go?to={lan}/go?to={final}"})
+        assert await watch.result("via", log=agent.log) == {"id": "via", "status": "done"}
+        assert handed.read_text() == repr(final) + "\n"
+        assert agent.proc is not None and agent.proc.poll() is None and "Traceback" not in agent.log()
+    finally:
+        await lan_server.stop()
+        await loopback.stop()

@@ -16,6 +16,7 @@ import pytest
 from hubd_proc import REPO
 
 from hubd.cli import _parser
+from hubd.mqtt.inflight import POISONS_WITHIN_START_LIMIT
 from hubd.web.connections import MAX_CONNECTIONS, connection_cap
 
 MAX_EXPOSURE = 1.5
@@ -63,6 +64,17 @@ def test_the_unit_gives_up_on_a_crash_loop() -> None:
     # A process that dies as it starts is restarted every RestartSec: that many in a row trip the limit.
     assert burst * restart_s < interval
     assert burst >= 3  # a restart now and then (a broker outage, an update) never trips it
+
+
+def test_the_start_limit_outlasts_the_restarts_of_the_poisons_hubd_sets_aside() -> None:
+    """N poisons cost at most N + 1 restarts (hubd.mqtt.inflight): N + 2 starts, within the limit with room left."""
+    unit = _unit()
+    starts = POISONS_WITHIN_START_LIMIT + 2
+    interval, restart_s = int(unit["Unit"]["StartLimitIntervalSec"]), int(unit["Service"]["RestartSec"])
+    # They come RestartSec apart (and a few seconds of start and death each): all within one interval, so the
+    # burst alone must hold them, and a restart or two besides (a broker outage, an update).
+    assert starts * (restart_s + 10) < interval
+    assert int(unit["Unit"]["StartLimitBurst"]) >= starts + 1
 
 
 def test_a_config_error_comes_from_the_main_process_where_restarts_are_prevented() -> None:

@@ -1,8 +1,9 @@
 """`hubd backup`: one file holding a consistent copy of the database, the config and, with --with-secrets, the
-secret files, made while hubd runs; into a directory, with `--keep N` keeping the newest N there.
+secret files, made while hubd runs; into a directory, with `--keep N` keeping the newest N there. Without
+--with-secrets the secrets written in the config itself are redacted too (hubd.backup.redact).
 
 The copy is SQLite's online backup (hubd.store.snapshot), never a file copy, so a running hubd is neither
-stopped nor blocked. Imports the config, the store's copy and the archive format; prints to stdout.
+stopped nor blocked.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from pathlib import Path
 
 from hubd import __version__
 from hubd.backup.archive import CONFIG, SECRETS, Manifest, SecretEntry, digest_bytes, digest_database, write_archive
-from hubd.config import LOGIN_PASSWORD_FILE, HubdConfig, config_secret_files
+from hubd.backup.redact import redact
+from hubd.config.model import LOGIN_PASSWORD_FILE, HubdConfig, config_secret_files
 from hubd.errors import HubdError
 from hubd.store.snapshot import (
     copy_database_blocking,
@@ -95,6 +97,11 @@ def back_up(config_path: Path, config: HubdConfig, target: Path, *, into_directo
             raise HubdError(f"{final.parent} is not a directory; create it first, or give another FILE")
     config_bytes = _read(config_path, "the config")
     secrets = find_secrets(config_path, config_bytes.decode("utf-8", errors="replace"))
+    redacted: list[str] = []
+    if not with_secrets:
+        text, redacted = redact(config_bytes.decode("utf-8", errors="replace"))
+        if redacted:
+            config_bytes = text.encode()
     contents, entries = (_gather(secrets) if with_secrets else ({}, []))
     work = Path(tempfile.mkdtemp(prefix=".hubd-backup-", dir=final.parent))
     try:
@@ -115,6 +122,9 @@ def back_up(config_path: Path, config: HubdConfig, target: Path, *, into_directo
     if manifest.secrets_left_out:
         print("left out the secrets (add --with-secrets to include them, or keep your own copy of these files): "
               + "; ".join(manifest.secrets_left_out))
+    if redacted:
+        print("redacted the secrets written in the config itself (add --with-secrets to keep them; a restore puts "
+              "back those the config it replaces holds, and names the others): " + ", ".join(redacted))
     if keep is not None:
         removed = _prune(target, keep)
         if removed:

@@ -5,9 +5,9 @@ database (refused while hubd, or any process, has it open: that is how a running
 the database copy beside it and check it (checksum, `PRAGMA integrity_check`, a schema this hubd knows);
 refuse a database newer than the backup without --force (`newer_than`); keep the database it replaces beside
 it; write the copy into it in one transaction (same file, owner and mode), then `PRAGMA integrity_check`
-again; then, only if asked, the config (--with-config) and the secret files (--secrets-dir). The broker
-session's receipts are dropped from the copy: they describe the broker as it was then. Imports the config,
-the store and the archive format; prints to stdout.
+again; then, only if asked, the config (--with-config: secrets the backup had redacted are taken from the config
+it replaces where it holds them, and the others named) and the secret files (--secrets-dir). The broker
+session's receipts are dropped from the copy: they describe the broker as it was then.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hubd.backup.archive import Head, extract_database, is_sqlite_file, read_head
+from hubd.backup.redact import REDACTED, fill_in, redact
 from hubd.clitable import utc_text
-from hubd.config import HubdConfig, load_config, parse_config
+from hubd.config.model import HubdConfig, load_config, parse_config
 from hubd.errors import ConfigError, HubdError
-from hubd.store.db import migrations
+from hubd.store.db import migrated_schema_blocking, migrations
 from hubd.store.receipts import clear_receipts_blocking
 from hubd.store.snapshot import (
     copy_database_blocking,
@@ -36,6 +37,7 @@ from hubd.store.snapshot import (
     remove_file_blocking,
     replace_database_blocking,
     replace_file_blocking,
+    schema_blocking,
     schema_version_blocking,
     write_synced_blocking,
 )
@@ -64,6 +66,22 @@ def newer_than(current: State, backup: State) -> str | None:
     if current.schema > backup.schema:
         return f"its schema ({current.schema}) is newer than the backup's ({backup.schema})"
     return None
+
+
+def schema_differences(found: set[tuple[str, str, str, str]], expected: set[tuple[str, str, str, str]]) -> list[str]:
+    """What in `found` (a database's `schema_blocking`) is not `expected` (what the migrations make), named:
+    a trigger, view, index or table they did not create, one changed, one missing. Empty when they agree."""
+    made = {(kind, name): sql for kind, name, _, sql in expected}
+    there = {(kind, name) for kind, name, _, _ in found}
+    problems = []
+    for kind, name, table, sql in sorted(found - expected):
+        on = "" if kind == "table" or table == name else f" on {table}"
+        if (kind, name) in made:
+            problems.append(f"{kind} {name!r}{on} differs from what the migrations make ({sql})")
+        else:
+            problems.append(f"{kind} {name!r}{on} that the migrations do not make ({sql or 'no sql'})")
+    problems += [f"{kind} {name!r} is missing" for kind, name, _, _ in sorted(expected) if (kind, name) not in there]
+    return problems
 
 
 def restore(config_path: Path, source: Path, *, with_config: bool, secrets_dir: Path | None, force: bool,
@@ -215,6 +233,10 @@ def _extract(source: Path, head: Head | None, copy: Path, known: int) -> State:
             if state.schema > known:
                 raise HubdError(f"{source}: its database has schema version {state.schema}, newer than this hubd "
                                 f"knows ({known}); restore it with the hubd that made it, or a newer one")
+            foreign = schema_differences(schema_blocking(conn), migrated_schema_blocking(state.schema))
+            if foreign:
+                raise HubdError(f"the database in {source} is not what hubd's migrations make (schema "
+                                f"{state.schema}): {'; '.join(foreign)}; nothing was restored: use another backup")
             clear_receipts_blocking(conn)  # the broker session of the backup's time is not the broker's now
         finally:
             conn.close()
@@ -228,13 +250,24 @@ def _extract(source: Path, head: Head | None, copy: Path, known: int) -> State:
 def _restore_config(config_path: Path, head: Head | None, with_config: bool, stamp: str) -> None:
     if head is None:
         return
+    raw = config_path.read_bytes() if config_path.exists() else None
+    current = None if raw is None else raw.decode("utf-8", errors="replace")
     if not with_config:
-        if not config_path.exists() or config_path.read_bytes() != head.config:
+        if current is None or (raw != head.config and redact(current)[0].encode() != head.config):
             print(f"the backup's config was not restored (it differs from {config_path}); add --with-config to "
                   "put it there, or read it with: tar -xzOf FILE config.yaml")
         return
-    kept = _put(config_path, head.config, CONFIG_MODE, stamp)
+    text, left = fill_in(head.config.decode("utf-8", errors="replace"), current)
+    data = text.encode() if text.encode() != head.config else head.config
+    kept = _put(config_path, data, CONFIG_MODE, stamp)
     print(f"restored the config to {config_path}" + (f" (the one it replaces: {kept})" if kept else ""))
+    if data != head.config:
+        print("put back the secrets written in the config it replaces, where the backup had them redacted")
+    if left:
+        print(f"fill in the secrets the backup left out (it was made without --with-secrets) in {config_path}, "
+              f"each in place of {REDACTED}, or give it as <key>_file: " + ", ".join(left)
+              + ("; an account's password: the output of hubd hash-password" if any("accounts" in k for k in left)
+                 else "") + ". Until then hubd refuses to start and names them")
 
 
 def _restore_secrets(head: Head | None, secrets_dir: Path | None, stamp: str) -> None:

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.demo.automation import call, doorbell_automation, doorbell_webhook_blocking
 from hubd.dialects.mapping import endpoint_id
 from hubd.driver.passwords import hash_password

@@ -4,7 +4,7 @@ all, and the event that makes its button a doorbell; and the platform's name rul
 The registry applies an `Override` when a device is described (its config comes, or the override changes), never
 per state change; the dialects read the doorbell event (`hubd.dialects.base.Selection`). Overrides are kept in
 SQLite by endpointId (`hubd.store.overrides`), whether or not the device is there: one for a device that is gone
-applies when it comes back. Imports the device model and hubd.spoken only.
+applies when it comes back.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from hubd.devices.model import DeviceConfig
 from hubd.spoken import spoken
 
 NAME_MAX_CHARS = 128  # a name or room; the dialects cut the names they make at this length too
-EVENT_MAX_CHARS = 100  # a doorbell event: an action value, an event_type, a trigger's subtype or payload
+EVENT_MAX_CHARS = 64  # a doorbell event: an action value, an event_type, a trigger's subtype or payload
 
 
 @dataclass(frozen=True, slots=True)

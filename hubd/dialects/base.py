@@ -7,9 +7,8 @@ Each lives in a folder of its own under `hubd/dialects/` on the `Dialect` base c
 builds the enabled ones from the config, in claim order. Everything after the seam (registry, outbox, directives,
 webhook) sees only these types and never knows which dialect a device came from. A device's `Route` (its
 dialect and the address that dialect gave it, `hubd.devices.model`) is kept with the device in SQLite, so a
-command goes where the device listens, also after a restart.
-
-Imports only the device model: nothing of MQTT, storage or the platform.
+command goes where the device listens, also after a restart. The seam knows nothing of MQTT sessions, storage or
+the platform: what crosses it is typed values of the device model.
 """
 
 from __future__ import annotations
@@ -135,34 +134,45 @@ class ControlRequest:
 
 @dataclass(frozen=True, slots=True)
 class PublishRules:
-    """Where hubd may publish a device command (CONTRACT: a device's own command topics only).
+    """The fixed part of where hubd may publish a device command (CONTRACT: a device's own command topics only); the
+    part that changes with the devices (read topics, group topics, topics another device holds) is the dialects' and
+    `hubd.dialects.topics.CommandTopics` asks both: that is the one rule.
 
     Never under hubd's own base topic but a native device's `B/device/ID/set` and `/command`, never under a
     zigbee2mqtt installation's `bridge/` (its requests: remove a device, permit joining), under a discovery prefix
-    (configs), or on a `$` topic, whatever a discovery config says; and never a topic with a wildcard or NUL.
-    `enabled.py` makes it from the config; discovery checks each entity's command topics against it when the config
-    comes, and the device-command port checks every publish again.
+    (configs), or on a `$` topic, whatever a discovery config says; never a topic with a wildcard or NUL; never on
+    a group topic (`groups`: Tasmota's level `tasmotas`, which every Tasmota on the network obeys); and under another
+    import's tree (`trees`: a zigbee2mqtt base topic) only for the dialects that import from it. The dialect table
+    (`enabled.py`) makes it from the config and its rows, whether or not a row's dialect is enabled.
     """
 
     base_topic: str = "hubd"
     reserved: tuple[str, ...] = ()  # topic prefixes (ending in "/") hubd never publishes under
+    trees: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (topic prefix ending in "/", the dialects that may publish)
+    groups: tuple[str, ...] = ()  # topic levels that address every device of a kind at once (Tasmota's `tasmotas`)
 
-    def refusal(self, topic: str, device_id: str | None = None, native: bool = False) -> str | None:
-        """Why hubd must not publish a command on `topic` (None: it may). `native`: for hubd's own device
-        `device_id`, whose `set` and `command` topics are its own."""
+    def refusal(self, topic: str, device_id: str | None = None, dialect: str = "") -> str | None:
+        """Why hubd must not publish a command of `dialect`'s device `device_id` on `topic` (None: it may, as far as
+        the fixed rules go). A native device's `set` and `command` topics are its own."""
         if not topic or "+" in topic or "#" in topic or "\x00" in topic:
             return f"{topic!r} is not a topic hubd can publish to (empty, a wildcard or NUL)"
         if topic.startswith("$"):
             return f"{topic!r} is a broker topic ($...)"
         base = self.base_topic + "/"
         if topic.startswith(base):
-            if native and device_id is not None and topic in (f"{base}device/{device_id}/set",
-                                                               f"{base}device/{device_id}/command"):
+            if dialect == "native" and device_id is not None and topic in (f"{base}device/{device_id}/set",
+                                                                           f"{base}device/{device_id}/command"):
                 return None
             return f"{topic!r} is under hubd's own topics ({base}), where only its devices' set and command go"
         for prefix in self.reserved:
             if topic.startswith(prefix):
                 return f"{topic!r} is under {prefix}, which is not a device's command topic"
+        for prefix, dialects in self.trees:
+            if topic.startswith(prefix) and dialect not in dialects:
+                return f"{topic!r} is under {prefix}, the topics of another import ({', '.join(dialects)})"
+        group = next((level for level in topic.split("/") if level in self.groups), None)
+        if group is not None:
+            return f"{topic!r} is the group topic {group!r}, which every device of its kind on the network obeys"
         return None
 
 
@@ -189,8 +199,26 @@ class Unexported:
     events: tuple[str, ...] = ()
 
 
+def topic_matches(pattern: str, topic: str) -> bool:
+    """Whether an MQTT topic filter (`+` one level, a final `#` any levels, the parent included) matches `topic`."""
+    if "+" not in pattern and "#" not in pattern:
+        return pattern == topic
+    want, have = pattern.split("/"), topic.split("/")
+    for index, level in enumerate(want):
+        if level == "#":
+            return True
+        if index >= len(have) or (level != "+" and level != have[index]):
+            return False
+    return len(want) == len(have)
+
+
 class CommandRefused(Exception):
     """A dialect cannot express this command for this device (the text says why, for the platform's error)."""
+
+
+class CommandTemplateFailed(CommandRefused):
+    """The device's own command template failed (past its deadline or memory, say): a fault of the device's
+    config, so besides the platform's error it is listed under problems."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +303,16 @@ class Dialect(ABC):
         """The events a press of this endpoint's button could be (what the device announces), to pick one of when
         declaring it a doorbell; () when it announces none (any event may still be declared)."""
         return ()
+
+    def guards(self, topic: str) -> str | None:
+        """Why no command may go to `topic` for the sake of this dialect's devices (None: none), phrased to follow
+        "'<topic>' is ...": a topic one of them is read from (state, availability, attributes: a command there forges
+        a state hubd itself reports), or a group topic that reaches them all. Default: a topic one of the dialect's
+        subscriptions matches."""
+        for pattern, _ in self.subscriptions():
+            if topic_matches(pattern, topic):
+                return f"where {self.name} devices are read from ({pattern})"
+        return None
 
     def owns_command_topic(self, topic: str) -> bool:
         """Whether `topic` is where this dialect's own devices take commands (so no discovered entity may publish

@@ -1,10 +1,10 @@
 """The device-command port over the dialects: how directives and the webhook reach a device, whatever its dialect.
 
 A command is encoded by the dialect the device's route names (`hubd.dialects.base.Dialect`), checked against
-the rules of where hubd may publish (`PublishRules`: a device's own command topics only), then handed to the MQTT
-bridge as plain publishes. Encoding and sending are separate steps so that a caller can refuse
-a command it cannot express before it records anything (a directive claims its reply first, then sends).
-Imports the seam and the device model only; the bridge comes in through the `Publisher` port.
+the one rule of where hubd may publish (`hubd.dialects.topics`: a device's own command topics only; a refusal
+logged, throttled), then handed to the MQTT bridge as plain publishes. Encoding and sending are separate steps so
+that a caller can refuse a command it cannot express before it records anything (a directive claims its reply
+first, then sends).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 from hubd.devices.model import Route
 from hubd.dialects.base import CommandRefused, ControlRequest, Dialect, Outgoing, PublishRules
+from hubd.dialects.topics import CommandTopics
+from hubd.failures import RefusalLog
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,9 @@ class DeviceCommands:
     def __init__(self, dialects: Sequence[Dialect], publisher: Publisher, rules: PublishRules | None = None) -> None:
         self._dialects = {d.name: d for d in dialects}
         self._publisher = publisher
-        self._rules = rules if rules is not None else PublishRules()
+        # Asked again at every publish: a topic accepted with the device's config may be read from since.
+        self._topics = CommandTopics(rules if rules is not None else PublishRules(), dialects)
+        self._refusals = RefusalLog(log, what="refused device commands", line="refused a command on %s: %s%s")
 
     @property
     def connected(self) -> bool:
@@ -61,8 +65,10 @@ class DeviceCommands:
 
     def _checked(self, device_id: str, route: Route, messages: list[Outgoing]) -> list[Outgoing]:
         for message in messages:
-            why = self._rules.refusal(message.topic, device_id, native=route.dialect == "native")
+            why = self._topics.refusal(message.topic, device_id, route.dialect)
             if why is not None:
+                self._refusals.refused(message.topic, f"{device_id}: {why}",
+                                       "; hubd publishes only to a device's own command topics")
                 raise CommandRefused(f"hubd does not publish there: {why}")
         return messages
 

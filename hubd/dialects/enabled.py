@@ -1,6 +1,6 @@
 """The table of device dialects: one row per dialect owns every fact of it that hubd uses outside its folder.
 
-A row (`DialectKind`) says how to build the dialect, its config section (a `hubd.config.DialectConfig`: whether
+A row (`DialectKind`) says how to build the dialect, its config section (a `hubd.config.model.DialectConfig`: whether
 it is enabled, its include/exclude, which keys a reload applies live), the labels the status and devices pages
 give its devices' source, the topic prefixes no device command may go under (`publish_rules`) and the block
 `hubd init` writes for its section. Whoever needs one of these facts (the reload, the pages, `hubd init`) walks
@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from hubd.config import DialectConfig, HubdConfig
+from hubd.config.model import DialectConfig, HubdConfig
 from hubd.dialects.base import Dialect, PublishRules, Selection
+from hubd.dialects.topics import CommandTopics
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,14 +32,21 @@ class DialectKind:
     hubd's own topics, which have no section); the section's model class is HubdConfig's for that key, and its
     live keys (what SIGHUP applies) are `DialectConfig.LIVE`. `label` names its devices' source on the status
     page, `short` on the devices page. `reserved` gives the topic prefixes hubd never publishes a device command
-    under (`publish_rules`), enabled or not; `init` is the block `hubd init` writes for its section."""
+    under (`publish_rules`), enabled or not, and `trees` the topic trees it owns with the dialects that may publish
+    there (zigbee2mqtt's base topic: its own devices and those it announces through discovery), and `groups` the
+    topic levels that reach every device of its kind at once (Tasmota's `tasmotas`); `init` is the block
+    `hubd init` writes for its section."""
 
     name: str
     label: str
     short: str
-    build: Callable[[HubdConfig, Sequence[Dialect]], Dialect]  # given the dialects built before it, in claim order
+    # Given the dialects built before it, in claim order, and the one rule of where commands may go (bound to them
+    # all once built).
+    build: Callable[[HubdConfig, Sequence[Dialect], CommandTopics], Dialect]
     section: bool = True
     reserved: Callable[[HubdConfig], tuple[str, ...]] = lambda config: ()
+    trees: Callable[[HubdConfig], tuple[tuple[str, tuple[str, ...]], ...]] = lambda config: ()
+    groups: tuple[str, ...] = ()  # topic levels that address every device of its kind at once (never published to)
     init: str = ""
 
     @property
@@ -77,44 +85,45 @@ class DialectKind:
         return settings.model_copy(update={key: getattr(given, key) for key in given.LIVE})
 
 
-def _native(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
+def _native(config: HubdConfig, before: Sequence[Dialect], topics: CommandTopics) -> Dialect:
     from hubd.dialects.native.dialect import NativeDialect
 
     return NativeDialect(config.mqtt.base_topic, namespace=config.platform.namespace)
 
 
-def _zigbee2mqtt(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
+def _zigbee2mqtt(config: HubdConfig, before: Sequence[Dialect], topics: CommandTopics) -> Dialect:
     from hubd.dialects.zigbee2mqtt.dialect import Zigbee2MqttDialect
 
     return Zigbee2MqttDialect(config.zigbee2mqtt, config.doorbells)
 
 
-def _tasmota(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
+def _tasmota(config: HubdConfig, before: Sequence[Dialect], topics: CommandTopics) -> Dialect:
     from hubd.dialects.tasmota.dialect import TasmotaDialect
 
-    return TasmotaDialect(config.tasmota, config.doorbells)
+    return TasmotaDialect(config.tasmota, config.doorbells, topics=topics)
 
 
-def _shelly(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
+def _shelly(config: HubdConfig, before: Sequence[Dialect], topics: CommandTopics) -> Dialect:
     from hubd.dialects.shelly.dialect import ShellyDialect
 
-    return ShellyDialect(config.shelly, config.doorbells, client_id=config.mqtt.client_id, rules=publish_rules(config))
+    return ShellyDialect(config.shelly, config.doorbells, client_id=config.mqtt.client_id, topics=topics)
 
 
-def _homeassistant(config: HubdConfig, before: Sequence[Dialect]) -> Dialect:
+def _homeassistant(config: HubdConfig, before: Sequence[Dialect], topics: CommandTopics) -> Dialect:
     from hubd.dialects.homeassistant.dialect import HomeAssistantDialect
 
-    return HomeAssistantDialect(config.homeassistant, config.doorbells, natives=before, rules=publish_rules(config))
+    return HomeAssistantDialect(config.homeassistant, config.doorbells, natives=before, topics=topics)
 
 
 KINDS: tuple[DialectKind, ...] = (
     DialectKind("native", "native (hubd topics)", "native", _native, section=False),
     DialectKind("zigbee2mqtt", "zigbee2mqtt", "zigbee2mqtt", _zigbee2mqtt,
                 reserved=lambda config: (f"{config.zigbee2mqtt.base_topic}/bridge/",),
+                trees=lambda config: ((f"{config.zigbee2mqtt.base_topic}/", ("zigbee2mqtt", "homeassistant")),),
                 init="zigbee2mqtt:\n"
                      "  enabled: true                     # zigbee2mqtt's devices, as zigbee2mqtt describes them\n"),
     DialectKind("tasmota", "Tasmota", "Tasmota", _tasmota,
-                reserved=lambda config: (f"{config.tasmota.discovery_prefix}/",),
+                reserved=lambda config: (f"{config.tasmota.discovery_prefix}/",), groups=("tasmotas",),
                 init="tasmota:\n"
                      "  enabled: true                     # Tasmota devices, from Tasmota's own discovery\n"),
     DialectKind("shelly", "Shelly", "Shelly", _shelly,
@@ -131,9 +140,13 @@ KINDS: tuple[DialectKind, ...] = (
 
 
 def publish_rules(config: HubdConfig) -> PublishRules:
-    """Where hubd may publish device commands: never under its own topics (but its devices' set and command), a
-    prefix a dialect's row reserves (a discovery prefix, a zigbee2mqtt bridge's requests), or `$` topics."""
-    return PublishRules(config.mqtt.base_topic, tuple(prefix for kind in KINDS for prefix in kind.reserved(config)))
+    """The fixed rules of where hubd may publish device commands: never under its own topics (but its devices' set
+    and command), a prefix a dialect's row reserves (a discovery prefix, a zigbee2mqtt bridge's requests), `$` topics
+    or Tasmota's group topic; under a tree a row owns only for the dialects it names (zigbee2mqtt's base topic: its
+    own devices and the ones it announces through Home Assistant discovery)."""
+    return PublishRules(config.mqtt.base_topic, tuple(prefix for kind in KINDS for prefix in kind.reserved(config)),
+                        tuple(tree for kind in KINDS for tree in kind.trees(config)),
+                        tuple(level for kind in KINDS for level in kind.groups))
 
 
 def labels() -> dict[str, dict[str, str]]:
@@ -143,11 +156,14 @@ def labels() -> dict[str, dict[str, str]]:
 
 
 def build_dialects(config: HubdConfig) -> list[Dialect]:
-    """The enabled dialects, in claim order (the first that claims a topic decodes it)."""
+    """The enabled dialects, in claim order (the first that claims a topic decodes it), bound to one rule of where
+    their devices' commands may go (`hubd.dialects.topics`)."""
+    topics = CommandTopics(publish_rules(config))
     built: list[Dialect] = []
     for kind in KINDS:
         if kind.enabled(config):
-            built.append(kind.build(config, tuple(built)))
+            built.append(kind.build(config, tuple(built), topics))
+    topics.bind(built)
     return built
 
 

@@ -7,8 +7,6 @@ device classes, which zigbee2mqtt's own discovery uses too (`light(dimmable=True
 `plan_ranked()` puts a device's parts on endpoints, the device's own and a split-off `<device>-<key>` one for each
 part whose interface is already taken, stable whatever order the parts arrived in. The value conversions are
 hubd.dialects.convert's.
-
-Imports only the device model (hubd.devices.model) and the conversions; no MQTT, no dialect.
 """
 
 from __future__ import annotations
@@ -158,9 +156,34 @@ def siren(*, reported: bool = True) -> Part:
 ACTUATOR_TYPES = frozenset({"light", "socket", "switch", "curtain", "thermostat", "ac", "fan", "door", "scene"})
 
 
-def primary_rank(part: Part) -> int:
-    """0 for a device's primary function (light, relay, cover, climate, fan, lock), 1 for sensors (for plan_ranked)."""
-    return 0 if part.display_type in ACTUATOR_TYPES else 1
+# What keeps a device running, never its function: a status LED, a restart or identify button, the radio's signal
+# strength, uptime, IP, firmware. Matched as words of an entity's name, object_id or property.
+_HOUSEKEEPING = re.compile(r"(?<![^\W_])(?:status\W*(?:led|light)|(?:power|wifi|link|blue|red|green)\W*led"
+                           r"|leds?\W*(?:indicator|enabled?|disabled|mode|night)|indicator|restart|reboot|identify"
+                           r"|reset|rssi|linkquality|link\W*quality|signal|uptime|ip|firmware|version|wifi|ssid)"
+                           r"(?![^\W_])", re.IGNORECASE)
+RANK_PRIMARY, RANK_SENSOR, RANK_HOUSEKEEPING = 0, 1, 1_000_000  # above every dialect's own ranks
+
+
+def housekeeping(*names: str | None) -> bool:
+    """Whether an entity so named (its name, object_id, property) keeps the device running rather than being what
+    it is for: `Garage ESP Status LED`, `restart`, `linkquality`, `wifi-rssi`, `uptime`."""
+    return any(name and _HOUSEKEEPING.search(name.replace("_", " ")) for name in names)
+
+
+def primary_rank(part: Part, *names: str | None) -> int:
+    """For plan_ranked: RANK_PRIMARY for a device's primary function (light, relay, cover, climate, fan, lock),
+    RANK_SENSOR for sensors, RANK_HOUSEKEEPING for a status LED, a restart button, a signal or uptime reading
+    (`names`: the entity's name, object_id or property), which never hold the device's own endpoint."""
+    if housekeeping(*names):
+        return RANK_HOUSEKEEPING
+    return RANK_PRIMARY if part.display_type in ACTUATOR_TYPES else RANK_SENSOR
+
+
+def ranked(rank: int, *names: str | None) -> int:
+    """A dialect's own rank of a part (relay number, zigbee2mqtt's actuator/sensor/secondary), or
+    RANK_HOUSEKEEPING for a part so named (`housekeeping`): one rule for every dialect."""
+    return RANK_HOUSEKEEPING if housekeeping(*names) else rank
 
 
 def doorbell() -> Part:

@@ -17,6 +17,7 @@ from typing import TextIO
 from hubd.doctor.address import DNS, PUBLIC_URL, check_dns, check_public_url
 from hubd.doctor.broker import MQTT, check_broker
 from hubd.doctor.database import DATABASE, DATABASE_WRITE, check_database, check_database_write
+from hubd.doctor.mosquitto import LIMITS, check_broker_limits
 from hubd.doctor.report import Report, not_checked
 from hubd.doctor.routes import (
     HEALTHZ,
@@ -34,7 +35,7 @@ from hubd.doctor.tls import TLS, check_tls
 from hubd.doctor.tokenhost import CLOCK, TOKEN_HOST, check_clock, check_token_host
 
 # Every check, in the order the report prints them.
-CHECKS = (CONFIG, SECRETS, DATABASE, DATABASE_WRITE, MQTT, TOKEN_HOST, CLOCK, PUBLIC_URL, DNS, TLS, HEALTHZ,
+CHECKS = (CONFIG, SECRETS, DATABASE, DATABASE_WRITE, MQTT, LIMITS, TOKEN_HOST, CLOCK, PUBLIC_URL, DNS, TLS, HEALTHZ,
           VENDOR_PATH, LOGIN_PAGE, LOCAL_ROUTES)
 ROUTE_CHECKS = (HEALTHZ, VENDOR_PATH, LOGIN_PAGE, LOCAL_ROUTES)
 
@@ -58,6 +59,7 @@ async def run_checks(config_path: Path, out: TextIO, env: Mapping[str, str]) -> 
     report.add(result)
     report.add(await asyncio.to_thread(check_database_write, config.storage))
     report.add(await check_broker(config.mqtt))
+    report.add(await asyncio.to_thread(check_broker_limits, config))
     result, reading = await check_token_host(config.platform)
     report.add(result)
     report.add(check_clock(reading, "the token host did not answer"))

@@ -40,6 +40,10 @@ STABLE_AFTER_S = 10.0
 # How long the SUBACK of our subscriptions and the PUBACK of `online` may take before the session is
 # given up (and retried with the backoff).
 ANNOUNCE_TIMEOUT_S = 10.0
+# Decoding a batch gives the loop back once it has held it this long (templates' renders can take up to their
+# deadline each), for long enough that an HTTP request waiting meanwhile is answered.
+YIELD_AFTER_S = 0.05
+YIELD_FOR_S = 0.005
 
 
 def status_topic(base: str) -> str:
@@ -106,13 +110,14 @@ class MqttBridge:
         self._stages = event_stages(metrics)
         self._connects = metrics.counter("hubd_mqtt_connects_total", "successful connections to the broker")
         self._poison = metrics.counter("hubd_mqtt_set_aside_total",
-                                       "device messages hubd stopped on twice while reading them, set aside unread")
+                                       "distinct device messages hubd stopped on while reading them, set aside unread")
         health.require("mqtt", "not connected yet")
 
     async def start(self) -> None:
         """Prime the dialects from the kept routes; connecting is part of run(), so a broker that is down delays
         readiness."""
         self._inflight.load()
+        self._poison.inc(self._inflight.set_aside_total)  # messages, across starts: a retained copy counts once
         if self._routes is not None:
             for dialect in self._dialects:
                 dialect.restore(self._routes.routes(dialect.name))
@@ -275,8 +280,9 @@ class MqttBridge:
         if len(fresh) < len(batch):
             kept = {id(m) for m in fresh}
             self._client.ack([m for m in batch if id(m) not in kept])  # stored already: acknowledged only
-        # Noted as in flight before they are read, cleared once committed: a message hubd dies on comes back
-        # alone at the next start, and one it died on twice is set aside unread (hubd/mqtt/inflight.py).
+        # Noted as in flight before they are decoded, cleared once committed: a message hubd dies on alone is set
+        # aside unread at the next start; after a death in a batch, every message is read alone for a while
+        # (hubd/mqtt/inflight.py).
         # Each step is acknowledged once committed: the receipts of the last few commits are all that is kept
         # (hubd.store.receipts), so a batch read in many steps must not wait for its last one to be acknowledged.
         for step in self._inflight.plan(fresh):
@@ -292,7 +298,10 @@ class MqttBridge:
 
     async def _read_step(self, step: Step[Message]) -> None:
         """Decode a step's messages (or set its one aside) and hand them on with their receipts."""
-        decoded = [self._set_aside(step.messages[0], step.deaths)] if step.set_aside else self._decode(step.messages)
+        if step.set_aside:
+            decoded = [self._set_aside(step.messages[0], step.deaths)]
+        else:
+            decoded = await self._decode(step.messages)
         decoded = self._pending_inputs() + decoded  # before: a device another dialect just took over
         added, removed = self._subscriptions.changes()
         if added and self._subscribe_first:  # a device reaches the platform once its states reach hubd
@@ -320,10 +329,17 @@ class MqttBridge:
         skip = {id(again[r]) for r in stored}
         return [m for m in batch if id(m) not in skip]
 
-    def _decode(self, batch: Sequence[Message]) -> list[Decoded]:
+    async def _decode(self, batch: Sequence[Message]) -> list[Decoded]:
+        """The batch's readings. A reading may wait on a template's render (each bounded by the render process's
+        deadline): once the loop has been held for `YIELD_AFTER_S`, it is given back before the next message, so a
+        burst of slow templates never keeps /healthz, the webhook or a directive waiting longer than one render."""
         now = time.time()
         out: list[Decoded] = []
+        held_since = time.monotonic()
         for message in batch:
+            if time.monotonic() - held_since > YIELD_AFTER_S:
+                await asyncio.sleep(YIELD_FOR_S)
+                held_since = time.monotonic()
             decoded = self._decode_one(message, now)
             if decoded is None:
                 self._ignored.inc()
@@ -343,11 +359,13 @@ class MqttBridge:
         return out
 
     def _set_aside(self, message: Message, deaths: int) -> Decoded:
-        """A message hubd stopped on `deaths` times while reading it: acknowledged unread, a problem to list."""
-        self._poison.inc()
-        log.error("%s: hubd stopped %d times while reading this message (%d bytes); it is acknowledged unread and "
-                  "listed under the status page's problems", message.topic, deaths, len(message.payload))
-        reason = (f"hubd stopped {deaths} times while reading this message ({len(message.payload)} bytes), so it was "
+        """A message hubd stopped on while reading it alone: acknowledged unread, a problem to list."""
+        if self._inflight.first_set_aside(message):
+            self._poison.inc()
+        times = "once" if deaths == 1 else f"{deaths} times"
+        log.error("%s: hubd stopped %s while reading this message alone (%d bytes); it is acknowledged unread and "
+                  "listed under the status page's problems", message.topic, times, len(message.payload))
+        reason = (f"hubd stopped {times} while reading this message alone ({len(message.payload)} bytes), so it was "
                   "set aside unread; if the device sends it again, report it with hubd's log")
         return Decoded(message.topic, time.time(), message.retain, (InputRejected("other", reason),))
 

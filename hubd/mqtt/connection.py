@@ -5,8 +5,7 @@ paho's network thread: socket readiness goes through loop.add_reader/add_writer,
 every second for keepalive, and only the blocking TCP/TLS connect runs in a (daemon) thread. paho's
 callbacks only resolve this connection's futures (CONNACK, SUBACK, PUBACK) or put messages in the inbox;
 they never log payloads or run hubd logic. PUBACKs for received messages go out in receive order. A
-malformed packet or an I/O error ends the connection and fails everything waiting on it. Imports nothing
-of hubd but errors, threads and the inbox; it logs nothing.
+malformed packet or an I/O error ends the connection and fails everything waiting on it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 One inbox per client, across its connections. Bounded for QoS 0 (the oldest is dropped, counted, and the
 first drop logged once through the client's logger); QoS>=1 messages are never dropped: the broker's
 in-flight window bounds them, as they are acked only once the caller persisted what they caused. No I/O,
-no paho; imports nothing of hubd.
+no paho.
 """
 
 from __future__ import annotations

@@ -4,21 +4,24 @@ one) parsed and checked, and what it makes of an override.
 A body holds any of `name`, `room` (strings passing the platform's name rule, or null to drop the override),
 `exposed` (a boolean) and `doorbell` (an event, or null). Every problem names its field and the fix, and a name or
 room the platform would refuse comes with a spelling it takes (`hubd.devices.overrides.spelling`): the routes
-answer them as a 422 in hubd's error shape. Imports the overrides' model only.
+answer them as a 422 in hubd's error shape.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from hubd.devices.overrides import EVENT_MAX_CHARS, NAME_MAX_CHARS, Override, spelling
-from hubd.jsonkind import json_kind
+from hubd.untrusted.kinds import json_kind
 
 FIELDS = ("name", "room", "exposed", "doorbell")
 FIELD_LIST = "name, room, exposed or doorbell"
 MAX_BULK = 500  # endpointIds in one bulk edit
 _EXAMPLES = {"name": "Desk Lamp", "room": "Living Room"}
+_MARKUP = frozenset("<>&\"'`\\")  # never in an event a device sends; always in markup or a script
+_EVENTS_NAMED = 30  # the announced events a refusal names
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +164,20 @@ def _event(value: object) -> str | Problem | None:
         return Problem("doorbell", 'is blank; give the event that is a press, e.g. "single", or null to drop it')
     if len(value) > EVENT_MAX_CHARS:
         return Problem("doorbell", f"is {len(value)} characters long; an event is at most {EVENT_MAX_CHARS}")
-    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value):
         return Problem("doorbell", "holds a control character; give the event as the device sends it")
+    markup = sorted(set(value) & _MARKUP)
+    if markup:
+        return Problem("doorbell", f"is no event name: it holds {' '.join(markup)} (markup or quoting); give the "
+                                   'event as the device sends it, e.g. "single"')
     return value
+
+
+def unknown_event(event: str, announced: Sequence[str]) -> Problem | None:
+    """The problem with a doorbell `event` a device does not announce, when it announces any (its `action` values,
+    triggers, event types): a press it never sends would never ring."""
+    if not announced or event in announced:
+        return None
+    shown = ", ".join(announced[:_EVENTS_NAMED]) + (f" and {len(announced) - _EVENTS_NAMED} more"
+                                                    if len(announced) > _EVENTS_NAMED else "")
+    return Problem("doorbell", f"{event!r} is not an event this device announces; give one of: {shown}")

@@ -6,8 +6,7 @@ when the owner declared any, and whenever the owner's doorbells (the devices pag
 `hubd.owner.reload`) change, the selection goes to the dialects through the MQTT bridge, which hands the registry
 what that changes between two of its batches (`hubd.mqtt.bridge.MqttBridge.reconfigure`). An owner's edit and a
 SIGHUP may come at once: one selection goes at a time, each made when its turn comes, so the last one the dialects
-take holds the newest config and doorbells. Imports the config, the table of dialects and the seam's `Selection`;
-the bridge and the overrides come in through the ports below.
+take holds the newest config and doorbells.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Protocol
 
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.devices.overrides import Override
 from hubd.dialects.base import Selection
 from hubd.dialects.enabled import selections

@@ -14,9 +14,7 @@ An edit is stored with what the platform must hear of it in one transaction (`De
 doorbell then goes to the dialects (`hubd.owner.live.LiveSelection`), and the edit answers once all of it is
 committed, so the outbox already holds the AddOrUpdateReport (or DeleteReport) when the owner sees the answer.
 What the listing shows comes from the status routes (`Listing`); whether a bulk edit's endpointIds are known, from the
-registry, the overrides and what the dialects leave out, without a listing. Imports the device and overrides' models,
-the dialects' seam, the edits, the guard, sessions and the page; the registry, the listing and the selection come in
-through the ports below.
+registry, the overrides and what the dialects leave out, without a listing.
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ from aiohttp import web
 from hubd.devices.device import Device
 from hubd.devices.overrides import Override
 from hubd.dialects.base import Dialect
-from hubd.owner.edits import Edit, EditInvalid, Problem, parse_bulk, parse_edit
+from hubd.owner.edits import Edit, EditInvalid, Problem, parse_bulk, parse_edit, unknown_event
 from hubd.owner.guard import OwnerGuard
 from hubd.owner.signin import Sessions
 from hubd.web.jsonbody import JsonBodyInvalid, load_json
@@ -118,8 +116,12 @@ class OwnerRoutes:
             edit = parse_edit(await _body(request))
         except EditInvalid as err:
             return _invalid(err)
-        if self._device(endpoint_id) is None:
+        shown = self._device(endpoint_id)
+        if shown is None:
             return _not_found([endpoint_id])
+        unknown = _unannounced(edit, {endpoint_id: shown})
+        if unknown is not None:
+            return unknown
         await self._apply([endpoint_id], edit)
         log.info("%s changed %s: %s", owner, endpoint_id, ", ".join(sorted(edit.values)))
         return web.json_response(self._device(endpoint_id), headers=NO_STORE)
@@ -135,6 +137,11 @@ class OwnerRoutes:
         unknown = self._unknown(ids)
         if unknown:
             return _not_found(unknown)
+        if edit.doorbell:
+            index = self._index()
+            refused = _unannounced(edit, {i: index[i] for i in ids if i in index}, bulk=True)
+            if refused is not None:
+                return refused
         await self._apply(ids, edit)
         log.info("%s changed %d devices: %s", owner, len(ids), ", ".join(sorted(edit.values)))
         shown = self._index()
@@ -223,6 +230,22 @@ async def _body(request: web.Request) -> object:
 def _absent(endpoint_id: str, override: Override) -> dict[str, Any]:
     """What the API shows of an endpoint gone (or never seen) whose override is kept."""
     return {"endpointId": endpoint_id, "exported": False, "present": False, "overrides": override.as_json()}
+
+
+def _unannounced(edit: Edit, shown: dict[str, dict[str, Any]], *, bulk: bool = False) -> web.Response | None:
+    """The 422 for a doorbell event one of these devices does not announce (`doorbellEvents`, as the devices page
+    offers them), naming the ones it does (and, in a bulk edit, the endpointId); None when each announces it, or
+    announces none."""
+    event = edit.values.get("doorbell")
+    if event is None:
+        return None
+    problems = []
+    for endpoint_id, device in shown.items():
+        problem = unknown_event(event, list(device.get("doorbellEvents") or ()))
+        if problem is not None:
+            problems.append(problem if not bulk else
+                            Problem(problem.path, f"{endpoint_id[:80]}: {problem.message}"))
+    return _invalid(EditInvalid(problems)) if problems else None
 
 
 def _invalid(err: EditInvalid) -> web.Response:

@@ -8,7 +8,7 @@ SOUND_GRACE_S to end, then its program is ended, every command still waiting is 
 published and the session is closed with a DISCONNECT, all within STOP_BUDGET_S. A command or message that
 fails in a way the checks did not foresee is that command's `error` result (and a traceback in the log),
 never the agent's end. Audio URLs are fetched through a session of their own (hubd.speaker.reach), not the
-voice assistant's. Imports hubd.mqtt.client, hubd.lifecycle (Backoff), hubd.errors and the speaker package.
+voice assistant's.
 """
 
 from __future__ import annotations
@@ -323,13 +323,14 @@ class SpeakerAgent:
             return "error", str(err)
 
     async def _play(self, speaker: Loudspeaker, url: str) -> None:
-        if self._tools.url_player is not None:
-            await check_player_url(url, allow_local=self._config.audio.allow_local,
-                                   timeout_s=self._config.audio.timeout_s)
-            log.debug("handing %s to the URL player", shown(url))
-            await speaker.play_url(url)
-            return
         assert self._downloads is not None  # start() ran
+        if self._tools.url_player is not None:
+            final = await check_player_url(self._downloads, url, allow_local=self._config.audio.allow_local,
+                                           timeout_s=self._config.audio.timeout_s)
+            log.debug("handing %s to the URL player%s", shown(final), "" if final == url else f" ({shown(url)} "
+                      "redirects there)")
+            await speaker.play_url(final)
+            return
         audio = await download(self._downloads, url, speaker.workdir, speaker.next_stem("audio"),
                                max_bytes=self._config.audio.max_bytes, timeout_s=self._config.audio.timeout_s)
         try:

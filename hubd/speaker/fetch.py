@@ -4,8 +4,10 @@ Owns what the agent takes from a URL: the size is held while reading (a server t
 Content-Length, or a wrong one, is cut off at `audio.max_bytes`), the timeout covers the whole download,
 and the content type must be audio (`audio/*`, or `application/ogg`). Where it may connect is
 `hubd.speaker.reach`'s rule, held by the session it is given (`reach.download_session`), redirects
-included; a refusal becomes a DownloadFailed that says what was refused and why. Messages name the URL
-without its query (which may carry a token). Wraps aiohttp; imports the speaker's reach module.
+included; a refusal becomes a DownloadFailed that says what was refused and why. A URL for
+player.url_command has its redirects followed here the same way (no body read) and the final one is handed
+over, so the player gets no redirect to an address the rule refuses. Messages name the URL
+without its query (which may carry a token). Wraps aiohttp.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from hubd.speaker.reach import Refused, check_host, url_problem
 CHUNK_BYTES = 64 * 1024
 MAX_REDIRECTS = 5
 URL_SHOWN_CHARS = 120
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 WAV_TYPES = frozenset({"audio/wav", "audio/x-wav", "audio/wave", "audio/vnd.wave"})
 _EXTENSIONS = {"audio/mpeg": ".mp3", "audio/mp3": ".mp3", "audio/ogg": ".ogg", "application/ogg": ".ogg",
                "audio/opus": ".opus", "audio/flac": ".flac", "audio/x-flac": ".flac", "audio/aac": ".aac",
@@ -105,23 +108,63 @@ async def download(session: aiohttp.ClientSession, url: str, directory: Path, st
     return Downloaded(path, content_type, len(body))
 
 
-async def check_player_url(url: str, *, allow_local: bool, timeout_s: float) -> None:
-    """Before a URL goes to player.url_command: DownloadFailed when reach's rules refuse it (its syntax, or an
-    address its host has now), or its name does not resolve within `timeout_s`."""
+async def check_player_url(session: aiohttp.ClientSession, url: str, *, allow_local: bool, timeout_s: float) -> str:
+    """The URL to hand to player.url_command: `url`, or where its redirects lead, each hop followed here through
+    `session` (reach's rule: a hop on a refused address is never connected to) without reading a body, then the
+    final one's host checked again (`check_host`: every address it has now, which the player looks up itself).
+    DownloadFailed when a rule refuses the URL or a hop, or the whole takes longer than `timeout_s`."""
     problem = url_problem(url)
     if problem is not None:
         raise DownloadFailed(f"url: {problem}")
     name = shown(url)
+    current = url
     try:
         async with asyncio.timeout(timeout_s):
-            await check_host(url, allow_local=allow_local)
+            for _ in range(MAX_REDIRECTS + 1):
+                target = await _redirect_of(session, current, name)
+                if target is None:
+                    await check_host(current, allow_local=allow_local)
+                    return current
+                current = target
     except TimeoutError:
-        raise DownloadFailed(f"looking up the host of {name} took longer than audio.timeout_s ({timeout_s:g} s); "
-                             "check the URL and the DNS server") from None
+        raise DownloadFailed(f"checking {name} (its redirects, its host's addresses) took longer than "
+                             f"audio.timeout_s ({timeout_s:g} s); check the URL and the server") from None
     except Refused as err:
-        raise DownloadFailed(f"{name}: not handed to player.url_command: {err}") from None
+        where = "" if current == url else " (where it redirects)"
+        raise DownloadFailed(f"{name}: not handed to player.url_command{where}: {err}") from None
+    except aiohttp.ClientConnectorError as err:
+        if isinstance(err.os_error, Refused):
+            where = "" if current == url else " (where it redirects)"
+            raise DownloadFailed(f"{name}: not handed to player.url_command{where}: {err.os_error}") from None
+        raise DownloadFailed(f"cannot connect to {err.host}:{err.port} for {name}: {err.os_error or err}; check "
+                             "the URL and that the server is up") from None
+    except (aiohttp.InvalidURL, ValueError):
+        raise DownloadFailed(f"url: {name} is not a valid URL") from None
+    except aiohttp.ClientError as err:
+        raise DownloadFailed(f"checking {name} failed: {err}") from None
     except OSError as err:  # socket.gaierror: the player could not reach it either
         raise DownloadFailed(f"cannot look up the host of {name}: {err.strerror or err}; check the URL") from None
+    raise DownloadFailed(f"{name} redirects more than {MAX_REDIRECTS} times; give the final URL")
+
+
+async def _redirect_of(session: aiohttp.ClientSession, url: str, name: str) -> str | None:
+    """Where `url` redirects (absolute, checked as a URL), or None when it answers otherwise; HEAD, or GET
+    where the server refuses HEAD, its body never read."""
+    for method in ("HEAD", "GET"):
+        async with session.request(method, url, allow_redirects=False) as response:
+            if method == "HEAD" and response.status in (405, 501):
+                continue
+            if response.status not in _REDIRECTS:
+                return None
+            location = response.headers.get("Location")
+            if not location:
+                return None
+            target = str(response.url.join(URL(location)))
+            problem = url_problem(target)
+            if problem is not None:
+                raise DownloadFailed(f"{name} redirects to a URL that is never followed ({shown(target)} {problem})")
+            return target
+    return None
 
 
 async def _read_capped(response: aiohttp.ClientResponse, name: str, max_bytes: int) -> bytes:

@@ -17,7 +17,9 @@ registry, the outbox index, the event journal); only the webhooks' list is read 
 Each device also carries what the owner's devices page (`hubd.owner`) shows: whether the platform gets it
 (`exposed`), the owner's `overrides`, its own name and room (`described`), the events its button announces
 (`doorbellEvents`) and the latest AddOrUpdateReport or DeleteReport that carried it, with its delivery, from the
-journal (`report`); `one` answers `GET /api/devices/{endpointId}` for that page's API.
+journal (`report`); `one` answers `GET /api/devices/{endpointId}` for that page's API. While the `storage`
+check fails, the problems begin with one saying so: hubd stops acknowledging, and the broker's own queue limit
+decides what is kept.
 
 Device names and everything else in the data are untrusted: the script sets them as text (never as HTML).
 These routes are local ones (`web/peers.py`). What they read comes in through the ports below (the registry,
@@ -37,6 +39,7 @@ from hubd.devices.overrides import Override
 from hubd.dialects.base import Dialect, Unexported
 from hubd.dialects.enabled import labels
 from hubd.lifecycle import Health
+from hubd.store.db import STORAGE_NOT_OPEN
 from hubd.store.grants import Grant
 from hubd.web.page import InlinePage
 
@@ -74,7 +77,7 @@ class Backlog(Protocol):
 
 
 class Journal(Protocol):
-    """What the page reads of the event journal (`hubd.journal.EventJournal`)."""
+    """What the page reads of the event journal (`hubd.outbox.journal.EventJournal`)."""
 
     def events(self, limit: int | None = None) -> list[dict[str, Any]]:
         """The latest platform events, newest first."""
@@ -210,9 +213,21 @@ class StatusRoutes:
             "events": journal.events(EVENTS_SHOWN) if journal is not None else [],
             "problems": {"rejected": journal.rejected_messages() if journal is not None else [],
                          "deliveries": journal.failed_deliveries() if journal is not None else [],
-                         "other": journal.notices() if journal is not None else []},
+                         "other": self._storage_problem() + (journal.notices() if journal is not None else [])},
             "webhooks": await self._webhooks.usage() if self._webhooks is not None else [],
         }
+
+    def _storage_problem(self) -> list[dict[str, Any]]:
+        """The problem while the `storage` check fails (the disk refuses writes): hubd stops acknowledging device
+        messages, so what reaches the platform now depends on how much the broker queues for it."""
+        storage = self._health.snapshot().get("storage")
+        if storage is None or storage["ok"] or storage["detail"] == STORAGE_NOT_OPEN:
+            return []
+        return [{"subject": "storage", "problem": f"{storage['detail']}. hubd does not acknowledge device messages "
+                 "until it can store them; the broker keeps them meanwhile, but only up to its own limit "
+                 "(mosquitto: max_queued_messages, 1000 by default, and max_queued_bytes) and drops what comes "
+                 "after. Free space on the disk now; `hubd doctor` checks the broker's limits",
+                 "firstSeen": None, "lastSeen": time.time(), "count": 1}]
 
     async def _status(self, request: web.Request) -> web.Response:
         return web.json_response(await self.status(), headers={"Cache-Control": "no-store"})

@@ -32,15 +32,21 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from hubd.config import StorageConfig
+from hubd.config.model import StorageConfig
 from hubd.errors import StorageUnavailable, StoreError
 from hubd.lifecycle import Backoff, Clock, Health, SystemClock
 from hubd.metrics import Metrics
-from hubd.store.snapshot import copy_database_blocking, remove_file_blocking, replace_file_blocking
+from hubd.store.snapshot import (
+    copy_database_blocking,
+    remove_file_blocking,
+    replace_file_blocking,
+    schema_blocking,
+)
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+STORAGE_NOT_OPEN = "not open yet"  # the `storage` check's detail until start() opened the database
 _MIGRATION_RE = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 # The probe writes this much (random, so a compressing filesystem cannot cheat) before writes are retried:
 # about what a full batch of device messages commits. A one-page commit alone would pass at once, into the
@@ -84,6 +90,18 @@ def migrations() -> list[tuple[int, str, str]]:
     return found
 
 
+def migrated_schema_blocking(version: int) -> set[tuple[str, str, str, str]]:
+    """The schema (`hubd.store.snapshot.schema_blocking`) the first `version` migrations make, built in memory."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for _, _, sql in migrations()[:version]:
+            for statement in _split_sql(sql):
+                conn.execute(statement)
+        return schema_blocking(conn)
+    finally:
+        conn.close()
+
+
 class Database:
     """The store component: opens and migrates the database; runs queries off the event loop."""
 
@@ -109,7 +127,7 @@ class Database:
             metrics.gauge("hubd_storage_writable", "1 while the database takes writes",
                           lambda: float(self._writable.is_set()))
         if health is not None:
-            health.require("storage", "not open yet")
+            health.require("storage", STORAGE_NOT_OPEN)
 
     @classmethod
     def of(cls, storage: StorageConfig, *, health: Health | None = None, metrics: Metrics | None = None) -> Database:

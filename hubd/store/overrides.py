@@ -4,7 +4,7 @@ Every SQL statement on it. The registry reads it at start and writes it only thr
 transaction (`write_overrides_blocking`, called by `hubd.store.devices.write_rows_blocking`), so an override and
 the AddOrUpdateReport or DeleteReport it causes are durable together; a new grant's AddOrUpdateReport reads it in
 the grant's transaction (`hubd.store.devices.platform_endpoints_blocking`). A row whose values are all unset is
-kept, with the time it was cleared. Imports the overrides' model only.
+kept, with the time it was cleared.
 """
 
 from __future__ import annotations

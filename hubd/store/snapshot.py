@@ -5,7 +5,7 @@ mode a reader never blocks hubd's writer (its commits go on into the WAL meanwhi
 consistent moment, and its steps never start over when another process commits (without the transaction
 they would, at every commit hubd makes). Used by `Database` before a migration, and by `hubd backup` and
 `hubd restore`, with the file chores around them (opening a file that must exist, a file written whole or not
-at all, sync, ownership, leftovers). Imports nothing from hubd.
+at all, sync, ownership, leftovers).
 """
 
 from __future__ import annotations
@@ -96,6 +96,13 @@ def newest_activity_blocking(conn: sqlite3.Connection) -> float | None:
 def table_names_blocking(conn: sqlite3.Connection) -> set[str]:
     """The tables the database has (an older schema lacks the newer ones)."""
     return {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def schema_blocking(conn: sqlite3.Connection) -> set[tuple[str, str, str, str]]:
+    """What `sqlite_master` holds, as (type, name, tbl_name, sql) with the sql's whitespace normalised: the
+    tables, indexes, views and triggers of the database (SQLite's own automatic indexes have no sql)."""
+    return {(str(t), str(n), str(tb), " ".join(str(sql or "").split()))
+            for t, n, tb, sql in conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")}
 
 
 def holds_tables_blocking(conn: sqlite3.Connection) -> bool:

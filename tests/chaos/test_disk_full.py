@@ -109,6 +109,10 @@ async def _run(rig: Rig, disk: SmallDisk, publisher: Publisher, client: Directiv
     assert state.name == "Response"
     status, devices = await hub.get("/api/devices")
     assert status == 200 and len(devices["devices"]) == len(DEVICES)
+    # The status page names the problem: nothing is acknowledged, so the broker's queue limit decides what is kept.
+    status, page = await hub.get("/api/status")
+    [storage] = [p for p in page["problems"]["other"] if p["subject"] == "storage"]
+    assert "the disk is full" in storage["problem"] and "max_queued_messages" in storage["problem"], storage
     outage_lines = hub.log().splitlines()[lines_before:]
 
     disk.free()
@@ -127,6 +131,8 @@ async def _run(rig: Rig, disk: SmallDisk, publisher: Publisher, client: Directiv
         assert values == [10.0 + i / 2 for i in range(BEFORE + DURING)], device  # in order, each once
     status, body = await hub.get("/healthz")
     assert status == 200 and body["checks"]["storage"] == {"ok": True, "detail": "writable"}
+    status, page = await hub.get("/api/status")
+    assert not [p for p in page["problems"]["other"] if p["subject"] == "storage"]
     assert "Traceback" not in hub.log()
     assert len(outage_lines) <= OUTAGE_LOG_LINES_MAX, "\n".join(outage_lines)
     warnings = [line for line in outage_lines if " WARNING " in line or " ERROR " in line]

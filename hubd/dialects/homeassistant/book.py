@@ -6,13 +6,11 @@ identifiers and connections (`devices.py` makes each group's endpoints), indexes
 availability topics each exported entity reads, and reads a state, availability or event message off that
 index into typed inputs. `apply` takes added, changed and removed records and says which devices are
 announced again or gone; the topics it learns wait in `take_pending()` for the bridge to subscribe to.
-The dialect (`dialect.py`) reads configs into records and answers the seam. Imports the seam, the device
-model and the other modules of its folder.
+The dialect (`dialect.py`) reads configs into records and answers the seam.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -25,13 +23,12 @@ from hubd.dialects.base import (
     InputRejected,
     PressReceived,
     StateReceived,
+    topic_matches,
 )
 from hubd.dialects.globs import Globs
 from hubd.dialects.homeassistant.devices import DeviceEndpoint, Record, assign_doorbells, device_endpoints
-from hubd.dialects.homeassistant.entities import StateProblem, TemplateFailed
+from hubd.dialects.homeassistant.entities import ECHO, StateProblem, TemplateFailed
 from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
-
-log = logging.getLogger(__name__)
 
 ROLE_AVAILABILITY = "availability"
 
@@ -51,6 +48,7 @@ class EntityBook:
         self.endpoints: dict[str, DeviceEndpoint] = {}
         self._online: dict[str, bool] = {}
         self._subscribed: set[str] = set()
+        self._wild: set[str] = set()  # the topics read that are wildcard filters (a few: Theengs, OpenMQTTGateway)
         self._commands: dict[str, set[tuple[str, str]]] = {}  # command topic → the records publishing there
         self._freed: set[str] = set()
         self._pending: list[str] = []
@@ -81,6 +79,17 @@ class EntityBook:
     def reads(self, topic: str) -> bool:
         """Whether an entity reads this topic."""
         return topic in self._topics
+
+    def reader(self, topic: str) -> Record | None:
+        """An entity that reads its state or availability from `topic` (a wildcard filter that matches it too), if one
+        does; an optimistic entity's echo of its own command topic is no reading of the device's."""
+        keys = [*self._topics.get(topic, ()), *(k for f in self._wild if topic_matches(f, topic)
+                                                for k in self._topics[f])]
+        for key, role in keys:
+            record = self.records.get(key)
+            if record is not None and not role.startswith(ECHO):
+                return record
+        return None
 
     def subscribed(self) -> list[str]:
         """Every state/availability topic known so far, sorted; what was pending is now asked for with them."""
@@ -179,8 +188,13 @@ class EntityBook:
                 continue
             if role == ROLE_AVAILABILITY:
                 self._last_availability[topic] = payload
-                if self._availability(record, topic, payload):
-                    touched.add(record.endpoint)
+                try:
+                    if self._availability(record, topic, payload):
+                        touched.add(record.endpoint)
+                except TemplateError as err:
+                    out.append(InputRejected("state", f"{topic}: the availability template of {record.label} of "
+                                                      f"{record.endpoint} failed: {err}; fix the template in the "
+                                                      "device's discovery config"))
                 continue
             try:
                 reading = record.entity.read(role, payload)
@@ -216,7 +230,10 @@ class EntityBook:
         for source in record.availability.sources if record.availability and record.endpoint else ():
             last = self._last_availability.get(source.topic)
             if last is not None and source.topic not in record.seen:
-                said = self._availability(record, source.topic, last) or said
+                try:
+                    said = self._availability(record, source.topic, last) or said
+                except TemplateError:
+                    continue  # listed under problems when that payload came
         return said
 
     def _component(self, key: tuple[str, str]) -> set[tuple[str, str]]:
@@ -249,6 +266,8 @@ class EntityBook:
         for topic, role in pairs:
             self._topics.setdefault(topic, {})[(record.key, role)] = None
             record.indexed.append((topic, role))
+            if "+" in topic or "#" in topic:
+                self._wild.add(topic)
             if topic not in self._subscribed and not topic.startswith(self._prefix + "/"):
                 self._subscribed.add(topic)
                 self._pending.append(topic)
@@ -260,22 +279,20 @@ class EntityBook:
                 readers.pop((record.key, role), None)
                 if not readers:
                     del self._topics[topic]
+                    self._wild.discard(topic)
                     self._freed.add(topic)
         record.indexed.clear()
 
     def _availability(self, record: Record, topic: str, payload: Payload) -> bool:
-        """Note an availability message for the record; whether it said available or not."""
+        """Note an availability message for the record; whether it said available or not (TemplateError when its
+        availability template fails)."""
         for source in record.availability.sources if record.availability else ():
             if source.topic != topic:
                 continue
             text = payload.text.strip()
             template = record.availability_templates.get(topic)
             if template is not None:
-                try:
-                    text = self._templates.render_value(template, payload)
-                except TemplateError as err:
-                    log.warning("%s: the availability template of %s failed: %s", topic, record.label, err)
-                    return False
+                text = self._templates.render_value(template, payload)  # a TemplateError: listed, as for a state
             if text in (source.available, source.not_available):
                 record.seen[topic] = record.latest = text == source.available
                 return True

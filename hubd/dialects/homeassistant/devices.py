@@ -4,7 +4,7 @@ A `Record` is one discovered entity with what the dialect keeps of it: its Entit
 availability and where its state goes. `device_endpoints` turns the records that share identifiers or
 connections into the device's endpoints (mapping.plan_ranked: one per device, a split-off one per repeated
 interface) with the whole DeviceConfig, the Route address and the Origin notes of every entity, exported or
-not and why. Pure; imports the mapping, the entities and the seam's types.
+not and why. Pure.
 
 The Route address (version 2, JSON with sorted keys, kept with the device in SQLite) holds the discovery
 config of each entity on the endpoint, expanded (full keys, `~` resolved) and without what hubd never reads,
@@ -204,7 +204,8 @@ def device_endpoints(records: Sequence[Record]) -> list[DeviceEndpoint]:
         named = names.device_name(device, _identifiers(device, ordered, device_id),
                                   _kind(kinds[0].display_type, kinds[0].capabilities) if kinds else "device")
     out = []
-    ranks = {k: mapping.primary_rank(part) for k, part in parts.items()}  # a device's primary function first
+    ranks = {k: mapping.primary_rank(part, by_part_key[k].name, by_part_key[k].object_id)  # its function first
+             for k, part in parts.items()}
     groups = {k: ROOM_GROUP for k, r in by_part_key.items() if room_reading_of(r.key) is not None}
     for planned in mapping.plan_ranked(device_id, parts, ranks, groups):
         members = [by_part_key[k] for k in planned.keys]
@@ -253,10 +254,14 @@ def _identifiers(device: DeviceInfo | None, records: Sequence[Record], device_id
 
 
 def _kind(display_type: str, capabilities: Iterable[Capability]) -> str:
-    """What an endpoint is, for a name of last resort: its display type, or "sensor" when it only reports."""
+    """What an endpoint is, for a name of last resort: its display type, or "thermometer" or "sensor" when it only
+    reports."""
     if display_type != "unknown":
         return display_type
-    return "device" if any(c.supportedOperations for c in capabilities) else "sensor"
+    capabilities = tuple(capabilities)
+    if any(c.supportedOperations for c in capabilities):
+        return "device"
+    return "thermometer" if any(c.interface == "Temperature" for c in capabilities) else "sensor"
 
 
 def _part_keys(records: Sequence[Record]) -> dict[str, Record]:

@@ -9,7 +9,7 @@ state, availability and event messages. It learns its entities' state and availa
 their configs: the bridge subscribes to `<prefix>/#` once and then to whatever `pending_subscriptions()`
 returns after each decode. After a restart, `restore` rebuilds the entities from the configs their devices'
 Route addresses keep, so that the states queued for hubd's session (delivered before the retained configs)
-are read. Imports the seam (base), the mapping and the other modules of its folder.
+are read.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from hubd.config import DoorbellConfig, HomeAssistantConfig
+from hubd.config.model import DoorbellConfig, HomeAssistantConfig
 from hubd.devices.model import Route
 from hubd.dialects.base import (
     Announced,
@@ -60,10 +60,12 @@ from hubd.dialects.homeassistant.sensors import BinarySensor, Event, Lock, Senso
 from hubd.dialects.homeassistant.switch import Siren, Switch
 from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
 from hubd.dialects.payload import MAX_PAYLOAD_BYTES
+from hubd.dialects.topics import CommandTopics
 
 log = logging.getLogger(__name__)
 
 MAX_ENTITIES = 20_000
+MAX_REFUSED = 1_000  # entities refused for their command topics listed on the devices page, the newest
 # Config keys hubd never reads (presentation, Home Assistant's own registry, options of features hubd does not
 # map): neither kept in memory nor written into the Route address. A key an entity starts to read must leave
 # these (the restore tests compare every fixture's routes and states before and after a restart).
@@ -95,7 +97,7 @@ class HomeAssistantDialect(Dialect):
     name = DIALECT
 
     def __init__(self, config: HomeAssistantConfig, doorbells: Sequence[DoorbellConfig], *,
-                 natives: Sequence[Dialect] = (), rules: PublishRules | None = None,
+                 natives: Sequence[Dialect] = (), topics: CommandTopics | None = None,
                  max_entities: int = MAX_ENTITIES) -> None:
         self.templates = Templates()
         self._prefix = config.discovery_prefix
@@ -103,9 +105,13 @@ class HomeAssistantDialect(Dialect):
         self._natives = tuple(natives)  # the other enabled dialects: a device one of them imports is left to it
         self._generation: tuple[int, ...] = ()  # theirs, when the records were last checked against them
         self._gone: list[DeviceInput] = []  # devices of kept routes now left to a native import
-        self._rules = rules if rules is not None else PublishRules(reserved=(f"{config.discovery_prefix}/",))
+        # Where its entities may publish (hubd.dialects.topics); bound to every enabled dialect by `enabled.py`.
+        self._command_topics = topics if topics is not None else CommandTopics(
+            PublishRules(reserved=(f"{config.discovery_prefix}/",)), [*natives, self])
         self._max_entities = max_entities
         self._device_configs: dict[str, set[tuple[str, str]]] = {}  # device-based config topic → its entities
+        # Entities refused for their command topics (never kept as records), for the devices page: key → what it lists
+        self._refused: dict[tuple[str, str], Unexported] = {}
         self._book = EntityBook(self._prefix, self.templates, self._selected.doorbells)
 
     def subscriptions(self) -> list[tuple[str, int]]:
@@ -139,6 +145,16 @@ class HomeAssistantDialect(Dialect):
     def pending_unsubscriptions(self) -> list[str]:
         """The state and availability topics no entity reads any more, since the last call."""
         return self._book.take_freed()
+
+    def guards(self, topic: str) -> str | None:
+        """The discovery prefix, and every topic an entity's state or availability is read from (wildcard filters
+        matched)."""
+        if topic.startswith(self._prefix + "/"):
+            return f"under the discovery prefix {self._prefix}/"
+        reader = self._book.reader(topic)
+        if reader is None:
+            return None
+        return f"where {reader.label} of {reader.endpoint or 'a discovered device'} is read from"
 
     def claims(self, topic: str) -> bool:
         """Discovery topics, and the topics of known entities."""
@@ -252,7 +268,17 @@ class HomeAssistantDialect(Dialect):
                 out.append(Unexported(device_id_of(records), name, tuple(
                     f"{r.label}: {note_of(r).reason}" for r in records),
                     _press_events(records)))
+        listed = {u.endpoint_id for u in out} | set(self._book.endpoints)
+        out += [u for u in self._refused.values() if u.endpoint_id not in listed]
         return sorted(out, key=lambda u: (u.name, u.endpoint_id))
+
+    def _note_refused(self, record: Record, reason: str) -> None:
+        """List an entity refused for its command topics as not exported (the newest MAX_REFUSED of them)."""
+        self._refused.pop(record.key, None)
+        if len(self._refused) >= MAX_REFUSED:
+            del self._refused[next(iter(self._refused))]
+        name = (record.device.name if record.device else None) or record.unique_id or record.label
+        self._refused[record.key] = Unexported(device_id_of([record]), name, (f"{record.label}: {reason}",))
 
     def reconfigure(self, selection: Selection) -> list[DeviceInput]:
         """New include/exclude and doorbells: every entity selected again, its device announced again or gone
@@ -300,15 +326,19 @@ class HomeAssistantDialect(Dialect):
         out: list[DeviceInput] = []
         for entity_config in configs:
             key = entity_config.topic.key
+            record: Record | None = None
             try:
                 record = None if entity_config.config is None else \
                     self._record(entity_config, via if announced is not None else None)
                 if record is not None:
                     self._check_command_topics(record, changes)
             except ConfigProblem as err:  # the entity stays as it was: a bad update changes nothing
-                out.append(InputRejected("config", f"{topic} ({key[0]}.{entity_config.topic.object_id}): "
-                                                   f"{as_sent(str(err), entity_config.sent_as)}"))
+                reason = as_sent(str(err), entity_config.sent_as)
+                out.append(InputRejected("config", f"{topic} ({key[0]}.{entity_config.topic.object_id}): {reason}"))
+                if record is not None and key not in self._book.records:
+                    self._note_refused(record, reason)
                 continue
+            self._refused.pop(key, None)
             if record is None and key not in self._book.records:
                 continue
             if record is not None and key not in self._book.records and len(self._book.records) + len(changes) >= \
@@ -353,13 +383,12 @@ class HomeAssistantDialect(Dialect):
         return record
 
     def _check_command_topics(self, record: Record, changes: dict[tuple[str, str], Record | None]) -> None:
-        """ConfigProblem when one of the entity's command topics is not its device's to publish to: a reserved topic
-        (hubd's own, a discovery prefix, a zigbee2mqtt bridge's requests, `$`), a topic of a device another dialect
-        imports natively, or another discovered device's command topic (a light whose command topic is a lock's)."""
+        """ConfigProblem when one of the entity's command topics is not its device's to publish to: where hubd never
+        publishes (hubd.dialects.topics: its own topics, a discovery prefix, a zigbee2mqtt bridge's requests, `$`,
+        a topic any device is read from, a Tasmota group topic, a topic of a device another dialect imports
+        natively), or another discovered device's command topic (a light whose command topic is a lock's)."""
         for key, value in record.command_topics().items():
-            why = self._rules.refusal(value)
-            if why is None and any(native.owns_command_topic(value) for native in self._natives):
-                why = f"{value!r} is a topic of the devices hubd imports natively"
+            why = self._command_topics.refusal(value, dialect=self.name)
             if why is None:
                 other = self._book.command_owner(value, record, changes)
                 if other is not None:

@@ -8,7 +8,6 @@ that after a restart an entity rebuilt from it reads and commands exactly as the
 
 An entity without a state topic is optimistic, as in Home Assistant: it reads its own untemplated commands
 back from their command topics (roles `echo:<role>`), so a control is confirmed as for any device.
-Imports the templates, the discovery reader, the mapping and the seam's types.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from typing import Any, ClassVar
 
 from hubd.devices.model import StateValue
 from hubd.dialects import mapping
-from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
+from hubd.dialects.base import CommandRefused, CommandTemplateFailed, ControlRequest, Outgoing
 from hubd.dialects.homeassistant.discovery import Conf, ConfigProblem
 from hubd.dialects.homeassistant.templates import Compiled, Payload, TemplateError, Templates
 
@@ -134,7 +133,7 @@ class Entity:
         try:
             return self.templates.render(template, variables)
         except TemplateError as err:
-            raise CommandRefused(f"{key} failed: {err}") from None
+            raise CommandTemplateFailed(f"{key} failed: {err}") from None
 
     def publish(self, topic_key: str, payload: str) -> Outgoing:
         """One publish to the command topic `topic_key` with the entity's qos and retain."""

@@ -5,7 +5,7 @@ Temperature (°F and K converted) and humidity sensors; binary sensors (alarm = 
 tamper; open, detected or on = On for every other, with or without a class); a lock (locked = On; locked by
 voice, never unlocked); an `event` entity (a doorbell when its
 device_class is doorbell) and a device_automation trigger, which press a declared doorbell. See
-entities.py for the Entity contract. Imports the entity base and the mapping.
+entities.py for the Entity contract.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Gen2+: one JSON-RPC request `{"id", "src", "method", "params"}` on `<prefix>/rpc
 `<src>/rpc`): `Switch.Set {"id", "on"}`, `Light.Set {"id", "on", "brightness"}`, `Cover.Open`, `Cover.Close`,
 `Cover.Stop`, `Cover.GoToPosition {"id", "pos"}`. Gen1: `shellies/<id>/relay/<n>/command` (`on`, `off`),
 `roller/<n>/command` (`open`, `close`, `stop`) and `roller/<n>/command/pos`, `light/<n>/set`
-(`{"turn", "brightness"}`). Imports the seam's command types and the components.
+(`{"turn", "brightness"}`).
 """
 
 from __future__ import annotations

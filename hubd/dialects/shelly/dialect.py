@@ -14,7 +14,7 @@ commands are RPC on `<prefix>/rpc` (commands.py). Gen1: `shellies/announce` says
 publishes under `shellies/<id>/`, commands go to that device's own `.../command` and `.../set` topics. A device
 seen both natively and through Home Assistant discovery (a script publishing discovery configs with its id or MAC)
 is left to this import (`imports_natively`). After a restart `restore` rebuilds the devices from their Route
-addresses. Imports the seam, the device model and the other modules of its folder.
+addresses.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hubd.config import DoorbellConfig, ShellyConfig
+from hubd.config.model import DoorbellConfig, ShellyConfig
 from hubd.devices.model import EntityNote, Origin, Route, StateSample, StateValue, format_time
 from hubd.dialects import mapping
 from hubd.dialects.base import (
@@ -43,6 +43,7 @@ from hubd.dialects.base import (
     Selection,
     StateReceived,
     Unexported,
+    topic_matches,
 )
 from hubd.dialects.globs import Selected
 from hubd.dialects.payload import json_object
@@ -70,6 +71,7 @@ from hubd.dialects.shelly.records import (
     read_device_info,
     read_frame,
 )
+from hubd.dialects.topics import CommandTopics
 from hubd.errors import DeviceMessageInvalid
 
 log = logging.getLogger(__name__)
@@ -113,10 +115,12 @@ class ShellyDialect(Dialect):
     name = DIALECT
 
     def __init__(self, config: ShellyConfig, doorbells: Sequence[DoorbellConfig], *, client_id: str = "hubd",
-                 rules: PublishRules | None = None, max_devices: int = MAX_DEVICES) -> None:
+                 topics: CommandTopics | None = None, max_devices: int = MAX_DEVICES) -> None:
         self._src = f"hubd-{client_id}"
         self._replies = f"{self._src}/rpc"
-        self._rules = rules if rules is not None else PublishRules()
+        # Where its devices may take commands (hubd.dialects.topics); bound to every enabled dialect by `enabled.py`.
+        self._command_topics = topics if topics is not None else CommandTopics(
+            PublishRules(reserved=(f"{self._src}/",)), [self])
         self._selected = Selected(config.include, config.exclude, ((d.device, d.event) for d in doorbells))
         self._max_devices = max_devices
         self._records: dict[str, Record] = {}  # prefix → what is known of the device there
@@ -139,10 +143,21 @@ class ShellyDialect(Dialect):
 
     def subscriptions(self) -> list[tuple[str, int]]:
         """Gen2+ `+/online`, `+/events/rpc` and hubd's own reply topic, the known devices' status topics, and
-        Gen1's topics under `shellies/`. A new connection asks every device again."""
+        Gen1's topics under `shellies/`. Called once per connection, which asks every device again."""
         self._ask_gen1 = True
         self._asked.clear()
         self._to_ask.update((p, None) for p, k in self._devices.items() if k.gen >= 2)
+        return self._filters()
+
+    def guards(self, topic: str) -> str | None:
+        """The topics its devices are read from (the filters it subscribes to, and the status topics of the devices
+        being asked): no command may go there."""
+        for pattern in (*(f for f, _ in self._filters()), *(f"{p}/status/+" for p in self._asked)):
+            if topic_matches(pattern, topic):
+                return f"where Shelly devices are read from ({pattern})"
+        return None
+
+    def _filters(self) -> list[tuple[str, int]]:
         gen2 = [f"{prefix}/status/+" for prefix, known in self._devices.items() if known.gen >= 2]
         return [("+/online", 1), ("+/events/rpc", 1), (self._replies, 1), (f"{GEN1}/announce", 1),
                 *((f"{GEN1}/+/{t}", 1) for t in _GEN1_FILTERS), *((t, 1) for t in gen2)]
@@ -309,7 +324,7 @@ class ShellyDialect(Dialect):
         if prefix not in self._records and max(len(self._records), len(self._asked)) >= self._max_devices:
             log.warning("%s: not asked: more than %d Shelly devices on the bus", prefix, self._max_devices)
             return  # a bus that names ever new Shelly ids gets neither questions nor subscriptions without end
-        why = self._rules.refusal(f"{prefix}/rpc")
+        why = self._command_topics.refusal(f"{prefix}/rpc", dialect=DIALECT)
         if why is not None:
             log.warning("%s: not asked who it is: %s", prefix, why)
             return

@@ -8,7 +8,7 @@ mapping.plan_ranked: the device id is the device's own endpoint (its first switc
 sensors), another component `<id>-<component>-<n>` (`shellypro4pm-f008d1d8b8b8-switch-1`); an input is a
 doorbell only when the device is declared in `doorbells` (its events `single_push`..., Gen1's `S`, `L`...).
 Each endpoint's Route address (JSON) keeps what reading states and sending commands need, so a restart reads
-states before the device is asked again. Imports the mapping, the naming rule and the records.
+states before the device is asked again.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ device id). `Shelly.GetDeviceInfo` says who it is (`id`, `mac`, `model`, `gen`, 
 Gen1 devices announce themselves on `shellies/announce` (`{"id", "model", "mac", "ip", "new_fw", "fw_ver"}`).
 Every field hubd uses is checked: a message it cannot use is a `ConfigProblem` naming the field. Names follow
 docs/devices.md: the owner's name, else the model's words (`MODEL_WORDS`), never the id or the MAC.
-Imports the payload limits, the naming rule and the errors.
 """
 
 from __future__ import annotations

@@ -5,8 +5,7 @@ changed part of it (NotifyStatus): a switch's or light's `output` (bool), a ligh
 cover's `current_pos` (0..100, with `pos_control`) and `state` (`open`, `closed`, `opening`, `closing`,
 `stopped`), a temperature sensor's `tC`, a humidity sensor's `rh`. Gen1: the text of `relay/<n>` and
 `light/<n>` (`on`/`off`), `roller/<n>` (`open`, `close`, `stop`) and `roller/<n>/pos`, `light/<n>/status`
-(`{"ison", "brightness"}`), `sensor/temperature` and `sensor/humidity` (numbers). Imports the conversions and
-the components.
+(`{"ison", "brightness"}`), `sensor/temperature` and `sensor/humidity` (numbers).
 """
 
 from __future__ import annotations

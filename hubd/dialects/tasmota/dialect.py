@@ -9,7 +9,6 @@ device for its state once subscribed (`cmnd/<topic>/STATE`, `STATUS 10`), and se
 natively and through Home Assistant discovery (Tasmota's legacy SetOption19 1 configs, whose identifier is the
 last six digits of the MAC) is left to this import (`imports_natively`). After a restart `restore` rebuilds the
 devices from their Route addresses, so the states queued for hubd are read before the retained configs come.
-Imports the seam, the device model and the other modules of its folder.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hubd.config import DoorbellConfig, TasmotaConfig
+from hubd.config.model import DoorbellConfig, TasmotaConfig
 from hubd.devices.model import Origin, Route, StateSample, StateValue, format_time
 from hubd.dialects import mapping
 from hubd.dialects.base import (
@@ -32,6 +31,7 @@ from hubd.dialects.base import (
     InputRejected,
     Outgoing,
     PressReceived,
+    PublishRules,
     Selection,
     StateReceived,
     Unexported,
@@ -50,6 +50,7 @@ from hubd.dialects.tasmota.discovery import (
 )
 from hubd.dialects.tasmota.entities import Address, build, parse_address, part
 from hubd.dialects.tasmota.states import pressed, read
+from hubd.dialects.topics import CommandTopics
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class Known:
 
     mac: str
     endpoints: tuple[tuple[str, Address], ...]
+    groups: tuple[str, ...] = ()  # the command topic prefixes of its groups (from its config; none when restored)
 
     @property
     def first(self) -> Address:
@@ -88,8 +90,11 @@ class TasmotaDialect(Dialect):
     name = DIALECT
 
     def __init__(self, config: TasmotaConfig, doorbells: Sequence[DoorbellConfig], *,
-                 max_devices: int = MAX_DEVICES) -> None:
+                 topics: CommandTopics | None = None, max_devices: int = MAX_DEVICES) -> None:
         self._prefix = config.discovery_prefix
+        # Where its devices may take commands (hubd.dialects.topics); bound to every enabled dialect by `enabled.py`.
+        self._command_topics = topics if topics is not None else CommandTopics(
+            PublishRules(reserved=(f"{config.discovery_prefix}/",), groups=("tasmotas",)), [self])
         self._selected = Selected(config.include, config.exclude, ((d.device, d.event) for d in doorbells))
         self._max_devices = max_devices
         self._infos: dict[str, TasmotaInfo] = {}  # MAC → its last good config
@@ -99,6 +104,10 @@ class TasmotaDialect(Dialect):
         # digits (legacy discovery's id) → MACs.
         self._cmnd: dict[str, set[str]] = {}
         self._chips: dict[str, set[str]] = {}
+        # Topic prefixes no command may go to: its devices' stat and tele prefixes (read), their groups' command
+        # prefixes (`cmnd/tasmotas/`: every device of the group obeys) → MACs.
+        self._reads: dict[str, set[str]] = {}
+        self._groups: dict[str, set[str]] = {}
         self._generation = 0  # changes when a MAC comes or goes (native_generation)
         self._topics: dict[str, tuple[str, str]] = {}  # device topic → (MAC, what comes there: LWT, STATE, ...)
         self._announced: dict[str, tuple[str, Route, Origin] | None] = {}  # endpoint → what it was (None: restored)
@@ -191,6 +200,18 @@ class TasmotaDialect(Dialect):
         """The command topics (`cmnd/<topic>/...`) of the devices this dialect imports."""
         return any(topic[:i + 1] in self._cmnd for i, c in enumerate(topic) if c == "/")
 
+    def guards(self, topic: str) -> str | None:
+        """The stat and tele topics of its devices (`stat/<topic>/POWER`, `tele/<topic>/STATE`: what they report),
+        and their group topics (`cmnd/tasmotas/...` in their FullTopic's order)."""
+        for prefix in (topic[:i + 1] for i, c in enumerate(topic) if c == "/"):
+            for index, what in ((self._reads, "where Tasmota device {} reports"),
+                                (self._groups, "the group topic of Tasmota device {}, which every device of the group "
+                                               "obeys")):
+                macs = index.get(prefix)
+                if macs:
+                    return what.format(self._label(min(macs)))
+        return None
+
     def native_generation(self) -> int:
         """Changes whenever a device comes or goes."""
         return self._generation
@@ -275,10 +296,14 @@ class TasmotaDialect(Dialect):
         if not built.configs:
             self._left_out[mac] = (info.name(), [built.reason])
             return self._drop(mac)
+        known = Known(mac, built.addresses, info.group_prefixes())
+        refused = self._command_refusal(info, known)
+        if refused is not None:
+            self._left_out[mac] = (info.name(), [refused])
+            return [InputRejected("config", f"{refused}; the device is not imported"), *self._drop(mac)]
         self._left_out.pop(mac, None)
         before = self._devices.get(mac)
         out: list[DeviceInput] = []
-        known = Known(mac, built.addresses)
         if before is not None:
             out += [DeviceGone(e) for e, _ in before.endpoints if e not in {n for n, _ in known.endpoints}]
             for endpoint_id in (e for e, _ in before.endpoints):
@@ -296,6 +321,27 @@ class TasmotaDialect(Dialect):
                 out.append(item)
         return out
 
+    def _command_refusal(self, info: TasmotaInfo, known: Known) -> str | None:
+        """Why the device's command topics are not its own (None: they are): another device's `cmnd/<topic>/`
+        already (two configs with one Topic: the device that holds it keeps it), or a topic hubd never publishes to
+        (hubd.dialects.topics: another import's tree, a topic a device is read from, a group topic)."""
+        cmnd = known.first.topics.cmnd
+        holders = self._cmnd.get(cmnd, set()) - {known.mac}
+        if holders:
+            other = min(holders)
+            return (f"its command topic {cmnd}... (t {info.topic!r}) is already Tasmota device "
+                    f"{self._label(other)}'s (one command topic, one owner): give one of them another Topic")
+        names = ("POWER", *(f"POWER{n + 1}" for n in range(len(info.relays))), "Dimmer", "CT", "Color2")
+        for name in names:
+            why = self._command_topics.refusal(cmnd + name, mapping.endpoint_id(known.mac), DIALECT)
+            if why is not None:
+                return f"{why}; hubd publishes only to a device's own command topics"
+        return None
+
+    def _label(self, mac: str) -> str:
+        info = self._infos.get(mac)
+        return f"{info.name()} ({mac})" if info is not None else mac
+
     def _drop(self, mac: str) -> list[DeviceInput]:
         known = self._devices.pop(mac, None)
         if known is None:
@@ -308,7 +354,12 @@ class TasmotaDialect(Dialect):
         self._to_poll.pop(mac, None)
         for endpoint_id, _ in known.endpoints:
             self._announced.pop(endpoint_id, None)
-        return [DeviceGone(endpoint_id) for endpoint_id, _ in known.endpoints]
+        out: list[DeviceInput] = [DeviceGone(endpoint_id) for endpoint_id, _ in known.endpoints]
+        freed = known.first.topics.cmnd  # a device refused for holding it in vain may have it now
+        for other in [m for m in self._left_out if m != mac and m in self._infos]:
+            if self._infos[other].topics().cmnd == freed:
+                out += self._rebuild(other)
+        return out
 
     def _use(self, known: Known, before: Known | None = None) -> None:
         """Make `known` the device of its MAC and its topics the ones the dialect reads."""
@@ -339,7 +390,9 @@ class TasmotaDialect(Dialect):
                 index.pop(key, None)
 
     def _lookups(self, known: Known) -> tuple[tuple[dict[str, set[str]], str], ...]:
-        return (self._cmnd, known.first.topics.cmnd), (self._chips, known.mac[-_CHIP_ID_DIGITS:])
+        where = known.first.topics
+        return ((self._cmnd, where.cmnd), (self._chips, known.mac[-_CHIP_ID_DIGITS:]), (self._reads, where.stat),
+                (self._reads, where.tele), *((self._groups, group) for group in known.groups))
 
     # Device messages.
 

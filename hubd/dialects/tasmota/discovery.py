@@ -8,7 +8,7 @@ SetOption73), some SetOptions (`so`), the light's subtype (`lt_st`) and link (`l
 on `/sensors` its sensors' readings (`sn`, a `tele/SENSOR` object). Every field is checked: a config hubd cannot
 use is a `ConfigProblem` naming the field. `Topics` are the device's command, stat and tele topic prefixes as
 Tasmota builds them from the FullTopic. Names follow the rule of docs/devices.md: the device name, else the first
-friendly name, else the model, never an identifier or Tasmota's default. Imports the payload limits and errors.
+friendly name, else the model, never an identifier or Tasmota's default.
 """
 
 from __future__ import annotations
@@ -19,12 +19,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hubd.dialects import naming
 from hubd.dialects.payload import json_object
 from hubd.errors import DeviceMessageInvalid
 
 DIALECT = "tasmota"
 MAX_LIST_ITEMS = 64  # Tasmota sends 8 to 32 relays, switches and buttons
 MAX_TEXT_CHARS = 128
+GROUP_TOPIC = "tasmotas"  # the group topic every Tasmota device listens on, as it ships
 RL_RELAY, RL_LIGHT, RL_SHUTTER = 1, 2, 3
 # Light subtypes (`lt_st`): 1 channel (dimmer), 2 cold/warm, 3 RGB, 4 RGBW, 5 RGBCW.
 LST_SINGLE, LST_COLDWARM, LST_RGB, LST_RGBW, LST_RGBCW = 1, 2, 3, 4, 5
@@ -74,11 +76,18 @@ class TasmotaInfo:
     ifan: bool
     tuya: bool
     deep_sleep: bool
+    group_topics: tuple[str, ...] = ()  # its GroupTopics, where its config names them (`gt`)
 
     def topics(self) -> Topics:
         """The device's topic prefixes, built as Tasmota builds them (GetTopic_P)."""
         return Topics(*(full_topic(self.full_topic, prefix, self.topic, self.host, self.mac, command=index == 0)
                         for index, prefix in enumerate(self.prefixes)))
+
+    def group_prefixes(self) -> tuple[str, ...]:
+        """The command topic prefixes of its groups (`cmnd/tasmotas/`, as its FullTopic makes them): a command there
+        reaches every Tasmota device in the group."""
+        return tuple(dict.fromkeys(full_topic(self.full_topic, self.prefixes[0], group, self.host, self.mac,
+                                              command=True) for group in (GROUP_TOPIC, *self.group_topics)))
 
     def option(self, number: str) -> int:
         """A SetOption the config reports (0 when it does not)."""
@@ -88,8 +97,10 @@ class TasmotaInfo:
         """What the owner calls the device: its DeviceName, else FriendlyName1, else the model; never an identifier
         (a MAC, `tasmota_ABC123`) nor Tasmota's default `Tasmota`."""
         for candidate in (self.device_name, self.friendly_names[0] if self.friendly_names else None, self.model):
-            if candidate and self.is_name(candidate):
-                return candidate.strip()
+            said = naming.sayable_part(candidate, (self.mac,)) \
+                if candidate and self.is_name(candidate) else ""
+            if said:
+                return said  # without a chip or identifier in it ("Wetterstation DS18B20" → "Wetterstation")
         return "Tasmota device"
 
     def is_name(self, text: str) -> bool:
@@ -148,12 +159,19 @@ def read_config(mac: str, payload: bytes) -> TasmotaInfo:
         switch_names=_names(data, "swn"), buttons=_ints(data, "btn", required=False), options=_options(data),
         light_linked=_int(data, "lk", 1) != 0, light_subtype=_int(data, "lt_st", 0),
         shutter_options=_ints(data, "sho", required=False), ifan=_int(data, "if", 0) != 0,
-        tuya=_int(data, "ty", 0) != 0, deep_sleep=_int(data, "dslp", 0) != 0)
+        tuya=_int(data, "ty", 0) != 0, deep_sleep=_int(data, "dslp", 0) != 0, group_topics=_groups(data))
     for name, prefix in zip(("cmnd", "stat", "tele"), _prefixes(info), strict=True):
         if not prefix.strip("/") or any(c in prefix for c in "+#\x00") or prefix.startswith("$"):
             raise ConfigProblem(f"ft {info.full_topic!r} with t {info.topic!r} makes the {name} topic {prefix!r}, "
                                 "which hubd cannot subscribe or publish to; fix the device's FullTopic or Topic")
     return info
+
+
+def _groups(data: Mapping[str, Any]) -> tuple[str, ...]:
+    """Its GroupTopics (`gt`: one or a list), where the config names them; other values are not group topics."""
+    value = data.get("gt")
+    values = value if isinstance(value, list) else [value]
+    return tuple(v for v in values if isinstance(v, str) and v.strip() and not any(c in v for c in "/+#\x00"))
 
 
 def read_sensors(payload: bytes) -> dict[str, Any]:

@@ -9,7 +9,6 @@ ieee_address is the endpointId, so renames keep it), announces what changed, rep
 state (zigbee2mqtt republishes everything, linkquality and battery included, on every report: which of them
 changed is the registry's to tell, as for every dialect), presses a declared doorbell on each publish of its
 action, and marks every device unreachable while the bridge is offline.
-Imports the seam, the device model, the payload limits and the other modules of its folder.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from hubd.config import DoorbellConfig, Zigbee2MqttConfig
+from hubd.config.model import DoorbellConfig, Zigbee2MqttConfig
 from hubd.devices.model import Origin, Route, StateSample, StateValue, format_time
 from hubd.dialects import mapping
 from hubd.dialects.base import (
@@ -153,6 +152,19 @@ class Zigbee2MqttDialect(Dialect):
     def owns_command_topic(self, topic: str) -> bool:
         """Every topic under the base topic: its devices' `/set`, and the bridge's requests."""
         return topic.startswith(self._prefix)
+
+    def guards(self, topic: str) -> str | None:
+        """The bridge's topics, and the topics its devices report on: `<base>/<friendly_name>` (state) and its
+        `/availability` (its own `/set` and `/get` are commands)."""
+        if not topic.startswith(self._prefix):
+            return None
+        rest = topic[len(self._prefix):]
+        if rest.startswith("bridge/"):
+            return f"zigbee2mqtt's bridge topic ({self._prefix}bridge/)"
+        found = self._match(rest)
+        if found is not None and found[1] in ("", _AVAILABILITY):
+            return f"where zigbee2mqtt device {self._devices[found[0]].name!r} reports"
+        return None
 
     def imports_natively(self, announced: Announced) -> bool:
         """A device this installation announced through its own Home Assistant discovery (its origin or an

@@ -7,7 +7,7 @@ pieces (a light, a switch, a contact sensor, a thermostat, its room temperature.
 properties it reads and the `access` bits of each (1 published in the state, 2 settable with `/set`,
 4 gettable with `/get`), plus a note for every expose feature it leaves out and why. A `Feature` is plain
 JSON (`spec()`), kept in the device's Route address so that states and commands work after a restart before
-bridge/devices comes again. Imports the mapping (for the device classes) and the seam's EntityNote.
+bridge/devices comes again.
 """
 
 from __future__ import annotations

@@ -4,8 +4,7 @@
 the property behind each interface (no `/set`: no operations; published: proactively reported; published or
 `/get`: retrievable). `read` turns a device's state object (zigbee2mqtt publishes all of it each time) into
 interface values; `command` turns a control request into the `/set` object zigbee2mqtt takes (`{"state": "ON"}`,
-`{"brightness_l1": 128}`, `{"color": {"hex": "#ff8800"}}`, `{"occupied_heating_setpoint": 21}`). Imports the
-mapping, the exposes reader and the seam's command types.
+`{"brightness_l1": 128}`, `{"color": {"hex": "#ff8800"}}`, `{"occupied_heating_setpoint": 21}`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Owns what each key means, its default and its checks, `hubd init`'s placeholder (a value still holding it
 is a problem, with what to put there), and where `${CREDENTIALS_DIRECTORY}/NAME` points when systemd did not
 set the variable. Reading the YAML (lines, `${ENV_VAR}`, merge keys, `<key>_file` secrets, the report) is
-hubd.yamlconfig's. Imports nothing from hubd but errors and yamlconfig.
+hubd.config.yamlfile's.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
-from hubd.hostnames import is_host_name
-from hubd.modelpaths import KeyPath, is_secret_path
-from hubd.yamlconfig import (
+from hubd.config.hostnames import is_host_name
+from hubd.config.paths import KeyPath, is_secret_path
+from hubd.config.yamlfile import (
     SecretFile,
     parse_yaml_model,
     read_config_file,
@@ -341,7 +341,7 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None, *, secre
     """Read, substitute and validate a config file; raise ConfigError with one line per problem.
 
     `secrets=False` for a command that uses none (the admin commands): secret files are not read, so they
-    need not be readable or found; each secret is a `hubd.yamlconfig.UnreadSecret`."""
+    need not be readable or found; each secret is a `hubd.config.yamlfile.UnreadSecret`."""
     path = Path(path)
     text = read_config_file(path, "config file")
     return parse_config(text, env if env is not None else os.environ, source=str(path), secrets=secrets,
