@@ -204,6 +204,12 @@ EXPECTED: dict[str, dict[str, str]] = {
         "0xf4ce368a38be56a1-state_l6": "zigfred plus Six",
         "0xf4ce368a38be56a1-state_l7": "zigfred plus Seven",
     },
+    "homeassistant/esphome_garden_valve": {"246f28a1b2c4": "Garden"},
+    "homeassistant/ha_docs_humidifier": {"bedroom_humidifier": "Bedroom humidifier"},
+    "homeassistant/ha_docs_valve": {"heater_valve": "Heater valve", "heater2_valve": "Radiator valve"},
+    "homeassistant/ha_docs_water_heater": {"basement_boiler": "Boiler"},
+    "homeassistant/valetudo_vacuum_GentleTimelyBadger": {"GentleTimelyBadger": "Kitchen robot"},
+    "homeassistant/z2m_group_light_and_switch": {"zigbee2mqtt_1221051039810110150109113116116_9": "ha discovery group"},
 }
 # Words no owner says of a device: programs, chips, spelled model codes and identifiers.
 _NEVER = re.compile(r"\b(rtl|OMG|community|tasmota|esphome|Theengs|DS|DHT|BME|Allterco Allterco|Hundred|Thousand|"

@@ -22,8 +22,8 @@ from hubd.dialects import convert
 _SET_MAX_MIN_ADJUST = ("Set", "SetMax", "SetMin", "Adjust")
 FAN_SPEED_OPERATIONS = (*_SET_MAX_MIN_ADJUST, "SetHigh", "SetMedium", "SetLow")
 # When parts of one device have different display types, the device shows as the first of these it has.
-DISPLAY_PRECEDENCE = ("light", "ac", "thermostat", "curtain", "fan", "socket", "switch", "door", "scene", "alarm",
-                      "unknown")
+DISPLAY_PRECEDENCE = ("light", "ac", "thermostat", "waterHeater", "humidifier", "dehumidifier", "cleanBot", "curtain",
+                      "fan", "socket", "switch", "door", "scene", "alarm", "unknown")
 MAX_ENDPOINT_ID_CHARS = 256
 _UNSAFE_ID_RE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -151,9 +151,48 @@ def siren(*, reported: bool = True) -> Part:
     return Part("switch", (_cap("Switch", ("On", "Off"), reported),))
 
 
+def valve(*, position: bool, set_position: bool, open_close: bool, reported: bool = True) -> Part:
+    """A valve (a water or gas valve): a `switch`, On = open, Off = close; Position where it reports one."""
+    caps = []
+    if open_close or set_position:
+        caps.append(_cap("Switch", ("On", "Off"), reported))
+    if position:
+        caps.append(_cap("Position", ("Set", "Adjust") if set_position else (), True))
+    return Part("switch", tuple(caps))
+
+
+def humidifier(*, dehumidifier: bool, target: bool, settable_target: bool, reported: bool = True) -> Part:
+    """A humidifier or dehumidifier: Switch, and Humidity (Set, Adjust), its target humidity."""
+    caps = [_cap("Switch", ("On", "Off"), reported)]
+    if target or settable_target:
+        caps.append(_cap("Humidity", ("Set", "Adjust") if settable_target else (), target or reported))
+    return Part("dehumidifier" if dehumidifier else "humidifier", tuple(caps))
+
+
+def water_heater(*, power: bool, target: bool, settable_target: bool, reported: bool = True) -> Part:
+    """A water heater (a boiler): Switch where it can be turned on and off, and Temperature (Set, Adjust), its
+    target."""
+    caps = []
+    if power:
+        caps.append(_cap("Switch", ("On", "Off"), reported))
+    if target or settable_target:
+        caps.append(_cap("Temperature", ("Set", "Adjust") if settable_target else (), target or reported))
+    return Part("waterHeater", tuple(caps))
+
+
+def vacuum(*, can_pause: bool, reported: bool = True) -> Part:
+    """A robot vacuum (`cleanBot`): Switch (On = start cleaning, Off = return to the dock), and PlaybackControl
+    (Pause; Play = resume) where it can pause."""
+    caps = [_cap("Switch", ("On", "Off"), reported)]
+    if can_pause:
+        caps.append(_cap("PlaybackControl", ("Play", "Pause"), reported))
+    return Part("cleanBot", tuple(caps))
+
+
 # A device's primary function keeps its endpoint (and decides its display type) before its sensors: a plug is its
 # relay, not its power meter; a thermostat keeps Temperature for its setpoint.
-ACTUATOR_TYPES = frozenset({"light", "socket", "switch", "curtain", "thermostat", "ac", "fan", "door", "scene"})
+ACTUATOR_TYPES = frozenset({"light", "socket", "switch", "curtain", "thermostat", "ac", "fan", "door", "scene",
+                            "humidifier", "dehumidifier", "waterHeater", "cleanBot"})
 
 
 # What keeps a device running, never its function: a status LED, a restart or identify button, the radio's signal

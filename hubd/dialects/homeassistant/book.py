@@ -6,7 +6,8 @@ identifiers and connections (`devices.py` makes each group's endpoints), indexes
 availability topics each exported entity reads, and reads a state, availability or event message off that
 index into typed inputs. `apply` takes added, changed and removed records and says which devices are
 announced again or gone; the topics it learns wait in `take_pending()` for the bridge to subscribe to.
-The dialect (`dialect.py`) reads configs into records and answers the seam.
+An endpoint is unreachable while one of its entities reports a fault (a jammed lock: `Reading.fault`), as while
+its availability says offline. The dialect (`dialect.py`) reads configs into records and answers the seam.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class EntityBook:
         self._topics: dict[str, dict[tuple[tuple[str, str], str], None]] = {}
         self.endpoints: dict[str, DeviceEndpoint] = {}
         self._online: dict[str, bool] = {}
+        self._faulted: set[str] = set()  # endpoints offline for a fault of one of their entities (a jammed lock)
         self._subscribed: set[str] = set()
         self._wild: set[str] = set()  # the topics read that are wildcard filters (a few: Theengs, OpenMQTTGateway)
         self._commands: dict[str, set[tuple[str, str]]] = {}  # command topic → the records publishing there
@@ -162,6 +164,7 @@ class EntityBook:
         for gone in sorted(before - after):
             self.endpoints.pop(gone, None)
             self._online.pop(gone, None)
+            self._faulted.discard(gone)
             out.append(DeviceGone(gone))
         out += self._availability_changes(e for e in sorted(touched) if e in self.endpoints)
         # A topic no entity reads any more is forgotten and unsubscribed (asked for again if it comes back): memory
@@ -207,6 +210,16 @@ class EntityBook:
                 continue
             if reading.values:
                 values.setdefault(record.endpoint, {}).update(reading.values)
+            if reading.fault != record.fault or (record.entity.faults and record.endpoint not in self._online):
+                record.fault = reading.fault
+                touched.add(record.endpoint)
+            if reading.fault is not None:
+                named = self.endpoints[record.endpoint].config.displayName if record.endpoint in self.endpoints \
+                    else ""
+                out.append(InputRejected("state", f"{topic}: {record.label} of {named} ({record.endpoint}): "
+                                                  f"{reading.fault} "
+                                                  f"({payload.text.strip()[:40]!r}): never reported locked, and "
+                                                  "unreachable until it reports a state hubd knows"))
             if record.doorbell is not None and not retained and reading.events and (
                     record.doorbell == "*" or record.doorbell.casefold() in {e.casefold() for e in reading.events}):
                 presses.append(PressReceived(record.endpoint, when))
@@ -299,9 +312,19 @@ class EntityBook:
         return False
 
     def _endpoint_online(self, endpoint: str) -> bool | None:
-        """Online when one of its entities is available, offline when all are known not to be."""
+        """Online when one of its entities is available, offline when all are known not to be, or while one of them
+        reports a fault (a jammed lock); online again when that fault is gone and nothing else is known."""
         records = [self.records[k] for k in self.endpoints[endpoint].keys if k in self.records]
+        if any(r.fault is not None for r in records):
+            self._faulted.add(endpoint)
+            return False
+        faulted = endpoint in self._faulted
+        self._faulted.discard(endpoint)
         known = [r.available() for r in records if r.availability is not None]
         if True in known:
             return True
-        return False if known and None not in known else None
+        if known and None not in known:
+            return False
+        # Nothing else known: reachable once its fault is gone, or (a lock without availability, whose last fault
+        # may predate a restart) once it reported a state hubd knows.
+        return True if faulted or (not known and any(r.entity.faults for r in records)) else None

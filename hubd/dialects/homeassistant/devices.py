@@ -48,6 +48,10 @@ from hubd.dialects.homeassistant.templates import Compiled
 
 DIALECT = "homeassistant"
 ANY_EVENT = "*"
+# Components richer than a switch: a switch announced beside one of them for the same thing is that thing's on/off.
+_RICHER = frozenset({"light", "fan", "climate", "humidifier", "water_heater", "vacuum", "valve", "cover"})
+# A switch's value_template that reads the device's plain state (whitespace removed), or none: the raw payload.
+_PLAIN_STATE = frozenset({"", "{{value_json.state}}", "{{value_json['state']}}", '{{value_json["state"]}}'})
 # Which entity of a device carries a declared doorbell when several could (one press must be one DoorbellPress).
 _DOORBELL_SOURCES = ("event", "device_automation", "sensor", "binary_sensor")
 
@@ -78,6 +82,7 @@ class Record:
     # out (a device gone meanwhile, e.g. now excluded, is reported gone then).
     pinned: str | None = None
     restored: str | None = None
+    fault: str | None = None  # what its last state said that makes its device unreachable (a jammed lock), if any
 
     @property
     def component(self) -> str:
@@ -235,16 +240,34 @@ def device_endpoints(records: Sequence[Record]) -> list[DeviceEndpoint]:
 
 
 def _announced_again(records: Sequence[Record]) -> dict[tuple[str, str], str]:
-    """The sensors that read what a climate's room reading reads (zigbee2mqtt 2.x announces a thermostat's
-    local_temperature in its climate config and as a sensor of its own), by key, with the room reading's label:
-    the platform gets the reading once, from the climate's."""
+    """The entities that announce again what another entity of their device has, by key, with why: the platform gets
+    each thing once (one thing, one endpoint).
+
+    A sensor that reads what a climate's room reading reads (zigbee2mqtt 2.x announces a thermostat's
+    local_temperature in its climate config and as a sensor of its own); a switch that reads the plain `state`
+    (or the raw payload) of a topic a richer entity of the device reads and commands on one of its command topics:
+    a zigbee2mqtt group announced as a light and as a switch, a thermostat's own `state` beside its Switch (the
+    richer one keeps the Switch)."""
     def reading(record: Record) -> tuple[str | None, str, str | None]:
         conf = record.entity.conf
         return conf.text("state_topic"), "".join((conf.text("value_template") or "").split()), \
             record.entity.device_class
     rooms = {reading(r): r.label for r in records if room_reading_of(r.key) is not None and r.exported}
-    return {r.key: rooms[reading(r)] for r in records
-            if r.component == "sensor" and room_reading_of(r.key) is None and reading(r) in rooms}
+    out = {r.key: f"reads what {rooms[reading(r)]} (the climate's room reading) reads: the platform gets it once"
+           for r in records if r.component == "sensor" and room_reading_of(r.key) is None and reading(r) in rooms}
+    richer = [r for r in records if r.exported and r.component in _RICHER and r.entity.part is not None
+              and "Switch" in r.entity.part.interfaces]
+    for record in records:
+        if record.component != "switch" or not record.exported or reading(record)[1] not in _PLAIN_STATE:
+            continue
+        state, command = record.entity.conf.text("state_topic"), record.entity.conf.text("command_topic")
+        for other in richer:
+            topics = {v for k, v in other.entity.conf.data.items() if k.endswith("topic") and isinstance(v, str)}
+            if state in topics and command in set(other.command_topics().values()):
+                out[record.key] = (f"the same thing as {other.label} (its state and command topics): one thing, "
+                                   f"one endpoint, and the {other.component}'s Switch is its on/off")
+                break
+    return out
 
 
 def _identifiers(device: DeviceInfo | None, records: Sequence[Record], device_id: str) -> list[str]:
@@ -272,11 +295,10 @@ def _part_keys(records: Sequence[Record]) -> dict[str, Record]:
     return {(r.object_id if counts[r.object_id] == 1 else f"{r.object_id}_{r.component}"): r for r in records}
 
 
-def note_of(record: Record, same_as: str | None = None) -> EntityNote:
-    """What the status page says of one entity: exported, or why not (`same_as`: the room reading it repeats)."""
-    if same_as is not None:
-        return EntityNote(record.label, False, f"reads what {same_as} (the climate's room reading) reads: the "
-                                               "platform gets it once")
+def note_of(record: Record, again: str | None = None) -> EntityNote:
+    """What the status page says of one entity: exported, or why not (`again`: why it repeats another entity)."""
+    if again is not None:
+        return EntityNote(record.label, False, again)
     if not record.included:
         return EntityNote(record.label, False, "left out by homeassistant.include/exclude")
     if record.entity.setting and record.entity.category == "maintenance":

@@ -54,11 +54,15 @@ from hubd.dialects.homeassistant.discovery import (
 )
 from hubd.dialects.homeassistant.entities import Entity
 from hubd.dialects.homeassistant.fan import Fan
+from hubd.dialects.homeassistant.humidifier import Humidifier
 from hubd.dialects.homeassistant.lights import Light
 from hubd.dialects.homeassistant.scene import Scene
 from hubd.dialects.homeassistant.sensors import BinarySensor, Event, Lock, Sensor, Trigger
 from hubd.dialects.homeassistant.switch import Siren, Switch
 from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
+from hubd.dialects.homeassistant.vacuum import Vacuum
+from hubd.dialects.homeassistant.valve import Valve
+from hubd.dialects.homeassistant.water_heater import WaterHeater
 from hubd.dialects.payload import MAX_PAYLOAD_BYTES
 from hubd.dialects.topics import CommandTopics
 
@@ -71,10 +75,9 @@ MAX_REFUSED = 1_000  # entities refused for their command topics listed on the d
 # these (the restore tests compare every fixture's routes and states before and after a restart).
 _UNUSED = frozenset({"icon", "entity_picture", "options", "enabled_by_default",
                      "default_entity_id", "object_id", "group", "state_class", "suggested_display_precision",
-                     "force_update", "expire_after", "encoding", "optimistic", "platform", "min_humidity",
-                     "max_humidity"})
+                     "force_update", "expire_after", "encoding", "optimistic", "platform"})
 _UNUSED_PREFIXES = ("json_attributes_", "effect", "preset_mode", "fan_mode", "swing_mode", "swing_horizontal_mode",
-                    "action_", "current_temperature_", "current_humidity_", "target_humidity_", "aux_", "white_",
+                    "action_", "current_temperature_", "current_humidity_", "aux_", "white_",
                     "rgbw_", "rgbww_", "flash", "transition", "tilt_", "oscillation_", "direction_", "last_reset_")
 # Keys the record reads when it is made (device_endpoints writes them back into the address from the record).
 _RECORD_KEYS = frozenset({"device", "origin", "name", "unique_id", "availability", "availability_topic",
@@ -84,6 +87,7 @@ _NOT_KEPT = _UNUSED | _RECORD_KEYS  # what an entity's conf leaves out once buil
 _CLASSES: dict[str, type[Entity]] = {
     "sensor": Sensor, "binary_sensor": BinarySensor, "lock": Lock, "event": Event, "device_automation": Trigger,
     "switch": Switch, "scene": Scene, "cover": Cover, "climate": Climate, "fan": Fan, "light": Light, "siren": Siren,
+    "valve": Valve, "humidifier": Humidifier, "water_heater": WaterHeater, "vacuum": Vacuum,
 }
 
 

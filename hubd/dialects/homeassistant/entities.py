@@ -49,16 +49,20 @@ class TemplateFailed(Exception):
 
 @dataclass(slots=True)
 class Reading:
-    """What one message told about an entity: interface values, and the events it names (for doorbells)."""
+    """What one message told about an entity: interface values, the events it names (for doorbells), and a fault:
+    a state that makes the device unreachable until it reports a state hubd understands again (a lock jammed, not
+    fully locked, or in a state not known: never reported locked)."""
 
     values: dict[str, StateValue] = field(default_factory=dict)
     events: tuple[str, ...] = ()
+    fault: str | None = None
 
 
 class Entity:
     """A discovered entity (the base: no state, no commands, not exported)."""
 
     component: ClassVar[str] = ""
+    faults: ClassVar[bool] = False  # whether its readings may carry a fault (a lock's): then a reading decides reach
 
     def __init__(self, conf: Conf, templates: Templates) -> None:
         self.conf = conf

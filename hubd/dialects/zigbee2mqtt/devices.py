@@ -126,7 +126,13 @@ def build(ieee: str, name: str, entry: dict[str, Any], exposes: Exposes, event: 
             left_out.append(EntityNote("doorbell", False, doorbell))
     parts: dict[str, mapping.Part] = {}
     by_key: dict[str, Feature] = {}
+    # One thing, one endpoint: a thermostat's own `state` switch is its on/off, which its Switch already is.
+    powered = any(f.kind == "climate" and (p := part(f)) is not None and "Switch" in p.interfaces for f in features)
     for feature in features:
+        if powered and feature.kind == "switch" and feature.key == "state":
+            left_out += [EntityNote(n, False, "the thermostat's own on/off: its Switch is the thermostat's (one "
+                                              "thing, one endpoint)") for n in feature.notes]
+            continue
         found = part(feature)
         if found is None or feature.key in parts or (not found.capabilities and feature.kind != "doorbell"):
             why = "its property is exported by another feature" if feature.key in parts else \

@@ -48,7 +48,7 @@ from hubd.dialects.zigbee2mqtt.devices import (
     read_entry,
 )
 from hubd.dialects.zigbee2mqtt.exposes import Feature
-from hubd.dialects.zigbee2mqtt.features import command, part, read
+from hubd.dialects.zigbee2mqtt.features import command, lock_fault, part, read
 from hubd.dialects.zigbee2mqtt.payloads import command_json, online_value, state_object
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,7 @@ class Zigbee2MqttDialect(Dialect):
         self._bridge_online: bool | None = None
         self._device_online: dict[str, bool] = {}  # ieee → what its availability topic said
         self._online_sent: dict[str, bool] = {}  # endpoint id → the availability last reported
+        self._faulted: set[str] = set()  # endpoint ids of locks whose state says neither locked nor unlocked
         self._left_out: dict[str, tuple[str, str, tuple[str, ...]]] = {}  # friendly_name → ieee, why not, actions
         self._list: bytes | None = None  # the last device list read, read again by `reconfigure`
         self._listed = False  # a bridge/devices list was read
@@ -285,6 +286,7 @@ class Zigbee2MqttDialect(Dialect):
         for gone in sorted(set(self._announced) - present):
             del self._announced[gone]
             self._online_sent.pop(gone, None)
+            self._faulted.discard(gone)
             out.append(DeviceGone(gone))
         for table in (self._raw, self._device_online):
             for ieee in [i for i in table if i not in devices]:
@@ -305,17 +307,31 @@ class Zigbee2MqttDialect(Dialect):
         when = format_time(received_at)
         out: list[DeviceInput] = []
         problems: dict[str, str] = {}
+        faults_changed = False
         for slot in device.slots:
             values: dict[str, StateValue] = {}
+            faults = []
             for feature in slot.features:
                 found, bad = read(feature, raw)
                 values.update((i, v) for i, v in found.items() if i in slot.interfaces)
                 problems.update(bad)
+                if (fault := lock_fault(feature, raw)) is not None:
+                    faults.append(fault)
+            if faults:  # never reported locked; unreachable until it says locked or unlocked again
+                values["Switch"] = "Off"
+                out.append(InputRejected("state", f"{topic}: {device.name} ({slot.endpoint_id}): "
+                                                  f"{'; '.join(faults)}: never reported locked, and unreachable "
+                                                  "until it reports locked or unlocked"))
+            if bool(faults) != (slot.endpoint_id in self._faulted):
+                (self._faulted.add if faults else self._faulted.discard)(slot.endpoint_id)
+                faults_changed = True
             if values:
                 out.append(StateReceived(slot.endpoint_id, tuple(StateSample(i, v, when) for i, v in values.items())))
         for prop, why in problems.items():
             raw.pop(prop, None)  # reported once, not again with every later state
             out.append(InputRejected("state", f"{topic}: {why}; hubd left it out"))
+        if faults_changed:
+            out += self._availability_changes([device.ieee])
         action = data.get("action")
         if device.doorbell is not None and not retained and isinstance(action, str) and action \
                 and action.casefold() == device.doorbell[1].casefold():
@@ -327,12 +343,17 @@ class Zigbee2MqttDialect(Dialect):
         for ieee in sorted(ieees):
             device = self._devices.get(ieee)
             online = self._online(ieee)
-            if device is None or online is None:
+            if device is None:
                 continue
             for slot in device.slots:
-                if self._online_sent.get(slot.endpoint_id) is not online:
-                    self._online_sent[slot.endpoint_id] = online
-                    out.append(AvailabilityReceived(slot.endpoint_id, online))
+                # A lock's fault (not fully locked, jammed) makes it unreachable as its availability would; gone,
+                # the lock is online again unless its availability says otherwise.
+                now = False if slot.endpoint_id in self._faulted else online
+                if now is None and self._online_sent.get(slot.endpoint_id) is False:
+                    now = True
+                if now is not None and self._online_sent.get(slot.endpoint_id) is not now:
+                    self._online_sent[slot.endpoint_id] = now
+                    out.append(AvailabilityReceived(slot.endpoint_id, now))
         return out
 
     def _online(self, ieee: str) -> bool | None:
