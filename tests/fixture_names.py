@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import homeassistant_helpers as ha
+import shelly_helpers as shelly
 import tasmota_helpers as tasmota
 import zigbee2mqtt_helpers as z2m
 
@@ -18,7 +19,11 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # frontend messages, which are no bridge/devices list; Theengs Gateway's, whose wildcard state topics
 # (`+/+/BTtoMQTT/<MAC>`) this branch refuses: its names are tested from its device block).
 NO_DISCOVERY = ("tasmota/docs_results", "tasmota/docs_sensors", "zigbee2mqtt/nurikk_frontend_home",
-                "homeassistant/theengs_bluemaestro_BM_V23_F35285")
+                "homeassistant/theengs_bluemaestro_BM_V23_F35285",
+                # Shelly: notifications and status topics of devices that only answers to hubd's RPC announce, and
+                # Home Assistant discovery configs of Shelly's script (their names: homeassistant/shelly_script_*).
+                "shelly/asnowfix_notifications", "shelly/jhnul_plus_ht_status", "shelly/plus1pm_shellies_prefix",
+                "shelly/script_discovery_plus1")
 
 
 def fixtures() -> list[str]:
@@ -34,6 +39,12 @@ def announced(fixture: str) -> list[DeviceInput]:
         return ha.announce(ha.make(), name)
     if kind == "zigbee2mqtt":
         return z2m.announce(z2m.make(), z2m.entries(name))
+    if kind == "shelly":  # a Gen2+ device's answers to hubd's RPC, or Gen1 messages
+        device = shelly.fixture(name)
+        if "shelly" in device:
+            return shelly.discover(shelly.make(), device)
+        dialect = shelly.make()
+        return [i for topic, payload in shelly.messages(name) for i in shelly.publish(dialect, topic, payload)]
     dialect = tasmota.make()
     data = json.loads((FIXTURES / kind / f"{name}.json").read_text(encoding="utf-8"))
     out: list[DeviceInput] = []

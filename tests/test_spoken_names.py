@@ -115,6 +115,18 @@ EXPECTED: dict[str, dict[str, str]] = {
     "homeassistant/z2m_weather_WSDCGQ11LM": {
         "zigbee2mqtt_0x0017880104e45522": "weather sensor",
     },
+    "shelly/gen1_messages": {
+        "shelly1": "Shelly One",
+        "shellydimmer2-E09806966EFB": "Shelly Dimmer Two",
+        "shellyht-123456": "Shelly H and T",
+    },
+    "shelly/ha_2pm_gen3": {
+        "shelly2pmg3-aabbccddeeff": "Test Name",
+        "shelly2pmg3-aabbccddeeff-switch-1": "Test Name Two",
+    },
+    "shelly/ha_2pm_gen3_cover": {
+        "shelly2pmg3-aabbccddeeff": "Test Name",
+    },
     "tasmota/atomlite2_rgb_light": {
         "142B2F9FAF38": "AtomLite Two",
     },
@@ -223,6 +235,8 @@ def test_each_endpoint_of_a_real_device_is_named_as_its_owner_would_say(fixture:
     ("homeassistant/z2m_thermostat_BTH-RM230Z", "zigbee2mqtt_0x18fc2600000d7ae3", "named after its model"),
     ("zigbee2mqtt/aqara_LLKZMK12LM_dual_relay", "0x54ef4410009716a8", "left out"),
     ("homeassistant/esphome_garagedoor1_sht3x", "20500de464ec", ""),
+    ("shelly/gen1_messages", "shelly1", "named after its model"),
+    ("shelly/ha_2pm_gen3", "shelly2pmg3-aabbccddeeff", ""),
 ])
 def test_the_status_page_says_why_hubd_chose_a_name(fixture: str, device_id: str, why: str) -> None:
     reason = names(fixture)[device_id][1]

@@ -289,6 +289,13 @@ class TasmotaConfig(DialectConfig):
         return _topic_prefix(value, "Tasmota's discovery prefix", "tasmota/discovery")
 
 
+class ShellyConfig(DialectConfig):
+    """Shelly devices imported natively from their own MQTT (Gen2+ `<prefix>/online`, RPC on `<prefix>/rpc`; Gen1
+    `shellies/announce`); the globs match a device's name, id (`shellyplus1pm-a8032ab12345`), MAC and model code."""
+
+    glob_example: ClassVar[str] = "shellyplus1pm-*"
+
+
 class DoorbellConfig(_Model):
     """A button whose press is a DoorbellPress: `device` globs over its name or identifiers, `event` is the press."""
 
@@ -317,6 +324,7 @@ class HubdConfig(_Model):
     homeassistant: HomeAssistantConfig = HomeAssistantConfig()
     zigbee2mqtt: Zigbee2MqttConfig = Zigbee2MqttConfig()
     tasmota: TasmotaConfig = TasmotaConfig()
+    shelly: ShellyConfig = ShellyConfig()
     doorbells: list[DoorbellConfig] = Field(default_factory=list)
 
 

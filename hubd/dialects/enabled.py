@@ -7,7 +7,7 @@ give its devices' source, the topic prefixes no device command may go under (`pu
 the table, so a new dialect is its folder, its section's class and one row here, and nothing else names it.
 
 A topic is decoded by the first dialect that claims it, so the order is the table's: hubd's own topics, then the
-dialects that import a maker natively (zigbee2mqtt, Tasmota), then Home Assistant discovery, which gets the
+dialects that import a maker natively (zigbee2mqtt, Tasmota, Shelly), then Home Assistant discovery, which gets the
 dialects before it and leaves to them the devices they import natively (`Dialect.imports_natively`): "left to
 the native import" is each native dialect's own data, not a flag between dialects. `build_dialects` builds the
 enabled ones, `selections` says what each imports and which buttons are doorbells, for a change at run time. Each
@@ -103,6 +103,12 @@ def _tasmota(config: HubdConfig, before: Sequence[Dialect], topics: CommandTopic
     return TasmotaDialect(config.tasmota, config.doorbells, topics=topics)
 
 
+def _shelly(config: HubdConfig, before: Sequence[Dialect], topics: CommandTopics) -> Dialect:
+    from hubd.dialects.shelly.dialect import ShellyDialect
+
+    return ShellyDialect(config.shelly, config.doorbells, client_id=config.mqtt.client_id, topics=topics)
+
+
 def _homeassistant(config: HubdConfig, before: Sequence[Dialect], topics: CommandTopics) -> Dialect:
     from hubd.dialects.homeassistant.dialect import HomeAssistantDialect
 
@@ -120,6 +126,11 @@ KINDS: tuple[DialectKind, ...] = (
                 reserved=lambda config: (f"{config.tasmota.discovery_prefix}/",), groups=("tasmotas",),
                 init="tasmota:\n"
                      "  enabled: true                     # Tasmota devices, from Tasmota's own discovery\n"),
+    DialectKind("shelly", "Shelly", "Shelly", _shelly,
+                reserved=lambda config: (f"hubd-{config.mqtt.client_id}/",),
+                init="shelly:\n"
+                     "  enabled: true                     # Shelly devices, Gen2+ over RPC and Gen1, from their own "
+                     "MQTT\n"),
     DialectKind("homeassistant", "Home Assistant discovery", "Home Assistant", _homeassistant,
                 reserved=lambda config: (f"{config.homeassistant.discovery_prefix}/",),
                 init="homeassistant:\n"
