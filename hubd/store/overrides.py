@@ -1,4 +1,5 @@
-"""The `device_overrides` table (0011_owner.sql): the owner's name, room, exposure and doorbell event per endpointId.
+"""The `device_overrides` table (0011_owner.sql, 0012_exposed_by_owner.sql): the owner's name, room, exposure (and
+what hubd keeps back by rule that the owner exposed) and doorbell event per endpointId.
 
 Every SQL statement on it. The registry reads it at start and writes it only through the outbox writer's
 transaction (`write_overrides_blocking`, called by `hubd.store.devices.write_rows_blocking`), so an override and

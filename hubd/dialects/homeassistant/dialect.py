@@ -299,7 +299,7 @@ class HomeAssistantDialect(Dialect):
             included = self._selected.included(names_of(record))
             # Worked out again: the devices of entities selected differently, of those a press could ring, and of
             # those kept back by a rule the owner may lift (exposed or kept back again).
-            if included != record.included or record.entity.press_events() is not None or record.entity.setting:
+            if included != record.included or record.entity.press_events() is not None or record.exposable:
                 record.included = included
                 changed[key] = record
         return self._book.apply(changed)
