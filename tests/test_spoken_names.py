@@ -25,6 +25,8 @@ EXPECTED: dict[str, dict[str, str]] = {
         "20500de464ec": "GarageDoor One",
         "20500de464ec-garage_esp_status_led": "GarageDoor One Garage ESP Status LED",
     },
+    "homeassistant/esphome_garagedoor1_restart_button": {
+    },
     "homeassistant/esphome_rgb_light": {
         "a4cf12b3c4d5": "DeskLamp",
     },
@@ -39,6 +41,8 @@ EXPECTED: dict[str, dict[str, str]] = {
     },
     "homeassistant/rtl_433_acurite_986": {
         "Acurite-986-1R-51778": "Acurite thermometer",
+    },
+    "homeassistant/rtl_433_honeywell_door_contact": {
     },
     "homeassistant/shelly_plusi4_CC7B5C8AEA2C": {
         "cc7b5c8aea2c": "PlusI Four",

@@ -180,23 +180,36 @@ class PublishRules:
 class Selection:
     """What a dialect imports and which buttons are doorbells, as the config and the owner say now: its section's
     `include`/`exclude` globs and the `doorbells` declarations `(device glob, event)`, the config's and the owner's
-    (whose glob is an endpointId). Handed to `Dialect.reconfigure` when it changes (SIGHUP, the devices page)."""
+    (whose glob is an endpointId), and the endpointIds whose kept-back entities the owner exposed (`exposed`: a
+    diagnostic or config entity that is a real device function is then exported, with the capabilities the dialect
+    gives it; never a maintenance action). Handed to `Dialect.reconfigure` when it changes (SIGHUP, the devices
+    page)."""
 
     include: tuple[str, ...] = ("*",)
     exclude: tuple[str, ...] = ()
     doorbells: tuple[tuple[str, str], ...] = ()
+    exposed: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
 class Unexported:
     """A device a dialect leaves out entirely (none of its entities reaches the platform), for the status page and the
     owner's devices page: the endpointId it would have, its name, why not (per entity), and the events a press of
-    its button could be (what it announces), to declare it a doorbell."""
+    its button could be (what it announces), to declare it a doorbell. `exposable`: some entity is kept back by a
+    rule the owner may lift (`{"exposed": true}`: a diagnostic or config entity with a platform interface); `rule`:
+    the rule that keeps it back even from the owner (a maintenance action), when nothing of it may be exposed."""
 
     endpoint_id: str
     name: str
     reasons: tuple[str, ...]
     events: tuple[str, ...] = ()
+    exposable: bool = False
+    rule: str | None = None
+
+
+# The rule no owner lifts: what restarts, erases, resets, updates or identifies a device never reaches a voice.
+MAINTENANCE_RULE = ("maintenance actions (restart, reboot, erase, reset, factory reset, update/OTA, identify; any "
+                    "button) are never exported, so that no voice command restarts or erases a device")
 
 
 def topic_matches(pattern: str, topic: str) -> bool:

@@ -167,13 +167,15 @@ def build_dialects(config: HubdConfig) -> list[Dialect]:
     return built
 
 
-def selections(config: HubdConfig, doorbells: Sequence[tuple[str, str]] = ()) -> dict[str, Selection]:
-    """Each enabled dialect's selection now (`Dialect.reconfigure`): its section's include/exclude, and the config's
-    doorbells followed by `doorbells` (the owner's, `(glob, event)`), by dialect name."""
+def selections(config: HubdConfig, doorbells: Sequence[tuple[str, str]] = (),
+               exposed: frozenset[str] = frozenset()) -> dict[str, Selection]:
+    """Each enabled dialect's selection now (`Dialect.reconfigure`): its section's include/exclude, the config's
+    doorbells followed by `doorbells` (the owner's, `(glob, event)`), and the endpointIds whose kept-back entities
+    the owner exposed, by dialect name."""
     declared = (*((d.device, d.event) for d in config.doorbells), *doorbells)
     out: dict[str, Selection] = {}
     for kind in KINDS:
         settings = kind.settings(config)
         if settings is not None and settings.enabled:
-            out[kind.name] = Selection(tuple(settings.include), tuple(settings.exclude), declared)
+            out[kind.name] = Selection(tuple(settings.include), tuple(settings.exclude), declared, exposed)
     return out

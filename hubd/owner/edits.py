@@ -59,12 +59,21 @@ class Edit:
         """Whether it changes the doorbell (the dialects must take the new declarations)."""
         return "doorbell" in self.values
 
-    def apply(self, override: Override) -> Override:
-        """The override with this edit's fields."""
+    @property
+    def selects(self) -> bool:
+        """Whether the dialects must hear of it: a doorbell, or exposure (`true` also exports what hubd keeps back by
+        rule, `false` keeps it back again)."""
+        return "doorbell" in self.values or "exposed" in self.values
+
+    def apply(self, override: Override, kept_back: bool = False) -> Override:
+        """The override with this edit's fields. `exposed: true` exposes what hubd keeps back by rule when the endpoint
+        is listed as kept back (`kept_back`: a dialect may export it) or already was; `false` keeps it back again."""
         values = self.values
         return replace(override,
                        name=values.get("name", override.name), room=values.get("room", override.room),
                        hidden=not values["exposed"] if "exposed" in values else override.hidden,
+                       revealed=(values["exposed"] and (override.revealed or kept_back)) if "exposed" in values
+                       else override.revealed,
                        doorbell=values.get("doorbell", override.doorbell))
 
 

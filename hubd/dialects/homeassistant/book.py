@@ -27,7 +27,13 @@ from hubd.dialects.base import (
     topic_matches,
 )
 from hubd.dialects.globs import Globs
-from hubd.dialects.homeassistant.devices import DeviceEndpoint, Record, assign_doorbells, device_endpoints
+from hubd.dialects.homeassistant.devices import (
+    DeviceEndpoint,
+    Record,
+    assign_doorbells,
+    assign_revealed,
+    device_endpoints,
+)
 from hubd.dialects.homeassistant.entities import ECHO, StateProblem, TemplateFailed
 from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
 
@@ -41,6 +47,7 @@ class EntityBook:
         self._prefix = prefix
         self._templates = templates
         self._doorbells = doorbells
+        self.exposed: frozenset[str] = frozenset()  # endpointIds whose kept-back entities the owner exposed
         self.records: dict[tuple[str, str], Record] = {}
         self._by_token: dict[tuple[str, ...], set[tuple[str, str]]] = {}
         # topic → the (record key, role) pairs that read it: a dict as an ordered set, so that removing one of
@@ -149,6 +156,7 @@ class EntityBook:
             records = [self.records[k] for k in sorted(group)]
             for record in records:
                 self._unindex_topics(record)
+            assign_revealed(records, self.exposed)
             assign_doorbells(records, self._doorbells)
             for endpoint in device_endpoints(records):
                 after.add(endpoint.endpoint_id)

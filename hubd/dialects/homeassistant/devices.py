@@ -83,6 +83,7 @@ class Record:
     pinned: str | None = None
     restored: str | None = None
     fault: str | None = None  # what its last state said that makes its device unreachable (a jammed lock), if any
+    revealed: bool = False  # kept back by rule, but the owner exposed its device (`{"exposed": true}`)
 
     @property
     def component(self) -> str:
@@ -96,9 +97,22 @@ class Record:
 
     @property
     def exported(self) -> bool:
-        """Whether the platform gets it (a part, or a doorbell); never a config or diagnostic entity."""
-        return self.included and not self.entity.setting and (self.entity.part is not None or
-                                                              self.doorbell is not None)
+        """Whether the platform gets it (a part, or a doorbell); a config or diagnostic entity only when the owner
+        exposed its device (`revealed`), and a maintenance action never."""
+        return self.included and (not self.entity.setting or self.revealed) and (self.entity.part is not None or
+                                                                                 self.doorbell is not None)
+
+    @property
+    def exposable(self) -> bool:
+        """Whether it is kept back by a rule the owner may lift: a config or diagnostic entity that maps to a platform
+        interface (rtl_433's diagnostic door contact), never a maintenance action or a button."""
+        return self.included and self.entity.setting and not self.maintenance and self.entity.part is not None
+
+    @property
+    def maintenance(self) -> bool:
+        """Whether it maintains the device (any button; a switch whose name says restart, erase, reset, update...):
+        kept back by a rule no owner lifts."""
+        return self.component == "button" or self.entity.maintenance
 
     def command_topics(self) -> dict[str, str]:
         """The topics the entity publishes commands to, by key (`*command_topic`, a cover's `set_position_topic`)."""
@@ -162,6 +176,14 @@ def assign_doorbells(records: Sequence[Record], declared: Sequence[tuple[Globs, 
             best = min(candidates, key=lambda c: c[:3])[3]
             if best.doorbell is None:
                 best.doorbell = event
+
+
+def assign_revealed(records: Sequence[Record], exposed: frozenset[str]) -> None:
+    """Mark the device's kept-back entities the owner exposed (its endpointId is in `exposed`): exported from now on,
+    with the capabilities their component gives them."""
+    revealed = bool(exposed) and not exposed.isdisjoint(_endpoint_ids(records))
+    for record in records:
+        record.revealed = revealed and record.exposable
 
 
 def _endpoint_ids(records: Sequence[Record]) -> list[str]:
@@ -304,7 +326,14 @@ def note_of(record: Record, again: str | None = None) -> EntityNote:
     if record.entity.setting and record.entity.category == "maintenance":
         return EntityNote(record.label, False, "a switch or button that maintains the device (its name or unique_id "
                                                "says restart, erase, reset, update...): never exported, so that no "
-                                               "voice command restarts or erases it")
+                                               "voice command restarts or erases it, not even when exposed")
+    if record.entity.setting and record.maintenance:
+        return EntityNote(record.label, False, f"a {record.component} that maintains the device (entity_category "
+                                               f"{record.entity.category}): never exported, so that no voice command "
+                                               "restarts or erases it, not even when exposed")
+    if record.entity.setting and record.revealed and record.exported:
+        return EntityNote(record.label, True, f"{record.entity.category} entity (entity_category "
+                                              f"{record.entity.category}): kept back by rule, exposed by the owner")
     if record.entity.setting:
         return EntityNote(record.label, False, f"a device's {record.entity.category} entity (entity_category "
                                                f"{record.entity.category}): never exported, as Home Assistant never "
@@ -314,6 +343,15 @@ def note_of(record: Record, again: str | None = None) -> EntityNote:
             return EntityNote(record.label, True, f"a declared doorbell: {record.doorbell!r} is a DoorbellPress")
         return EntityNote(record.label, True)
     return EntityNote(record.label, False, record.entity.reason)
+
+
+def kept_back_note(record: Record) -> str:
+    """Why an entity of a device kept back whole is not exported: for one the owner may expose, the rule and that
+    exposing the device brings it back."""
+    if record.exposable:
+        return (f"{record.entity.category} entity (entity_category {record.entity.category}): kept back by rule; "
+                "expose it if it is a real device function")
+    return note_of(record).reason
 
 
 def _additional_info(device: DeviceInfo | None, members: Sequence[Record]) -> dict[str, str]:

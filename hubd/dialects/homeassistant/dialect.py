@@ -22,6 +22,7 @@ from typing import Any
 from hubd.config.model import DoorbellConfig, HomeAssistantConfig
 from hubd.devices.model import Route
 from hubd.dialects.base import (
+    MAINTENANCE_RULE,
     Announced,
     CommandRefused,
     ControlRequest,
@@ -39,7 +40,7 @@ from hubd.dialects.homeassistant.address import read_address
 from hubd.dialects.homeassistant.book import EntityBook
 from hubd.dialects.homeassistant.climate import Climate, as_sent, room_readings
 from hubd.dialects.homeassistant.cover import Cover
-from hubd.dialects.homeassistant.devices import DIALECT, Record, device_id_of, names_of, note_of
+from hubd.dialects.homeassistant.devices import DIALECT, Record, device_id_of, kept_back_note, names_of
 from hubd.dialects.homeassistant.discovery import (
     COMPONENTS,
     DEVICE_COMPONENT,
@@ -269,9 +270,12 @@ class HomeAssistantDialect(Dialect):
             if all(r.endpoint is None for r in records):
                 first = records[0]
                 name = (first.device.name if first.device else None) or first.unique_id or first.label
+                exposable = any(r.exposable for r in records)
+                maintenance = not exposable and any(r.entity.setting and r.included for r in records) and all(
+                    r.maintenance for r in records if r.entity.setting and r.included)
                 out.append(Unexported(device_id_of(records), name, tuple(
-                    f"{r.label}: {note_of(r).reason}" for r in records),
-                    _press_events(records)))
+                    f"{r.label}: {kept_back_note(r)}" for r in records),
+                    _press_events(records), exposable, MAINTENANCE_RULE if maintenance else None))
         listed = {u.endpoint_id for u in out} | set(self._book.endpoints)
         out += [u for u in self._refused.values() if u.endpoint_id not in listed]
         return sorted(out, key=lambda u: (u.name, u.endpoint_id))
@@ -289,11 +293,13 @@ class HomeAssistantDialect(Dialect):
         where that changes it."""
         self._selected = Selected(selection.include, selection.exclude, selection.doorbells)
         self._book.declare(self._selected.doorbells)
+        self._book.exposed = selection.exposed
         changed: dict[tuple[str, str], Record | None] = {}
         for key, record in self._book.records.items():
             included = self._selected.included(names_of(record))
-            # Worked out again: the devices of entities selected differently, and of those a press could ring.
-            if included != record.included or record.entity.press_events() is not None:
+            # Worked out again: the devices of entities selected differently, of those a press could ring, and of
+            # those kept back by a rule the owner may lift (exposed or kept back again).
+            if included != record.included or record.entity.press_events() is not None or record.exposable:
                 record.included = included
                 changed[key] = record
         return self._book.apply(changed)

@@ -74,7 +74,10 @@ class Entity:
         # Home Assistant never exposes a config or diagnostic entity to a voice assistant: nor does hubd (a plug's
         # "power outage memory" switch must not become the plug).
         self.setting = self.category in SETTING_CATEGORIES
-        if not self.setting and self.component in MAINTAINABLE and _maintenance(conf):
+        # A switch or button whose name says restart, erase, reset...: kept back even when the owner exposes the
+        # device's kept-back entities (so is any button: `hubd.dialects.homeassistant.devices.Record.maintenance`).
+        self.maintenance = self.component in MAINTAINABLE and _maintenance(conf)
+        if not self.setting and self.maintenance:
             self.setting, self.category = True, "maintenance"
         self.qos = conf.qos()
         self.retain = conf.flag("retain", False)
