@@ -19,6 +19,11 @@
   no relay, its `/sensors` and a retained `tele/<topic>/LWT` Online), then every state is its
   `tele/<topic>/SENSOR` as tests/fixtures/tasmota/docs_sensors.json's DS18B20 (`Time`, `Id`, `TempUnit` beside
   the Temperature). endpointId: the MAC.
+- **shelly** (`shelly: {enabled: true}`): N Gen1 Shelly H&T sensors (`SHHT-1`), each with its retained
+  `shellies/<id>/announce` (the shape of tests/fixtures/shelly/gen1_messages.json's), `online` true and a first
+  `sensor/temperature` (a Gen1 device's components are learned from its topics), then every state is its
+  `shellies/<id>/sensor/temperature`, a plain number. endpointId: the device id. (Gen2+ devices are found by asking
+  them over RPC, which needs a device that answers: the Gen2+ decode is timed in-process, `shelly-gen2`.)
 
 Each starts its own hubd (own database, own platform user, only that import enabled), binds the user,
 publishes the retained messages, and waits until the platform has every expected endpointId
@@ -51,7 +56,7 @@ from bench.rig import Hubd
 from bench.scenarios import Contender, Result, Rig
 from simulators.discovery_tasmota import tasmota_config
 
-IMPORTS = ("discovery", "zigbee2mqtt", "tasmota")
+IMPORTS = ("discovery", "zigbee2mqtt", "tasmota", "shelly")
 DISCOVERY_PREFIX = "bench-ha"  # hubd's homeassistant.discovery_prefix in the discovery scenario
 Z2M_HA_BASE = "bench-z2m-ha"  # the base topic of the zigbee2mqtt that announces half the discovery devices
 Z2M_BASE = "bench-z2m"  # hubd's zigbee2mqtt.base_topic in the zigbee2mqtt scenario
@@ -277,8 +282,32 @@ def tasmota_fleet(devices: int) -> Fleet:
                  retained, ids, shape, {"state_bytes": len(shape(0, 10_000)[1]) if devices else 0})
 
 
+# --- shelly -------------------------------------------------------------------------------------------------------
+
+def _shelly_id(i: int) -> str:
+    return f"shellyht-B1{i:04X}"
+
+
+def shelly_fleet(devices: int) -> Fleet:
+    retained: list[tuple[str, bytes]] = []
+    topics, heads, tails, ids = [], [], [], set()
+    for i in range(devices):
+        device = _shelly_id(i)
+        announce = {"id": device, "model": "SHHT-1", "mac": f"E8DB84B1{i:04X}", "ip": "192.0.2.20", "new_fw": False,
+                    "fw_ver": "20210710-130145/v1.11.0-g12a9327-master"}
+        retained += [(f"shellies/{device}/announce", _json(announce)), (f"shellies/{device}/online", b"true"),
+                     (f"shellies/{device}/sensor/temperature", b"20.9")]
+        topics.append(f"shellies/{device}/sensor/temperature")
+        heads.append(b"")
+        tails.append(b"")
+        ids.add(endpoint_id(device))
+    shape = _shape(topics, heads, tails)
+    return Fleet("shelly", {"shelly": {"enabled": True}}, "shellies", retained, ids, shape,
+                 {"state_bytes": len(shape(0, 10_000)[1]) if devices else 0})
+
+
 FLEETS: dict[str, Callable[[int], Fleet]] = {"discovery": discovery_fleet, "zigbee2mqtt": zigbee2mqtt_fleet,
-                                             "tasmota": tasmota_fleet}
+                                             "tasmota": tasmota_fleet, "shelly": shelly_fleet}
 
 
 # --- running one ------------------------------------------------------------------------------------------------
@@ -384,7 +413,7 @@ class _DecodeTimer:
 
     def __init__(self, name: str, devices: int, only: Callable[[int], bool] | None = None) -> None:
         # Imported here: the rest of the bench's driver needs nothing of hubd.
-        from hubd.config import HubdConfig
+        from hubd.config.model import HubdConfig
         from hubd.dialects.enabled import build_dialects
 
         self.name = name
@@ -426,13 +455,43 @@ class _DecodeTimer:
         return spent / states * 1e6
 
 
+class _ShellyGen2Timer(_DecodeTimer):
+    """The Shelly dialect decoding Gen2+ NotifyStatus frames (`<id>/events/rpc`, the shape of
+    tests/fixtures/shelly/asnowfix_notifications.json's) of relays it knows from their kept routes (as after a
+    restart: asking them over RPC needs devices that answer)."""
+
+    def __init__(self, devices: int) -> None:
+        from hubd.config.model import HubdConfig
+        from hubd.devices.model import Route
+        from hubd.dialects.enabled import build_dialects
+        from hubd.dialects.shelly.parts import Address, Component, address
+
+        self.name = "shelly-gen2"
+        self.dialect = build_dialects(HubdConfig.model_validate({"shelly": {"enabled": True}}))[-1]
+        ids = [f"shellyplus1-b0b0{i:08x}" for i in range(devices)]
+        self.dialect.restore([(d, Route("shelly", address(Address(d, 2, d, (Component("switch", 0, "switch"),)))))
+                              for d in ids])
+        heads = [b'{"src":"%b","dst":"%b/events","method":"NotifyStatus","params":{"ts":' % (d.encode(), d.encode())
+                 for d in ids]
+        topics = [f"{d}/events/rpc" for d in ids]
+
+        def shape(index: int, seq: int) -> tuple[str, bytes]:  # the output alternates: every message a change
+            return topics[index], b'%b%d.5,"switch:0":{"id":0,"output":%b,"source":"button"}}}' % (
+                heads[index], seq, b"true" if seq % 2 else b"false")
+        self.shape = shape
+        self.indexes = list(range(devices))
+        self.seq = 1_000_000_000
+
+
 def decode_costs(devices: int, *, states: int = 2_000, rounds: int = 15, templates: bool = False) -> dict[str, float]:
     """µs per state message in each dialect's decode, in this process (no broker, no hubd): hubd's own topics
-    ("native"), "discovery", "zigbee2mqtt" and "tasmota" (with `templates`, also the discovery fleet's two value
+    ("native"), "discovery", "zigbee2mqtt", "tasmota", "shelly" (Gen1 sensors) and "shelly-gen2" (NotifyStatus of
+    Gen2+ relays) (with `templates`, also the discovery fleet's two value
     templates apart). The best of `rounds` rounds of `states` messages each; the dialects take turns round by round,
     so that a machine whose speed drifts meanwhile weighs on all of them alike."""
     timers = [_DecodeTimer("native", devices), _DecodeTimer("discovery", devices),
-              _DecodeTimer("zigbee2mqtt", devices), _DecodeTimer("tasmota", devices)]
+              _DecodeTimer("zigbee2mqtt", devices), _DecodeTimer("tasmota", devices), _DecodeTimer("shelly", devices),
+              _ShellyGen2Timer(devices)]
     if templates:
         esphome = _DecodeTimer("discovery", devices, only=lambda i: i % 2 == 0)
         esphome.name = "discovery, {{ value | float | round(1) }}"

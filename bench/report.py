@@ -134,7 +134,8 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-IMPORTS = ("discovery", "zigbee2mqtt", "tasmota")
+IMPORTS = ("discovery", "zigbee2mqtt", "tasmota", "shelly")
+LABELS = {"discovery": "HA discovery", "zigbee2mqtt": "zigbee2mqtt", "tasmota": "Tasmota", "shelly": "Shelly"}
 GOAL = 0.7  # each import's throughput ÷ the native topics' of the same run (issue 19)
 
 
@@ -144,9 +145,10 @@ def _imports(results: dict[str, Any]) -> list[str]:
     if not present:
         return []
     columns = ("hubd", *IMPORTS)  # "throughput.hubd" etc.: hubd on its own topics
-    lines = ["", "| hubd, devices imported | native topics | HA discovery | zigbee2mqtt | Tasmota | "
-                 "discovery ÷ native | zigbee2mqtt ÷ native | Tasmota ÷ native |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["", f"| hubd, devices imported | native topics | {' | '.join(LABELS[n] for n in IMPORTS)} | "
+                 f"{' | '.join(n + ' ÷ native' for n in IMPORTS)} |",
+             "|---|---:|" + "---:|" * (2 * len(IMPORTS))]
+    blank = " |" * len(IMPORTS)
 
     def row(label: str, key: str, *path: str, digits: int = 0) -> None:
         values = [_get(results, key.format(c=c), *path) for c in columns]
@@ -157,17 +159,17 @@ def _imports(results: dict[str, Any]) -> list[str]:
     for name in IMPORTS:
         ready = results.get(f"{name}.ready")
         if isinstance(ready, dict) and "error" in ready:
-            lines.append(f"| {name} | error: {str(ready['error'])[:120]} | | | | | | |")
+            lines.append(f"| {name} | error: {str(ready['error'])[:120]} |{blank * 2}")
     params = results.get("params", {})
     devices = [params.get("devices") if results.get("throughput.hubd") else None,
                *(_get(results, f"{n}.ready", "endpoints") for n in IMPORTS)]
-    lines.append(f"| devices (platform endpoints) | {' | '.join(_num(d) for d in devices)} | | | |")
+    lines.append(f"| devices (platform endpoints) | {' | '.join(_num(d) for d in devices)} |{blank}")
     row("retained configs published → platform has every endpoint, s", "{c}.ready", "configs_to_all_endpoints_s",
         digits=2)
     delivered = [_get(results, f"throughput.{c}") for c in columns]
     cells = [f"{d['received']:,} / {d['events']:,}" if isinstance(d, dict) and "received" in d else "–"
              for d in delivered]
-    lines.append(f"| throughput: delivered / published | {' | '.join(cells)} | | | |")
+    lines.append(f"| throughput: delivered / published | {' | '.join(cells)} |{blank}")
     row("throughput: offered (publish calls/s by the bench)", "throughput.{c}", "publish_rate")
     row("throughput, events/s (first publish → last receipt)", "throughput.{c}", "events_per_s")
     row("throughput, sustained events/s (10th–90th percentile of receipts)", "throughput.{c}",
@@ -189,7 +191,7 @@ def _imports(results: dict[str, Any]) -> list[str]:
     for c in columns:
         found = results.get(f"{c}.problems")
         problems.append(_num(sum(found.values())) if isinstance(found, dict) else "–")
-    lines.append(f"| messages hubd rejected, failed on or ignored (whole scenario) | {' | '.join(problems)} | | | |")
+    lines.append(f"| messages hubd rejected, failed on or ignored (whole scenario) | {' | '.join(problems)} |{blank}")
     lines += ["", "Ratios here are import ÷ native for every row: for throughput higher is better (goal: "
               "≥ 0.70×), for CPU, memory, time and latency lower is better."]
     native_rate = _get(results, "throughput.hubd", "events_per_s")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hubd.cloud.client import PlatformClient
 from hubd.cloud.tokens import TokenManager
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.dialects.commands import DeviceCommands
 from hubd.dialects.enabled import build_dialects, publish_rules
 from hubd.directives.control import Controls
@@ -27,13 +27,13 @@ from hubd.directives.grant import AcceptGrant
 from hubd.directives.replay import Replay
 from hubd.driver.limits import LoginLimiter
 from hubd.driver.service import DriverService
-from hubd.journal import EventJournal
 from hubd.lifecycle import Component, Health, Supervisor, SystemClock
 from hubd.metrics import Metrics
 from hubd.mqtt.bridge import MqttBridge, status_topic
-from hubd.mqtt.client import MqttClient, Will
+from hubd.mqtt.client import PACKET_HEADROOM_BYTES, MqttClient, Will
 from hubd.mqtt.inflight import InflightRecord
 from hubd.outbox.feed import OutboxFeed
+from hubd.outbox.journal import EventJournal
 from hubd.outbox.sender import OutboxSender
 from hubd.outbox.writer import OutboxWriter
 from hubd.owner.guard import OwnerGuard
@@ -120,7 +120,7 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None, *, confi
         username=mqtt_username, password=mqtt_password, tls=config.mqtt.tls,
         ca_file=str(config.mqtt.ca_file) if config.mqtt.ca_file else None,
         will=Will(status_topic(config.mqtt.base_topic), b"offline", qos=1, retain=True),
-        keepalive_s=config.mqtt.keepalive_s,
+        keepalive_s=config.mqtt.keepalive_s, max_packet_bytes=max_packet_bytes(config),
     )
     # The device dialects in claim order (hubd's own topics first, the native imports before discovery): each claims
     # its topics and turns messages into typed inputs; the first that claims a topic decodes it.
@@ -128,7 +128,8 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None, *, confi
     bridge = MqttBridge(client, base_topic=config.mqtt.base_topic, dialects=dialects, sink=registry, routes=registry,
                         receipts=ReceiptBook(db), health=health, metrics=metrics,
                         inflight=InflightRecord(config.storage.path.with_name(config.storage.path.name + ".inflight")),
-                        subscriptions=SubscriptionBook(db), subscribe_before_report=not config.mqtt.embedded)
+                        subscriptions=SubscriptionBook(db), subscribe_before_report=not config.mqtt.embedded,
+                        max_message_bytes=config.mqtt.max_message_bytes)
     components.append(bridge)
     commands = DeviceCommands(dialects, bridge, publish_rules(config))
     # What the dialects import and which buttons are doorbells: the config's, and the owner's doorbells (before the
@@ -178,6 +179,18 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None, *, confi
         components.append(Advertiser(host=host, port=port, name=config.driver.hub_name))
 
     return Supervisor(components, health, Notifier(environ))
+
+
+def max_packet_bytes(config: HubdConfig) -> int | None:
+    """The largest packet the broker may send hubd (MQTT 5 Maximum Packet Size): the largest message any topic takes,
+    with room for its topic. None with the embedded broker: amqtt speaks only MQTT 3.1.1, and reads every message
+    whole in hubd's own process anyway (docs/mqtt.md)."""
+    if config.mqtt.embedded:
+        return None
+    largest = config.mqtt.max_message_bytes
+    if config.zigbee2mqtt.enabled:
+        largest = max(largest, config.zigbee2mqtt.max_devices_bytes)
+    return largest + PACKET_HEADROOM_BYTES
 
 
 async def run(config: HubdConfig, *, config_path: Path | None = None, log_level_fixed: bool = False) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hubd import __version__
-from hubd.config import HubdConfig, load_config
+from hubd.config.model import HubdConfig, load_config
 from hubd.errors import ConfigError, HubdError
 from hubd.webhook.redact import RedactTokens
 
@@ -221,7 +221,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from hubd.config import CREDENTIALS_VAR, PLACEHOLDER, credential_dirs
+    from hubd.config.model import CREDENTIALS_VAR, PLACEHOLDER, credential_dirs
     from hubd.initconfig import LOGIN_USER, init_config
 
     made = init_config(args.config, secrets_dir=args.secrets_dir, storage=args.storage)

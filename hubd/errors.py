@@ -1,4 +1,4 @@
-"""The HubdError hierarchy. Imports nothing from hubd.
+"""The HubdError hierarchy.
 
 Adapters translate library exceptions into these at their boundary (``raise ... from err``);
 nothing in hubd returns ``None`` to mean failure.

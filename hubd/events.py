@@ -1,7 +1,7 @@
 """Platform events on their way to the outbox (frozen, slotted values), their messageIds and the barrier lane.
 
 A `PendingEvent` is what a stage hands the outbox writer: the outbox's decision (`hubd.outbox.decide`), a control
-directive's late confirmation, a new grant's discovery. Imports nothing from hubd.
+directive's late confirmation, a new grant's discovery.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ unknown device) is one WARNING line per topic and reason per minute, and at most
 minute in all; what was left out is counted and summed up in one line once its minute is over (`RefusalLog.run`,
 which each owner of a RefusalLog runs from its own `run()`: the registry, the webhook), not only at the next
 refusal, which may come hours later: 50,000 refused messages are a few lines, not 50,000. The status page keeps
-every count. Imports only hubd.metrics.
+every count.
 """
 
 from __future__ import annotations

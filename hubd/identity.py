@@ -3,7 +3,7 @@
 Each database holds a random per-installation secret (migration 0009, `meta.instance_secret`); hubd answers a
 challenge with an HMAC-SHA256 of it under that secret, and `hubd doctor`, which reads the same database,
 checks the answer in constant time. The message is prefixed with a purpose of its own, and the secret serves
-nothing else, so an answer proves only that whoever answered holds this database. Imports nothing from hubd.
+nothing else, so an answer proves only that whoever answered holds this database.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ otherwise, `hubd.client-secret` (a placeholder for the secret the platform's con
 mode 0600. Nothing is a demo value: every setting only the user knows is `config.PLACEHOLDER`, which
 `hubd check-config` and `hubd run` refuse, naming the key and what to put there. The config reads the
 client secret as `${CREDENTIALS_DIRECTORY}/hubd.client-secret`, the way systemd's `LoadCredential=`
-hands it over; run by hand, hubd finds it in /etc/credstore or next to the config (hubd.config's
+hands it over; run by hand, hubd finds it in /etc/credstore or next to the config (hubd.config.model's
 `credential_dirs`). Existing files are never overwritten. Each dialect's section is the block its row in
 `hubd.dialects.enabled` gives.
 """
@@ -19,7 +19,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from hubd.config import LOGIN_PASSWORD_FILE, PLACEHOLDER
+from hubd.config.model import LOGIN_PASSWORD_FILE, PLACEHOLDER
 from hubd.dialects.enabled import KINDS
 from hubd.driver.passwords import hash_password
 from hubd.errors import HubdError

@@ -1,9 +1,9 @@
 """What the registry tells of the device messages it refuses and of what else goes wrong with devices: a log line
 per subject and reason at most once a minute (`hubd.failures.RefusalLog`), the event journal's entries for the
 status page (`RejectionObserver`), the invalid-message counter, a burst of doorbell presses, a speaker's failed
-command, and at debug level one line per device message saying what it changed.
-Given topics, kinds and reasons, not the dialects' inputs: imports the device changes, the failure logs and the
-metrics.
+command, a command a device's own template could not make, and at debug level one line per device message
+saying what it changed.
+Given topics, kinds and reasons, not the dialects' inputs.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ BURST_WINDOW_S = 2.0
 
 class RejectionObserver(Protocol):
     """Told of every device message the registry refuses, and of what else it notices (the event journal,
-    `hubd.journal`); each call O(1)."""
+    `hubd.outbox.journal`); each call O(1)."""
 
     def rejected(self, topic: str, reason: str, at: float) -> None:
         """A message on `topic` was refused for `reason` (received at `at`)."""
@@ -48,6 +48,7 @@ class DeviceProblems:
         self._failures = MessageFailures(metrics)
         self._refusals = RefusalLog(log)
         self._command_errors = RefusalLog(log, what="failed speaker commands", line="%s: %s%s")
+        self._command_refusals = RefusalLog(log, what="commands refused by a device's template", line="%s: %s%s")
         self._presses: dict[str, deque[float]] = {}  # device → when its last presses came (a burst is a problem)
 
     async def run(self) -> None:
@@ -55,6 +56,7 @@ class DeviceProblems:
         async with asyncio.TaskGroup() as group:
             group.create_task(self._refusals.run(), name="device-refusals-summed-up")
             group.create_task(self._command_errors.run(), name="command-errors-summed-up")
+            group.create_task(self._command_refusals.run(), name="command-refusals-summed-up")
 
     def rejected(self, kind: str, topic: str, reason: str, retained: bool, at: float) -> None:
         """A dialect refused a message (`kind`: config, state, ...)."""
@@ -80,6 +82,14 @@ class DeviceProblems:
         """A speaker's command failed: a problem to show, and to log."""
         what = f"command {result.command_id} failed: {result.message or 'no reason given'}"
         self._command_errors.refused(self._label(device_id), what)
+        if self._observer is not None:
+            self._observer.noticed(self._label(device_id), what, at)
+
+    def command_refused(self, device_id: str, reason: str, at: float) -> None:
+        """A command the device's config could not make (its command template failed): a problem to show, and to
+        log."""
+        what = f"a command could not be made: {reason}; fix the template in the device's discovery config"
+        self._command_refusals.refused(self._label(device_id), what)
         if self._observer is not None:
             self._observer.noticed(self._label(device_id), what, at)
 

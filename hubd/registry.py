@@ -278,6 +278,10 @@ class DeviceRegistry:
             if item.result.status == "error":  # a speaker's failed command: a problem to show, and to log
                 self._problems.command_failed(device_id, item.result, decoded.received_at)
 
+    def command_refused(self, device_id: str, reason: str) -> None:
+        """A command the device's own config could not make (its command template failed): a problem to show."""
+        self._problems.command_refused(device_id, reason, time.time())
+
     def label(self, device_id: str) -> str:
         """A device as log lines name it: its name and its endpointId ("Desk Lamp (lamp-1)")."""
         device = self._devices.get(device_id)

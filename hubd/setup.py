@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from hubd.config import LOGIN_PASSWORD_FILE, PLACEHOLDER, load_config
+from hubd.config.model import LOGIN_PASSWORD_FILE, PLACEHOLDER, load_config
 from hubd.driver.passwords import hash_password
 from hubd.errors import ConfigError, HubdError
 from hubd.initconfig import CLIENT_SECRET_FILE, LOGIN_USER, init_config

@@ -3,7 +3,7 @@
 The platform refuses names with digits or punctuation. `spoken()` spells numbers as words (Chinese ones in a
 name with Chinese, Japanese or Korean letters, else English) and drops punctuation and symbols. Pure; used by
 `hubd.devices.conformance` on every config, by the zigbee2mqtt import for its names, and by the speaker's
-config check. Imports nothing from hubd.
+config check.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 `asyncio.run` waits for the default executor's threads when it ends, so a blocking call (a TCP connect
 to a host that never answers, a DNS lookup) left in `run_in_executor` would delay a stop by up to its
 own timeout. `in_daemon_thread` runs the call in a daemon thread instead: the caller can give up on it
-(cancellation), and the process exits without waiting for it. Imports nothing from hubd.
+(cancellation), and the process exits without waiting for it.
 """
 
 from __future__ import annotations

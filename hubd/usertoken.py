@@ -1,5 +1,5 @@
 """What a user token from a platform message is worth (pure): the verdict hubd's driver gives on a token it
-issued, and the directive endpoint acts on. Imports nothing from hubd.
+issued, and the directive endpoint acts on.
 """
 
 from __future__ import annotations

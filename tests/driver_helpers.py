@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, urlsplit
 import aiohttp
 from mosquitto import free_port
 
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.driver.passwords import hash_password
 from hubd.driver.service import DriverService
 from hubd.lifecycle import Component, Health

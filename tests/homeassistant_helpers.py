@@ -9,7 +9,7 @@ from typing import Any
 from dialect_helpers import presses as presses
 from dialect_helpers import states as states
 
-from hubd.config import DoorbellConfig, HomeAssistantConfig, Zigbee2MqttConfig
+from hubd.config.model import DoorbellConfig, HomeAssistantConfig, Zigbee2MqttConfig
 from hubd.devices.model import Route, StateValue
 from hubd.dialects.base import ConfigReceived, ControlRequest, DeviceGone, DeviceInput
 from hubd.dialects.homeassistant.dialect import HomeAssistantDialect

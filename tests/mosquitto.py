@@ -1,5 +1,6 @@
 """Test helpers: a real mosquitto broker on a free loopback port, in a temporary directory; and
-`MisbehavingBroker`, a few lines of MQTT 3.1.1 that refuse or ignore what mosquitto never would.
+`MisbehavingBroker`, a few lines of MQTT (3.1.1, or 5 to a client that connects with it) that refuse or ignore
+what mosquitto never would.
 
 Used by tests only; mosquitto needs the Debian `mosquitto` package (`/usr/sbin/mosquitto`).
 """
@@ -255,8 +256,9 @@ def publish(port: int, topic: str, payload: bytes | str, *, retain: bool = False
 
 
 class MisbehavingBroker:
-    """An MQTT 3.1.1 server on a free 127.0.0.1 port, run on the test's event loop, that accepts every
-    CONNECT and answers PINGREQ, but answers SUBSCRIBE and QoS 1 PUBLISH as told:
+    """An MQTT 3.1.1 server (MQTT 5 to a client that connects with it: hubd does) on a free 127.0.0.1 port, run on
+    the test's event loop, that accepts every CONNECT and answers PINGREQ, but answers SUBSCRIBE and QoS 1 PUBLISH
+    as told:
 
     subscribe: "grant" (SUBACK granting QoS 1), "refuse" (SUBACK 0x80 for every topic, as a broker's
     ACL would) or "ignore" (no SUBACK ever); publish: "ack" (PUBACK) or "ignore" (no PUBACK ever).
@@ -271,7 +273,8 @@ class MisbehavingBroker:
         self.port = 0
         self.subscribe = subscribe
         self.publish = publish
-        self.retained = b"".join(publish_packet(topic, payload, retain=True) for topic, payload in retained)
+        self.retained = {v5: b"".join(publish_packet(topic, payload, retain=True, v5=v5) for topic, payload in retained)
+                         for v5 in (False, True)}
         self._ssl: ssl.SSLContext | None = None
         if tls is not None:
             self._ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -310,25 +313,29 @@ class MisbehavingBroker:
         self._writers.add(writer)
         self.connections += 1
         self._note()
+        v5 = False
         try:
             while True:
                 kind, flags, body = await _read_packet(reader)
-                if kind == 1:  # CONNECT
-                    writer.write(b"\x20\x02\x00\x00")
+                if kind == 1:  # CONNECT: protocol name, then its level (4: 3.1.1, 5: MQTT 5)
+                    v5 = body[2 + int.from_bytes(body[:2], "big")] == 5
+                    writer.write(b"\x20\x03\x00\x00\x00" if v5 else b"\x20\x02\x00\x00")  # MQTT 5: no properties
                 elif kind == 3 and (flags >> 1) & 3 == 1 and self.publish == "ack":  # QoS 1 PUBLISH
                     topic_len = int.from_bytes(body[:2], "big")
                     writer.write(b"\x40\x02" + body[2 + topic_len : 4 + topic_len])
-                elif kind == 8:  # SUBSCRIBE: packet id, then (topic, QoS) pairs
+                elif kind == 8:  # SUBSCRIBE: packet id, [MQTT 5: properties], then (topic, QoS) pairs
                     self.subscribes += 1
                     self._note()
                     count, i = 0, 2
+                    if v5:
+                        i += 1 + body[2]  # properties of fewer than 128 bytes (paho sends none)
                     while i < len(body):
                         i += 2 + int.from_bytes(body[i : i + 2], "big") + 1
                         count += 1
                     granted = {"grant": b"\x01", "refuse": b"\x80"}.get(self.subscribe)
                     if granted is not None:
-                        writer.write(bytes([0x90, 2 + count]) + body[:2] + granted * count +
-                                     (self.retained if self.subscribe == "grant" else b""))
+                        writer.write(bytes([0x90, 2 + v5 + count]) + body[:2] + b"\x00" * v5 + granted * count +
+                                     (self.retained[v5] if self.subscribe == "grant" else b""))
                 elif kind == 12:  # PINGREQ
                     writer.write(b"\xd0\x00")
                 elif kind == 14:  # DISCONNECT
@@ -388,10 +395,10 @@ class SysCounter:
         self._client.loop_stop()
 
 
-def publish_packet(topic: str, payload: bytes, *, retain: bool = False) -> bytes:
-    """An MQTT 3.1.1 QoS 0 PUBLISH packet."""
+def publish_packet(topic: str, payload: bytes, *, retain: bool = False, v5: bool = False) -> bytes:
+    """An MQTT 3.1.1 (or MQTT 5, without properties) QoS 0 PUBLISH packet."""
     name = topic.encode()
-    body = len(name).to_bytes(2, "big") + name + payload
+    body = len(name).to_bytes(2, "big") + name + b"\x00" * v5 + payload
     length, remaining = bytearray(), len(body)
     while True:
         byte, remaining = remaining % 128, remaining // 128

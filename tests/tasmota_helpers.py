@@ -9,7 +9,7 @@ from typing import Any
 from dialect_helpers import presses as presses
 from dialect_helpers import states as states
 
-from hubd.config import DoorbellConfig, TasmotaConfig
+from hubd.config.model import DoorbellConfig, TasmotaConfig
 from hubd.devices.model import StateValue
 from hubd.dialects.base import ConfigReceived, ControlRequest, DeviceInput, InputRejected, Outgoing
 from hubd.dialects.tasmota.dialect import TasmotaDialect

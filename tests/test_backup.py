@@ -33,7 +33,7 @@ from backup_helpers import (
 
 from hubd.backup.make import back_up
 from hubd.backup.redact import REDACTED
-from hubd.config import load_config
+from hubd.config.model import load_config
 from hubd.store.db import migrations
 
 

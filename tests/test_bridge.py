@@ -4,6 +4,7 @@ id), and against a broker that refuses or ignores the subscription or the `onlin
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -13,8 +14,10 @@ import pytest
 from mosquitto import MisbehavingBroker, Mosquitto
 from unit_helpers import FakeClock
 
-from hubd.dialects.base import Decoded
+from hubd.config.model import Zigbee2MqttConfig
+from hubd.dialects.base import Decoded, InputRejected
 from hubd.dialects.native.dialect import NativeDialect
+from hubd.dialects.zigbee2mqtt.dialect import Zigbee2MqttDialect
 from hubd.lifecycle import Backoff, Health
 from hubd.metrics import Metrics
 from hubd.mqtt import bridge as bridge_module
@@ -198,3 +201,41 @@ async def test_a_failed_announce_is_retried_not_fatal(
         assert broker.disconnects == 0
     finally:
         await broker.stop()
+
+
+async def test_a_message_over_max_message_bytes_is_refused_unread_but_a_bridge_device_list_is_read(
+    mosquitto: Mosquitto,
+) -> None:
+    """Every topic is bounded at mqtt.max_message_bytes before any dialect decodes it, but the large topics a
+    dialect names (zigbee2mqtt's bridge/devices), which it bounds itself."""
+    limit = 1000
+    z2m = Zigbee2MqttDialect(Zigbee2MqttConfig(enabled=True), [])
+    sink, health = Sink(), Health()
+    client = MqttClient(host=mosquitto.host, port=mosquitto.port, client_id="bounded-hub", max_packet_bytes=1 << 20)
+    bridge = MqttBridge(client, base_topic="hubd", dialects=[NativeDialect("hubd"), z2m], sink=sink, health=health,
+                        metrics=Metrics(), max_message_bytes=limit)
+    task = asyncio.create_task(bridge.run())
+    device_list = json.dumps([{"ieee_address": f"0x{i:016x}", "friendly_name": f"lamp {i}", "type": "Router",
+                               "supported": True, "interview_completed": True, "definition": None}
+                              for i in range(40)]).encode()
+    assert len(device_list) > limit
+    publisher = MqttClient(host=mosquitto.host, port=mosquitto.port, client_id="publisher", clean_session=True)
+    try:
+        async with asyncio.timeout(FAILURE_BOUND_S):
+            await health.wait_ready()
+        await publisher.connect()
+        await publisher.publish("hubd/device/lamp/state", b"{" + b" " * limit + b"}")  # limit + 2 bytes
+        await publisher.publish("zigbee2mqtt/bridge/devices", device_list)
+        await publisher.publish("hubd/device/lamp/state", b'{"on": true}' + b" " * (limit - 12))  # exactly limit
+        async with asyncio.timeout(FAILURE_BOUND_S):
+            while len(sink.messages) < 3:
+                await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        await bridge.stop()
+        await publisher.disconnect()
+    too_large, listed, fits = sink.messages
+    assert too_large.inputs == (InputRejected("other", f"a message of {limit + 2} bytes, over "
+                                                       f"mqtt.max_message_bytes ({limit}): refused unread"),)
+    assert listed.source == "zigbee2mqtt" and not any(isinstance(i, InputRejected) for i in listed.inputs)
+    assert fits.source == "native" and "max_message_bytes" not in repr(fits.inputs)  # read by the dialect

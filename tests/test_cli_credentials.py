@@ -13,9 +13,9 @@ from backup_helpers import CLIENT_SECRET, clean_env, fill_init_config, hubd, ins
 from hubd_proc import HubdProcess
 from mosquitto import Mosquitto
 
-from hubd.config import load_config
+from hubd.config.model import load_config
+from hubd.config.yamlfile import UnreadSecret
 from hubd.errors import HubdError
-from hubd.yamlconfig import UnreadSecret
 from simulators.platform import PlatformSimulator
 from simulators.platform_binding import bind_user
 

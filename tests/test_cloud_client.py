@@ -19,7 +19,7 @@ from unit_helpers import eventually
 
 from hubd.cloud import messages
 from hubd.cloud.client import PlatformClient, failure_sign
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
 from hubd.events import new_message_id
 from simulators.platform import PlatformSimulator

@@ -14,7 +14,7 @@ import pytest
 from tasmota_helpers import NOW, PREFIX, basic_config, configs, rejected
 from zigbee2mqtt_helpers import announce, entries
 
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.dialects.base import CommandRefused, ControlRequest, DeviceInput, Dialect, Outgoing, topic_matches
 from hubd.dialects.commands import DeviceCommands
 from hubd.dialects.enabled import build_dialects, publish_rules

@@ -1,4 +1,4 @@
-"""The config loader (hubd/config.py), config.example.yaml and `hubd check-config`/`hubd run` on a bad config:
+"""The config loader (hubd/config/model.py), config.example.yaml and `hubd check-config`/`hubd run` on a bad config:
 secrets from files and never printed, errors in one pass naming key and line, every key."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from hubd_proc import REPO, HubdProcess, free_port
 from pydantic import BaseModel
 
-from hubd.config import HubdConfig, load_config, parse_config
+from hubd.config.model import HubdConfig, load_config, parse_config
 from hubd.errors import ConfigError
 
 

@@ -16,6 +16,7 @@ from homeassistant_helpers import fixture
 from hubd_proc import HubdProcess
 from owner_helpers import request
 from rig import Rig, announced, send, settle, wait_devices
+from shelly_helpers import messages as shelly_messages
 from tasmota_helpers import ATOM, messages
 from zigbee2mqtt_helpers import entries
 
@@ -60,6 +61,7 @@ DEVICES = {
     "zigbee2mqtt": OneDevice([("zigbee2mqtt/bridge/state", {"state": "online"}),
                               ("zigbee2mqtt/bridge/devices", entries("ikea_LED1545G12_bulb"))], BULB, "bulb"),
     "tasmota": OneDevice(list(messages("atomlite2_rgb_light")), ATOM, "AtomLite2"),
+    "shelly": OneDevice(shelly_messages("gen1_messages")[:3], "shelly1", "shelly1"),  # a Gen1 Shelly 1
     "homeassistant": OneDevice([(m["topic"], m["payload"]) for m in GARAGE["configs"] + GARAGE["states"]],
                                "20500de464ec", "GarageDoor1"),
 }

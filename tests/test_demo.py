@@ -22,6 +22,8 @@ Z2M_BULB = "0x000b57fffec6a5c2"
 Z2M_BUTTON = "0x00158d0002b5c7e1"
 # The demo's Tasmota bulb (simulators.discovery_tasmota), imported natively from Tasmota's discovery: its MAC.
 TASMOTA_BULB = "A4CF12D4E5F6"
+# The demo's Shelly Plus 1PM (simulators.discovery_shelly), imported natively over RPC: its device id.
+SHELLY = "shellyplus1pm-a8032ab12345"
 BUTTON_PRESSED = re.compile(rf"DoorbellPress +user=demo-user +{Z2M_BUTTON} ")
 DISCOVERY_BUTTON_PRESSED = re.compile(rf"DoorbellPress +user=demo-user +{DISCOVERY_BUTTON} ")
 DOOR_OPENED = re.compile(rf"ChangeReport +user=demo-user +{Z2M_CONTACT}: Switch=On\b")
@@ -50,6 +52,7 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
             text = "".join(lines)
             if "speakers ▶ sim-speaker-1 done" in text and "Living Room Bulb obeyed" in text and RENAMED in text \
                     and "Hallway Bulb obeyed" in text and "Kitchen Light obeyed" in text \
+                    and "Porch Switch obeyed Switch.Set" in text \
                     and BUTTON_PRESSED.search(text) \
                     and DISCOVERY_BUTTON_PRESSED.search(text) and DOOR_OPENED.search(text):
                 break
@@ -101,6 +104,11 @@ def test_demo_binds_reports_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         assert re.search(rf"ChangeReport +user=demo-user +{TASMOTA_BULB}: Switch=On\b", text), text
         assert f"Brightness.Set 40 to {TASMOTA_BULB}: Response Brightness=40" in text, text
         assert "tasmota ▶ Kitchen Light obeyed 40 on cmnd/tasmota_D4E5F6/Dimmer: power ON, dimmer 40" in text, text
+        # The Shelly, asked over RPC: switched on at the wall, then off from the platform by Switch.Set.
+        assert f"{SHELLY} (Porch Switch)" in added, text
+        assert re.search(rf"ChangeReport +user=demo-user +{SHELLY}: Switch=On\b", text), text
+        assert f"Switch.Off to {SHELLY}: Response Switch=Off" in text, text
+        assert f"shelly ▶ Porch Switch obeyed Switch.Set {{'id': 0, 'on': False}} on {SHELLY}/rpc" in text, text
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=20)
         assert proc.returncode == 0, text + rest

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from hubd.config import parse_config
+from hubd.config.model import parse_config
 from hubd.dialects import convert, mapping
 from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
 from hubd.errors import ConfigError
@@ -154,3 +154,25 @@ def test_the_homeassistant_and_doorbells_sections() -> None:
 def test_bad_homeassistant_or_doorbell_settings_are_reported(text: str) -> None:
     with pytest.raises(ConfigError):
         parse_config(text, {})
+
+
+# What keeps a device running never holds its endpoint (CONTRACT section 6), one rule for every dialect.
+
+
+@pytest.mark.parametrize("name", ["Garage ESP Status LED", "led_indicator", "wifi-rssi", "linkquality", "Uptime",
+                                  "SYS: Restart gateway", "identify", "IP", "firmware version"])
+def test_a_status_led_restart_signal_or_uptime_ranks_below_every_sensor(name: str) -> None:
+    door = mapping.binary(None)
+    led = mapping.light(dimmable=False, color_temperature=False, color=False)
+    parts = {"a_housekeeping": led, "z_door": door}
+    ranks = {"a_housekeeping": mapping.primary_rank(led, name), "z_door": mapping.primary_rank(door, "door")}
+
+    own, split = mapping.plan_ranked("dev", parts, ranks)
+
+    assert (own.keys, split.endpoint_id) == (("z_door",), "dev-a_housekeeping")
+    assert mapping.ranked(0, name) > mapping.ranked(1_000, "Temperature")  # above Tasmota's and zigbee2mqtt's ranks
+
+
+@pytest.mark.parametrize("name", ["LED strip", "Kitchen LED", "Window Blinds", "Temperature", "Zip code"])
+def test_a_light_named_led_is_still_a_devices_function(name: str) -> None:
+    assert not mapping.housekeeping(name)

@@ -15,7 +15,7 @@ import yaml
 from hubd_proc import REPO
 from rig import LAMP, Rig
 
-from hubd.config import DialectConfig, HubdConfig, parse_config
+from hubd.config.model import DialectConfig, HubdConfig, parse_config
 from hubd.dialects.enabled import KINDS, DialectKind, build_dialects, publish_rules, selections
 from hubd.errors import ConfigError
 from hubd.initconfig import init_config

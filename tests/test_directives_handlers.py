@@ -23,7 +23,7 @@ from unit_helpers import device_message
 
 from hubd.cloud.client import PlatformClient
 from hubd.cloud.tokens import TokenManager
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.dialects.base import Outgoing
 from hubd.dialects.commands import DeviceCommands
 from hubd.dialects.native.dialect import NativeDialect

@@ -21,7 +21,7 @@ import pytest
 from pydantic import BaseModel, SecretStr
 
 from hubd.cli import _parser
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"

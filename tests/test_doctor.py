@@ -29,7 +29,7 @@ from paho.mqtt.enums import CallbackAPIVersion
 from proxy_helpers import run_doctor, start_with_private_secrets
 from pydantic import SecretStr
 
-from hubd.config import HubdConfig, PlatformConfig, StorageConfig
+from hubd.config.model import HubdConfig, PlatformConfig, StorageConfig
 from hubd.doctor.address import PublicAddress
 from hubd.doctor.broker import MQTT, check_broker, doctor_client_id
 from hubd.doctor.database import DATABASE_WRITE, check_database, check_database_write
@@ -94,7 +94,7 @@ async def test_the_doctor_beside_a_running_hubd_leaves_its_mqtt_session_alone(ma
 
 
 async def test_the_broker_check_fails_when_no_broker_answers(mosquitto: Mosquitto) -> None:
-    from hubd.config import MqttConfig
+    from hubd.config.model import MqttConfig
 
     result = await check_broker(MqttConfig(host="127.0.0.1", port=free_port()))
     assert result.verdict.value == "FAIL" and "cannot connect to 127.0.0.1" in result.detail, result
@@ -275,7 +275,7 @@ def test_a_secret_file_others_can_read_is_found_where_hubd_finds_it(tmp_path: Pa
     doctor looks where `hubd run` would read them, and warns of one readable by other users."""
     from backup_helpers import installation
 
-    from hubd.config import load_config
+    from hubd.config.model import load_config
     from hubd.doctor.settings import check_secrets
 
     config_path = installation(tmp_path, secrets_dir=tmp_path / "etc")  # beside the config: found without it

@@ -7,7 +7,7 @@ import io
 import pytest
 from driver_helpers import FakeClock
 
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.driver import passwords
 from hubd.driver.limits import LoginLimiter
 from hubd.driver.passwords import PasswordHashInvalid, check_hash, hash_password, is_hash, verify_password

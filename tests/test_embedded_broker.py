@@ -18,7 +18,7 @@ from mosquitto import free_port
 from unit_helpers import eventually
 
 from hubd.app import build
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.errors import MqttRejected, MqttUnavailable
 from hubd.lifecycle import Backoff
 from hubd.mqtt import bridge as bridge_module

@@ -33,30 +33,30 @@ from hubd.dialects.base import (
 )
 
 ESP = "20500de464ec"
-DOOR = f"{ESP}-garage_door_position"  # its binary sensor without a device class, split off: Switch is the LED's
+LED = f"{ESP}-garage_esp_status_led"  # its status LED, split off: the board's own endpoint is its door and sensors
 WEATHER = "zigbee2mqtt_0x0017880104e45522"
 
 
 def test_an_esphome_board_is_one_endpoint_named_after_its_device_with_its_make_and_notes() -> None:
     found = configs(announce(make(), "esphome_garagedoor1_sht3x"))
 
-    assert list(found) == [ESP, DOOR]
+    assert list(found) == [ESP, LED]
     device = found[ESP]
     assert device.config.displayName == "GarageDoor1"
-    assert device.config.displayType == "light"  # its status LED is a light
-    assert operations(device) == {"Humidity": (), "Switch": ("On", "Off"), "Temperature": ()}
+    assert device.config.displayType == "unknown"  # its door position and its readings, never its status LED
+    assert operations(device) == {"Humidity": (), "Switch": (), "Temperature": ()}
     assert device.config.additionalInfo == {"manufacturer": "Espressif", "model": "esp32",
                                             "swVersion": "2026.8.0 (config hash 0x0dd1e1e6)"}
     assert device.route.dialect == "homeassistant"
     notes = {n.name: n for n in device.origin.entities}
     assert device.origin.source == "homeassistant"
     assert notes["sensor.garage_temperature"].exported
-    # A binary sensor without a device class is an on/off sensor, as Home Assistant shows it; the board's status
-    # LED (a light: its primary function) keeps Switch, so the door splits off, named after the board and itself.
-    assert "binary_sensor.garage_door_position" not in notes
-    door = found[DOOR]
-    assert door.config.displayName == "GarageDoor1 Garage Door Position" and door.config.displayType == "unknown"
-    assert operations(door) == {"Switch": ()}
+    # A binary sensor without a device class is an on/off sensor, as Home Assistant shows it: the door holds the
+    # board's Switch; the status LED (a light, but no function of the board's) splits off, named after both.
+    assert notes["binary_sensor.garage_door_position"].exported and "light.garage_esp_status_led" not in notes
+    led = found[LED]
+    assert led.config.displayName == "GarageDoor1 Garage ESP Status LED" and led.config.displayType == "light"
+    assert operations(led) == {"Switch": ("On", "Off")}
 
 
 def test_an_esphome_board_reports_its_sensors_and_light_and_availability() -> None:
@@ -65,11 +65,11 @@ def test_an_esphome_board_reports_its_sensors_and_light_and_availability() -> No
 
     inputs = replay_states(dialect, "esphome_garagedoor1_sht3x")
 
-    assert states(inputs) == {ESP: {"Temperature": 21.5, "Humidity": 48, "Switch": "On"}, DOOR: {"Switch": "Off"}}
+    assert states(inputs) == {ESP: {"Temperature": 21.5, "Humidity": 48, "Switch": "Off"}, LED: {"Switch": "On"}}
     assert [i for i in inputs if isinstance(i, AvailabilityReceived)] == [AvailabilityReceived(ESP, True),
-                                                                          AvailabilityReceived(DOOR, True)]
+                                                                          AvailabilityReceived(LED, True)]
     assert publish(dialect, "garagedoor1/status", "offline") == [AvailabilityReceived(ESP, False),
-                                                                  AvailabilityReceived(DOOR, False)]
+                                                                  AvailabilityReceived(LED, False)]
     stamp = next(i for i in inputs if isinstance(i, StateReceived)).samples[0].time_of_sample
     assert stamp == "2023-11-14T22:13:20.000Z"
 
@@ -563,7 +563,9 @@ def test_rediscovery_after_a_restore_reports_nothing_new() -> None:
 
     again = announce(dialect, *ALL_FIXTURES)
     announced = [i for i in again if isinstance(i, ConfigReceived)]
-    assert len(announced) == len(again)
+    refused = [i for i in again if isinstance(i, InputRejected)]  # a config hubd refuses is refused again, as before
+    assert len(announced) + len(refused) == len(again)
+    assert refused == [i for i in before if isinstance(i, InputRejected)]
     # A device that had entities hubd does not export is announced again as their notes come back, with the
     # same config and route (the registry compares configs: it reports nothing); the others are not at all.
     last = configs(before)
@@ -581,7 +583,7 @@ def test_availability_is_restored_with_its_templates_payloads_and_mode() -> None
     assert publish(dialect, "zigbee2mqtt/bridge/state", {"state": "offline"}) == \
         [AvailabilityReceived("zigbee2mqtt_0x000b57fffec6a5b2", False)]
     assert publish(dialect, "garagedoor1/status", "online") == [AvailabilityReceived(ESP, True),
-                                                                 AvailabilityReceived(DOOR, True)]
+                                                                 AvailabilityReceived(LED, True)]
 
     config = {"stat_t": "t/state", "dev_cla": "motion", "uniq_id": "m1", "avty_mode": "all",
               "avty": [{"t": "t/a"}, {"t": "t/b", "pl_avail": "1", "pl_not_avail": "0"}]}
@@ -690,7 +692,7 @@ def test_a_zigbee2mqtt_lights_route_address_stays_small() -> None:
 
 def test_with_the_native_import_on_only_its_own_installation_is_left_to_it() -> None:
     """A zigbee2mqtt on another base topic than the one hubd imports natively still comes in through discovery."""
-    from hubd.config import HomeAssistantConfig, Zigbee2MqttConfig
+    from hubd.config.model import HomeAssistantConfig, Zigbee2MqttConfig
     from hubd.dialects.homeassistant.dialect import HomeAssistantDialect
     from hubd.dialects.zigbee2mqtt.dialect import Zigbee2MqttDialect
 

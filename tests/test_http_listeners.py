@@ -24,7 +24,7 @@ from hubd_proc import HubdProcess, free_port
 from mosquitto import Mosquitto
 from rig import Rig
 
-from hubd.config import parse_config
+from hubd.config.model import parse_config
 from hubd.errors import ConfigError
 from hubd.lifecycle import EXIT_CANNOT_START
 from hubd.web.peers import is_local_address

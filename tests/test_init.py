@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hubd.config import load_config
+from hubd.config.model import load_config
 from hubd.driver.passwords import verify_password
 
 HUBD = [sys.executable, "-m", "hubd"]

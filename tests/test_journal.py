@@ -1,4 +1,4 @@
-"""The event journal (hubd/journal.py) and what feeds it: the outbox sender, the registry, the webhook's counts.
+"""The event journal (hubd/outbox/journal.py) and what feeds it: the outbox sender, the registry, the webhook's counts.
 
 In-process: the journal alone, the sender with the fake platform of tests/outbox_helpers.py, the registry with
 a sink that stores nothing. Waits are on conditions (`eventually`), never fixed sleeps.
@@ -21,9 +21,9 @@ from hubd.cloud import messages
 from hubd.devices.changes import Change
 from hubd.dialects.base import Decoded
 from hubd.errors import CloudRejected, CloudUnavailable
-from hubd.journal import EventJournal, EventRef, describe
 from hubd.metrics import Metrics
 from hubd.outbox.decide import discovery_events
+from hubd.outbox.journal import EventJournal, EventRef, describe
 from hubd.registry import DeviceRegistry
 from hubd.store.devices import DeviceRows
 from hubd.webhook.limits import CallLimiter

@@ -18,7 +18,7 @@ from outbox_helpers import FakeTokens, Posted, SenderRig, change, endpoint, inse
 from unit_helpers import eventually
 
 from hubd.cloud import messages
-from hubd.config import StorageConfig
+from hubd.config.model import StorageConfig
 from hubd.errors import CloudUnavailable
 from hubd.events import PendingEvent
 from hubd.outbox import sender as outbox

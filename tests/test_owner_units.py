@@ -19,7 +19,7 @@ from homeassistant_helpers import publish as ha_publish
 from unit_helpers import NOW, device_message
 from zigbee2mqtt_helpers import announce, configs, entries, gone, make, publish, unexported
 
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.devices.changes import Change, DeviceAnnounced, DeviceRemoved, DoorbellPressed, StatesChanged
 from hubd.devices.overrides import NO_OVERRIDE, Override, spelling
 from hubd.dialects.base import DeviceGone, PressReceived, Selection

@@ -137,7 +137,7 @@ def test_a_shelly_named_after_its_mac_is_not_named_after_it() -> None:
     assert not re.search(r"\b(Seven|Five|Eight|Two)\b", name), name  # the digits of cc7b5c8aea2c, spelled
 
 
-@pytest.mark.parametrize(("name", "expected"), [("tasmota_bme280_DC4492", {"DC4492": "Sensor"}),
+@pytest.mark.parametrize(("name", "expected"), [("tasmota_bme280_DC4492", {"DC4492": "Thermometer"}),
                                               ("tasmota_six_gang_860695", {"860695": "Switch 1",
                                                                            "860695-860695_RL_2": "Switch 2"})],
                          ids=["sensors", "relays"])

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hubd.config import load_config
+from hubd.config.model import load_config
 from hubd.driver.passwords import verify_password
 from hubd.errors import HubdError
 from hubd.setup import Setup

@@ -273,7 +273,7 @@ def test_audio_urls_are_http_or_https_with_a_host_and_nothing_a_url_never_holds(
 
 
 def test_an_audio_urls_host_name_is_counted_without_its_trailing_dot() -> None:
-    """hubd.config's host-name rule, with the DNS's count: 253 characters, and the root's dot besides."""
+    """hubd.config.model's host-name rule, with the DNS's count: 253 characters, and the root's dot besides."""
     name = ".".join(["a" * 63] * 3 + ["a" * 61])
     assert len(name) == 253
     assert url_problem(f"http://{name}/x.mp3") is None

@@ -25,7 +25,7 @@ from tasmota_helpers import (
     states,
 )
 
-from hubd.config import TasmotaConfig
+from hubd.config.model import TasmotaConfig
 from hubd.devices.model import Route
 from hubd.dialects.base import Announced, AvailabilityReceived, DeviceGone, InputRejected, Selection, Unexported
 from hubd.dialects.tasmota.dialect import TasmotaDialect

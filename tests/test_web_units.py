@@ -11,9 +11,9 @@ from importlib import resources
 
 import pytest
 
-from hubd.jsondepth import too_deep
 from hubd.owner.routes import PAGE as DEVICES_PAGE
 from hubd.status.routes import PAGE as STATUS_PAGE
+from hubd.untrusted.depth import too_deep
 from hubd.web.client_address import client_address, parse_trusted_proxies, throttle_key
 from hubd.web.hosts import HostCheck
 from hubd.web.jsonbody import JsonBodyInvalid, load_json

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 from zigbee2mqtt_helpers import announce, configs, control, entries, make, request
 
-from hubd.config import Zigbee2MqttConfig, parse_config
+from hubd.config.model import Zigbee2MqttConfig, parse_config
 from hubd.devices.model import Route
 from hubd.dialects import mapping
 from hubd.dialects.base import CommandRefused, ConfigReceived

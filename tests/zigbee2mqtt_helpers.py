@@ -10,7 +10,7 @@ from typing import Any
 from dialect_helpers import presses as presses
 from dialect_helpers import states as states
 
-from hubd.config import DoorbellConfig, Zigbee2MqttConfig
+from hubd.config.model import DoorbellConfig, Zigbee2MqttConfig
 from hubd.devices.model import StateValue
 from hubd.dialects.base import (
     AvailabilityReceived,

@@ -4,7 +4,7 @@ size and SHA-256 checked against the manifest.
 
 The manifest comes first and the database last, so that restore learns what the file holds (and where the
 database goes) from its first few kilobytes. `tar -xzf FILE config.yaml` gets the config out by hand. Pure
-file work: imports only errors and the store's file chores (a file written whole or not at all).
+file work.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ secret files, made while hubd runs; into a directory, with `--keep N` keeping th
 --with-secrets the secrets written in the config itself are redacted too (hubd.backup.redact).
 
 The copy is SQLite's online backup (hubd.store.snapshot), never a file copy, so a running hubd is neither
-stopped nor blocked. Imports the config, the store's copy, the archive format and the redaction; prints to stdout.
+stopped nor blocked.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 from hubd import __version__
 from hubd.backup.archive import CONFIG, SECRETS, Manifest, SecretEntry, digest_bytes, digest_database, write_archive
 from hubd.backup.redact import redact
-from hubd.config import LOGIN_PASSWORD_FILE, HubdConfig, config_secret_files
+from hubd.config.model import LOGIN_PASSWORD_FILE, HubdConfig, config_secret_files
 from hubd.errors import HubdError
 from hubd.store.snapshot import (
     copy_database_blocking,

@@ -4,9 +4,8 @@ config file itself is replaced by `REDACTED`, the rest of the file (comments, or
 references, which hold no secret) left as it was; and on restore, the redacted keys found again and, where the
 config being replaced holds them inline, filled back in.
 
-`REDACTED` holds `hubd.config.PLACEHOLDER`, so a config restored with it unfilled does not check (hubd run,
-check-config and doctor name each key to fill in) rather than starting with a wrong secret. Imports the config
-model, hubd.modelpaths and hubd.yamlmerge.
+`REDACTED` holds `hubd.config.model.PLACEHOLDER`, so a config restored with it unfilled does not check (hubd run,
+check-config and doctor name each key to fill in) rather than starting with a wrong secret.
 """
 
 from __future__ import annotations
@@ -19,9 +18,9 @@ from dataclasses import dataclass
 import yaml
 from pydantic import BaseModel
 
-from hubd.config import PLACEHOLDER, HubdConfig
-from hubd.modelpaths import KeyPath, dotted, is_secret, list_item, model_of
-from hubd.yamlmerge import YAML_TAG, MergeError, merged_pairs
+from hubd.config.merge import YAML_TAG, MergeError, merged_pairs
+from hubd.config.model import PLACEHOLDER, HubdConfig
+from hubd.config.paths import KeyPath, dotted, is_secret, list_item, model_of
 
 REDACTED = f"{PLACEHOLDER}-redacted-by-hubd-backup"
 _ONLY_ENV_RE = re.compile(r"^(\$\{[A-Za-z_][A-Za-z0-9_]*\}\s*)+$")  # `${VAR}`: the secret is elsewhere

@@ -7,8 +7,7 @@ refuse a database newer than the backup without --force (`newer_than`); keep the
 it; write the copy into it in one transaction (same file, owner and mode), then `PRAGMA integrity_check`
 again; then, only if asked, the config (--with-config: secrets the backup had redacted are taken from the config
 it replaces where it holds them, and the others named) and the secret files (--secrets-dir). The broker
-session's receipts are dropped from the copy: they describe the broker as it was then. Imports the config,
-the store and the archive format; prints to stdout.
+session's receipts are dropped from the copy: they describe the broker as it was then.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from pathlib import Path
 from hubd.backup.archive import Head, extract_database, is_sqlite_file, read_head
 from hubd.backup.redact import REDACTED, fill_in, redact
 from hubd.clitable import utc_text
-from hubd.config import HubdConfig, load_config, parse_config
+from hubd.config.model import HubdConfig, load_config, parse_config
 from hubd.errors import ConfigError, HubdError
 from hubd.store.db import migrated_schema_blocking, migrations
 from hubd.store.receipts import clear_receipts_blocking

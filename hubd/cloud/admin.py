@@ -1,8 +1,7 @@
 """`hubd grants list` and `hubd grants remove USER`: the platform users hubd reports to, without secrets.
 
 Works with the daemon running or not (SQLite WAL; one short transaction). A running daemon stops sending
-to a removed user at that user's next token refresh at the latest (it forgets the user then). Imports config,
-the store and clitable; prints to stdout/stderr, never a token.
+to a removed user at that user's next token refresh at the latest (it forgets the user then).
 """
 
 from __future__ import annotations
@@ -10,7 +9,7 @@ from __future__ import annotations
 import sys
 
 from hubd.clitable import print_table, utc_text
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.store.db import Database
 from hubd.store.grants import GrantSummary, list_grants_blocking, remove_grant_blocking
 

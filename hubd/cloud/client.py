@@ -25,7 +25,7 @@ from urllib.parse import quote_plus
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from hubd.config import PlatformConfig
+from hubd.config.model import PlatformConfig
 from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable
 from hubd.threads import in_daemon_thread
 

@@ -5,7 +5,6 @@ CODE_MEMORY_S after its exchange began, and at most CODE_MEMORY_MAX of them (the
 first; one under way is never forgotten). An outcome that may be retried (cancelled: hubd is stopping;
 CloudUnavailable: the code may be unspent) is forgotten once known, so the next AcceptGrant tries again.
 Runs no exchange, logs nothing and reads no clock: hubd.cloud.tokens does, and passes the times in.
-Imports nothing of hubd but errors.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ and backoff after a failed refresh, grants newer in memory than their rows (the 
 the activation counts the outbox sender orders its loads by. Every change of a grant goes through here, so a
 refresh, a new grant and an end each clear what no longer holds (staleness, retries) in one place.
 No I/O, no logging, no locks, no clock: times come in as arguments, and hubd.cloud.tokens does the rest.
-Imports nothing of hubd but lifecycle (Backoff) and the grant rows.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 On every doorbell press on hubd's MQTT topics it calls hubd's webhook without a body (its default action: tts to
 the speakers tagged `announce`) and, a second later, shows what the speakers said. The webhook is made once per
-state directory (`doorbell_webhook_blocking`); an odd reply is shown, never fatal. Imports hubd's MQTT client and
-the webhook's store and trigger.
+state directory (`doorbell_webhook_blocking`); an odd reply is shown, never fatal.
 """
 
 from __future__ import annotations

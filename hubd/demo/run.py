@@ -7,11 +7,12 @@ doorbell press.
 Beside hubd's own simulated devices, three announce themselves with Home Assistant MQTT discovery as real
 ones do (an ESPHome sensor, and a bulb and a button of a zigbee2mqtt on base topic zigbee2mqtt), and a
 simulated zigbee2mqtt bridge (base topic zigbee2mqtt-home) brings a zigbee2mqtt home that hubd imports
-natively, and a simulated Tasmota bulb announces itself with Tasmota's own discovery, which hubd imports natively
-too; a button of each zigbee2mqtt is declared as a doorbell. Short scripts, kept here with the demo home they
-act on, show a reading, a door opening, a click of each button, the Tasmota bulb switched on and a control of each
-bulb (each a show: a failure prints a line and the demo goes on); and the owner renames one device once through
-the devices page's API (`PATCH /api/devices/{endpointId}` with an admin token), so the AddOrUpdateReport that
+natively, a simulated Tasmota bulb announces itself with Tasmota's own discovery and a simulated Shelly Plus
+1PM answers hubd's RPC, both of which hubd imports natively too; a button of each zigbee2mqtt is declared as a
+doorbell. Short scripts, kept here with the demo home they act on, show a reading, a door opening, a click of
+each button, the Tasmota bulb and the Shelly switched on, a control of each bulb and of the Shelly (each a show:
+a failure prints a line and the demo goes on); and the owner renames one device once through the devices page's
+API (`PATCH /api/devices/{endpointId}` with an admin token), so the AddOrUpdateReport that
 follows shows. Picks free ports when the usual ones are taken (a mosquitto may already hold 1883). The hub
 itself comes from the builder cli.py hands in (`hubd.app.build`).
 """
@@ -32,7 +33,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.demo.automation import call, doorbell_automation, doorbell_webhook_blocking
 from hubd.dialects.mapping import endpoint_id
 from hubd.driver.passwords import hash_password
@@ -52,6 +53,7 @@ DOORBELL_BUTTON_ACTION = "single"  # the zigbee2mqtt buttons' click that makes t
 # Devices of simulators.zigbee2mqtt_bridge's demo home; the button is a doorbell.
 Z2M_CONTACT, Z2M_DOORBELL, Z2M_BULB = "Back Door Contact", "Garden Gate Button", "Living Room Bulb"
 TASMOTA_BULB, TASMOTA_MAC = "Kitchen Light", "A4CF12D4E5F6"  # simulators.discovery_tasmota's bulb; the MAC is its id
+SHELLY_NAME, SHELLY_ID = "Porch Switch", "shellyplus1pm-a8032ab12345"  # simulators.discovery_shelly's; its id is its id
 DISCOVERY_IMPORT_TIMEOUT_S = 30.0
 LIGHT_BRIGHTNESS_PERCENT = 40
 # What the owner does on the devices page, once: the native demo light gets a name of the owner's choosing.
@@ -100,6 +102,7 @@ async def run_demo(build: Callable[[HubdConfig], Supervisor], *, state_dir: Path
     # The simulators are optional product code beside hubd; import them only for the demo.
     from simulators.devices import make_demo_fleet
     from simulators.discovery_demo import make_demo_discovery_devices
+    from simulators.discovery_shelly import ShellyPlus
     from simulators.discovery_tasmota import TasmotaBulb
     from simulators.platform import PlatformSimulator
     from simulators.platform_binding import bind_user
@@ -122,6 +125,7 @@ async def run_demo(build: Callable[[HubdConfig], Supervisor], *, state_dir: Path
     discovered = make_demo_discovery_devices("127.0.0.1", mqtt_port)
     bridge = make_demo_bridge("127.0.0.1", mqtt_port, base_topic=Z2M_BASE_TOPIC)
     tasmota = TasmotaBulb("127.0.0.1", mqtt_port, mac=TASMOTA_MAC, device_name=TASMOTA_BULB)
+    shelly = ShellyPlus("127.0.0.1", mqtt_port, name=SHELLY_NAME)
     config = HubdConfig.model_validate({
         "storage": {"path": str(directory / "hubd.db"), "synchronous": "normal"},
         "mqtt": {"host": "127.0.0.1", "port": mqtt_port, "embedded": True, "client_id": "hubd-demo"},
@@ -138,6 +142,7 @@ async def run_demo(build: Callable[[HubdConfig], Supervisor], *, state_dir: Path
         "homeassistant": {"enabled": True},
         "zigbee2mqtt": {"enabled": True, "base_topic": Z2M_BASE_TOPIC},
         "tasmota": {"enabled": True},
+        "shelly": {"enabled": True},
         "doorbells": [{"device": discovered[2].name, "event": DOORBELL_BUTTON_ACTION},
                       {"device": Z2M_DOORBELL, "event": DOORBELL_BUTTON_ACTION}],
     })
@@ -192,6 +197,9 @@ async def run_demo(build: Callable[[HubdConfig], Supervisor], *, state_dir: Path
                 helpers.append(group.create_task(_tasmota_script(sim, tasmota, DirectiveClient(
                     hub_url, token=result.user_token, vendor_path=config.http.vendor_path)), name="demo.tasmota"))
                 helpers.append(group.create_task(_owner_script(sim, hub_url, admin), name="demo.owner"))
+                # Last to connect (see above): hubd asks a Shelly who it is with its next announcements.
+                helpers.append(group.create_task(_shelly_script(sim, hub_url, shelly, DirectiveClient(
+                    hub_url, token=result.user_token, vendor_path=config.http.vendor_path)), name="demo.shelly"))
             except Exception as err:  # any setup failure ends the demo with one clear line
                 print(f"hubd demo: {err}", file=sys.stderr, flush=True)
                 supervisor.request_stop()
@@ -205,6 +213,7 @@ async def run_demo(build: Callable[[HubdConfig], Supervisor], *, state_dir: Path
                 await device.stop()
             await bridge.stop()
             await tasmota.stop()
+            await shelly.stop()
     finally:
         await sim.stop()
     return code
@@ -309,6 +318,26 @@ async def _tasmota_script(sim: Any, bulb: Any, directives: Any) -> None:
                 f"power {bulb.state['POWER']}, dimmer {bulb.state['Dimmer']}")
     except (TimeoutError, RuntimeError, ValueError, aiohttp.ClientError) as err:  # a show: the demo goes on
         _say(f"tasmota ▶ the demo script stopped: {err!r}")
+    finally:
+        await directives.close()
+
+
+async def _shelly_script(sim: Any, hub_url: str, shelly: Any, directives: Any) -> None:
+    """The Shelly connects, hubd asks it who it is over RPC; switched on at the wall, then off from the platform."""
+    try:
+        await _start_one(hub_url, shelly, SHELLY_ID, {"Switch"}, "Shelly's RPC")
+        if not await _platform_knows(sim, {SHELLY_ID}, "shelly", "is shelly enabled?"):
+            return
+        await shelly.turn(True)
+        _say(f"shelly ▶ {SHELLY_NAME} switched on: NotifyStatus on {shelly.prefix}/events/rpc")
+        reply = await directives.control(SHELLY_ID, "Switch.Off")
+        shown = ", ".join(f"{k}={v}" for k, v in reply.states.items()) or reply.error_message
+        _say(f"platform ▶ Switch.Off to {SHELLY_ID}: {reply.name} {shown}")
+        sets = [r for r in shelly.requests if r.get("method") == "Switch.Set"]
+        if sets:
+            _say(f"shelly ▶ {SHELLY_NAME} obeyed Switch.Set {sets[-1].get('params')} on {shelly.prefix}/rpc")
+    except (TimeoutError, RuntimeError, ValueError, aiohttp.ClientError) as err:  # a show: the demo goes on
+        _say(f"shelly ▶ the demo script stopped: {err!r}")
     finally:
         await directives.close()
 

@@ -2,7 +2,7 @@
 
 The registry makes them; the outbox's decision (`hubd.outbox.decide`) turns them into platform events and the
 outbox writer stores speakers' command results from them. Frozen: a change is a fact, handed on as is (and
-handed again, unchanged, when a commit the disk refused is repeated). Imports no I/O.
+handed again, unchanged, when a commit the disk refused is repeated).
 """
 
 from __future__ import annotations

@@ -6,8 +6,7 @@ of the endpoints it never learnt: so nothing it would refuse may reach the outbo
 (spelt as words: Chinese ones in a name with Chinese, Japanese or Korean letters, else English) and
 punctuation (`hubd.spoken`); interfaces and operations must be the platform's (the table of
 `hubd.devices.interfaces`); state values must fit their interface (enum values matched without regard to
-case, numbers in range). No I/O, no state; imports only hubd.devices.interfaces, hubd.devices.model,
-hubd.errors and hubd.spoken.
+case, numbers in range). No I/O, no state.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 The registry is its single writer; directives, the webhook and the status page read it, the outbox writer
 turns it into a new grant's AddOrUpdateReport. Its `devices` table row is `hubd.store.devices`'s business.
-Imports only the device model (`hubd.devices.model`): no I/O.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Owns the interface table and how `<Interface>.<Op>` plus its payload becomes the value a device must end
 up with (the `set` message, docs/mqtt.md) and how hubd recognises that the device got there.
-No I/O and no state; imports only hubd.errors and hubd.devices.model (value types).
+No I/O and no state.
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ sample time format.
 A dialect builds these from what a device published; the registry keeps them (a config's `canonical()` text is
 what the `devices` table stores, `load_config` reads it back; a `Route` is where the device's commands go, read
 only by the dialect it names), and the conformance rules, the outbox, the directives and the webhook read them.
-Imports nothing from hubd.
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@
 An unrenamed device is named after its model (hubd.dialects.naming): two IKEA bulbs would both be "IKEA TRADFRI LED
 bulb", and a voice could not tell them apart. The registry keeps this index of every device's name and asks it for a
 distinct one when a device whose name hubd chose is described: its room before the name, else an ordinal ("Second
-IKEA TRADFRI LED bulb"); a device keeps the word it got (stable across restarts). Pure; imports the device model and
-the spoken-name rule.
+IKEA TRADFRI LED bulb"); a device keeps the word it got (stable across restarts). Pure.
 """
 
 from __future__ import annotations

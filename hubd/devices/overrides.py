@@ -4,7 +4,7 @@ all, and the event that makes its button a doorbell; and the platform's name rul
 The registry applies an `Override` when a device is described (its config comes, or the override changes), never
 per state change; the dialects read the doorbell event (`hubd.dialects.base.Selection`). Overrides are kept in
 SQLite by endpointId (`hubd.store.overrides`), whether or not the device is there: one for a device that is gone
-applies when it comes back. Imports the device model and hubd.spoken only.
+applies when it comes back.
 """
 
 from __future__ import annotations
@@ -27,11 +27,15 @@ class Override:
     room: str | None = None  # the recommendRoomName
     hidden: bool = False  # the platform does not get the device at all
     doorbell: str | None = None  # the event whose press of its button is a DoorbellPress
+    # The owner exposed it: what hubd keeps back by rule (a diagnostic or config entity that is a real device
+    # function) is exported too; the dialects read it (`hubd.dialects.base.Selection.exposed`).
+    revealed: bool = False
 
     @property
     def empty(self) -> bool:
         """Whether nothing is overridden."""
-        return self.name is None and self.room is None and not self.hidden and self.doorbell is None
+        return self.name is None and self.room is None and not self.hidden and self.doorbell is None and \
+            not self.revealed
 
     def apply(self, config: DeviceConfig) -> DeviceConfig:
         """The config the platform gets: the device's own with this name and room (the same object when neither

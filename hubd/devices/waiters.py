@@ -1,6 +1,5 @@
 """Waiting for a device to reach a state: who waits for which device, woken when its batch is committed (pure
 asyncio). The registry wakes them; a directive's control waits on them (`DeviceRegistry.wait_for_state`).
-Imports nothing of hubd.
 """
 
 from __future__ import annotations

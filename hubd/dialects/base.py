@@ -7,9 +7,8 @@ Each lives in a folder of its own under `hubd/dialects/` on the `Dialect` base c
 builds the enabled ones from the config, in claim order. Everything after the seam (registry, outbox, directives,
 webhook) sees only these types and never knows which dialect a device came from. A device's `Route` (its
 dialect and the address that dialect gave it, `hubd.devices.model`) is kept with the device in SQLite, so a
-command goes where the device listens, also after a restart.
-
-Imports only the device model: nothing of MQTT, storage or the platform.
+command goes where the device listens, also after a restart. The seam knows nothing of MQTT sessions, storage or
+the platform: what crosses it is typed values of the device model.
 """
 
 from __future__ import annotations
@@ -181,23 +180,36 @@ class PublishRules:
 class Selection:
     """What a dialect imports and which buttons are doorbells, as the config and the owner say now: its section's
     `include`/`exclude` globs and the `doorbells` declarations `(device glob, event)`, the config's and the owner's
-    (whose glob is an endpointId). Handed to `Dialect.reconfigure` when it changes (SIGHUP, the devices page)."""
+    (whose glob is an endpointId), and the endpointIds whose kept-back entities the owner exposed (`exposed`: a
+    diagnostic or config entity that is a real device function is then exported, with the capabilities the dialect
+    gives it; never a maintenance action). Handed to `Dialect.reconfigure` when it changes (SIGHUP, the devices
+    page)."""
 
     include: tuple[str, ...] = ("*",)
     exclude: tuple[str, ...] = ()
     doorbells: tuple[tuple[str, str], ...] = ()
+    exposed: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
 class Unexported:
     """A device a dialect leaves out entirely (none of its entities reaches the platform), for the status page and the
     owner's devices page: the endpointId it would have, its name, why not (per entity), and the events a press of
-    its button could be (what it announces), to declare it a doorbell."""
+    its button could be (what it announces), to declare it a doorbell. `exposable`: some entity is kept back by a
+    rule the owner may lift (`{"exposed": true}`: a diagnostic or config entity with a platform interface); `rule`:
+    the rule that keeps it back even from the owner (a maintenance action), when nothing of it may be exposed."""
 
     endpoint_id: str
     name: str
     reasons: tuple[str, ...]
     events: tuple[str, ...] = ()
+    exposable: bool = False
+    rule: str | None = None
+
+
+# The rule no owner lifts: what restarts, erases, resets, updates or identifies a device never reaches a voice.
+MAINTENANCE_RULE = ("maintenance actions (restart, reboot, erase, reset, factory reset, update/OTA, identify; any "
+                    "button) are never exported, so that no voice command restarts or erases a device")
 
 
 def topic_matches(pattern: str, topic: str) -> bool:
@@ -215,6 +227,11 @@ def topic_matches(pattern: str, topic: str) -> bool:
 
 class CommandRefused(Exception):
     """A dialect cannot express this command for this device (the text says why, for the platform's error)."""
+
+
+class CommandTemplateFailed(CommandRefused):
+    """The device's own command template failed (past its deadline or memory, say): a fault of the device's
+    config, so besides the platform's error it is listed under problems."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +269,11 @@ class Dialect(ABC):
     @abstractmethod
     def encode_control(self, device_id: str, route: Route, request: ControlRequest) -> list[Outgoing]:
         """The publishes that ask the device for the request's state; CommandRefused if it cannot be said."""
+
+    def large_topics(self) -> tuple[str, ...]:
+        """Topics whose messages may be larger than mqtt.max_message_bytes (the dialect bounds them itself): a
+        bridge's whole device list. Default: none."""
+        return ()
 
     def restore(self, routes: Sequence[tuple[str, Route]]) -> None:
         """Prime the dialect from the routes kept with its devices (device_id, route), before the first message.

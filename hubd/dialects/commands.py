@@ -5,8 +5,6 @@ the one rule of where hubd may publish (`hubd.dialects.topics`: a device's own c
 logged, throttled), then handed to the MQTT bridge as plain publishes. Encoding and sending are separate steps so
 that a caller can refuse a command it cannot express before it records anything (a directive claims its reply
 first, then sends).
-Imports the seam, the rule of command topics, the device model and the refusal log; the bridge comes in through
-the `Publisher` port.
 """
 
 from __future__ import annotations

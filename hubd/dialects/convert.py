@@ -1,8 +1,6 @@
 """The value conversions between devices and the platform (pure): Switch values, percentages of a scale,
 brightness scales, mireds and kelvin, RGB/HS/XY colours, °F and K, humidity, ranged speeds and positions, and
 climate modes. Shared by every dialect that imports real devices; the platform's side is docs/devices.md's table.
-
-Imports only the device model (hubd.devices.model).
 """
 
 from __future__ import annotations

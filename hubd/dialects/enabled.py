@@ -1,13 +1,13 @@
 """The table of device dialects: one row per dialect owns every fact of it that hubd uses outside its folder.
 
-A row (`DialectKind`) says how to build the dialect, its config section (a `hubd.config.DialectConfig`: whether
+A row (`DialectKind`) says how to build the dialect, its config section (a `hubd.config.model.DialectConfig`: whether
 it is enabled, its include/exclude, which keys a reload applies live), the labels the status and devices pages
 give its devices' source, the topic prefixes no device command may go under (`publish_rules`) and the block
 `hubd init` writes for its section. Whoever needs one of these facts (the reload, the pages, `hubd init`) walks
 the table, so a new dialect is its folder, its section's class and one row here, and nothing else names it.
 
 A topic is decoded by the first dialect that claims it, so the order is the table's: hubd's own topics, then the
-dialects that import a maker natively (zigbee2mqtt, Tasmota), then Home Assistant discovery, which gets the
+dialects that import a maker natively (zigbee2mqtt, Tasmota, Shelly), then Home Assistant discovery, which gets the
 dialects before it and leaves to them the devices they import natively (`Dialect.imports_natively`): "left to
 the native import" is each native dialect's own data, not a flag between dialects. `build_dialects` builds the
 enabled ones, `selections` says what each imports and which buttons are doorbells, for a change at run time. Each
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from hubd.config import DialectConfig, HubdConfig
+from hubd.config.model import DialectConfig, HubdConfig
 from hubd.dialects.base import Dialect, PublishRules, Selection
 from hubd.dialects.topics import CommandTopics
 
@@ -103,6 +103,12 @@ def _tasmota(config: HubdConfig, before: Sequence[Dialect], topics: CommandTopic
     return TasmotaDialect(config.tasmota, config.doorbells, topics=topics)
 
 
+def _shelly(config: HubdConfig, before: Sequence[Dialect], topics: CommandTopics) -> Dialect:
+    from hubd.dialects.shelly.dialect import ShellyDialect
+
+    return ShellyDialect(config.shelly, config.doorbells, client_id=config.mqtt.client_id, topics=topics)
+
+
 def _homeassistant(config: HubdConfig, before: Sequence[Dialect], topics: CommandTopics) -> Dialect:
     from hubd.dialects.homeassistant.dialect import HomeAssistantDialect
 
@@ -120,6 +126,11 @@ KINDS: tuple[DialectKind, ...] = (
                 reserved=lambda config: (f"{config.tasmota.discovery_prefix}/",), groups=("tasmotas",),
                 init="tasmota:\n"
                      "  enabled: true                     # Tasmota devices, from Tasmota's own discovery\n"),
+    DialectKind("shelly", "Shelly", "Shelly", _shelly,
+                reserved=lambda config: (f"hubd-{config.mqtt.client_id}/",),
+                init="shelly:\n"
+                     "  enabled: true                     # Shelly devices, Gen2+ over RPC and Gen1, from their own "
+                     "MQTT\n"),
     DialectKind("homeassistant", "Home Assistant discovery", "Home Assistant", _homeassistant,
                 reserved=lambda config: (f"{config.homeassistant.discovery_prefix}/",),
                 init="homeassistant:\n"
@@ -156,13 +167,15 @@ def build_dialects(config: HubdConfig) -> list[Dialect]:
     return built
 
 
-def selections(config: HubdConfig, doorbells: Sequence[tuple[str, str]] = ()) -> dict[str, Selection]:
-    """Each enabled dialect's selection now (`Dialect.reconfigure`): its section's include/exclude, and the config's
-    doorbells followed by `doorbells` (the owner's, `(glob, event)`), by dialect name."""
+def selections(config: HubdConfig, doorbells: Sequence[tuple[str, str]] = (),
+               exposed: frozenset[str] = frozenset()) -> dict[str, Selection]:
+    """Each enabled dialect's selection now (`Dialect.reconfigure`): its section's include/exclude, the config's
+    doorbells followed by `doorbells` (the owner's, `(glob, event)`), and the endpointIds whose kept-back entities
+    the owner exposed, by dialect name."""
     declared = (*((d.device, d.event) for d in config.doorbells), *doorbells)
     out: dict[str, Selection] = {}
     for kind in KINDS:
         settings = kind.settings(config)
         if settings is not None and settings.enabled:
-            out[kind.name] = Selection(tuple(settings.include), tuple(settings.exclude), declared)
+            out[kind.name] = Selection(tuple(settings.include), tuple(settings.exclude), declared, exposed)
     return out

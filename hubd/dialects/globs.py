@@ -1,5 +1,5 @@
 """The include/exclude and doorbell globs every dialect matches names against (pure): fnmatch patterns,
-case-insensitive, compiled once. Imports nothing of hubd.
+case-insensitive, compiled once.
 """
 
 from __future__ import annotations

@@ -7,8 +7,6 @@ device classes, which zigbee2mqtt's own discovery uses too (`light(dimmable=True
 `plan_ranked()` puts a device's parts on endpoints, the device's own and a split-off `<device>-<key>` one for each
 part whose interface is already taken, stable whatever order the parts arrived in. The value conversions are
 hubd.dialects.convert's.
-
-Imports only the device model (hubd.devices.model) and the conversions; no MQTT, no dialect.
 """
 
 from __future__ import annotations
@@ -24,8 +22,8 @@ from hubd.dialects import convert
 _SET_MAX_MIN_ADJUST = ("Set", "SetMax", "SetMin", "Adjust")
 FAN_SPEED_OPERATIONS = (*_SET_MAX_MIN_ADJUST, "SetHigh", "SetMedium", "SetLow")
 # When parts of one device have different display types, the device shows as the first of these it has.
-DISPLAY_PRECEDENCE = ("light", "ac", "thermostat", "curtain", "fan", "socket", "switch", "door", "scene", "alarm",
-                      "unknown")
+DISPLAY_PRECEDENCE = ("light", "ac", "thermostat", "waterHeater", "humidifier", "dehumidifier", "cleanBot", "curtain",
+                      "fan", "socket", "switch", "door", "scene", "alarm", "unknown")
 MAX_ENDPOINT_ID_CHARS = 256
 _UNSAFE_ID_RE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -153,14 +151,78 @@ def siren(*, reported: bool = True) -> Part:
     return Part("switch", (_cap("Switch", ("On", "Off"), reported),))
 
 
+def valve(*, position: bool, set_position: bool, open_close: bool, reported: bool = True) -> Part:
+    """A valve (a water or gas valve): a `switch`, On = open, Off = close; Position where it reports one."""
+    caps = []
+    if open_close or set_position:
+        caps.append(_cap("Switch", ("On", "Off"), reported))
+    if position:
+        caps.append(_cap("Position", ("Set", "Adjust") if set_position else (), True))
+    return Part("switch", tuple(caps))
+
+
+def humidifier(*, dehumidifier: bool, target: bool, settable_target: bool, reported: bool = True) -> Part:
+    """A humidifier or dehumidifier: Switch, and Humidity (Set, Adjust), its target humidity."""
+    caps = [_cap("Switch", ("On", "Off"), reported)]
+    if target or settable_target:
+        caps.append(_cap("Humidity", ("Set", "Adjust") if settable_target else (), target or reported))
+    return Part("dehumidifier" if dehumidifier else "humidifier", tuple(caps))
+
+
+def water_heater(*, power: bool, target: bool, settable_target: bool, reported: bool = True) -> Part:
+    """A water heater (a boiler): Switch where it can be turned on and off, and Temperature (Set, Adjust), its
+    target."""
+    caps = []
+    if power:
+        caps.append(_cap("Switch", ("On", "Off"), reported))
+    if target or settable_target:
+        caps.append(_cap("Temperature", ("Set", "Adjust") if settable_target else (), target or reported))
+    return Part("waterHeater", tuple(caps))
+
+
+def vacuum(*, can_pause: bool, reported: bool = True) -> Part:
+    """A robot vacuum (`cleanBot`): Switch (On = start cleaning, Off = return to the dock), and PlaybackControl
+    (Pause; Play = resume) where it can pause."""
+    caps = [_cap("Switch", ("On", "Off"), reported)]
+    if can_pause:
+        caps.append(_cap("PlaybackControl", ("Play", "Pause"), reported))
+    return Part("cleanBot", tuple(caps))
+
+
 # A device's primary function keeps its endpoint (and decides its display type) before its sensors: a plug is its
 # relay, not its power meter; a thermostat keeps Temperature for its setpoint.
-ACTUATOR_TYPES = frozenset({"light", "socket", "switch", "curtain", "thermostat", "ac", "fan", "door", "scene"})
+ACTUATOR_TYPES = frozenset({"light", "socket", "switch", "curtain", "thermostat", "ac", "fan", "door", "scene",
+                            "humidifier", "dehumidifier", "waterHeater", "cleanBot"})
 
 
-def primary_rank(part: Part) -> int:
-    """0 for a device's primary function (light, relay, cover, climate, fan, lock), 1 for sensors (for plan_ranked)."""
-    return 0 if part.display_type in ACTUATOR_TYPES else 1
+# What keeps a device running, never its function: a status LED, a restart or identify button, the radio's signal
+# strength, uptime, IP, firmware. Matched as words of an entity's name, object_id or property.
+_HOUSEKEEPING = re.compile(r"(?<![^\W_])(?:status\W*(?:led|light)|(?:power|wifi|link|blue|red|green)\W*led"
+                           r"|leds?\W*(?:indicator|enabled?|disabled|mode|night)|indicator|restart|reboot|identify"
+                           r"|reset|rssi|linkquality|link\W*quality|signal|uptime|ip|firmware|version|wifi|ssid)"
+                           r"(?![^\W_])", re.IGNORECASE)
+RANK_PRIMARY, RANK_SENSOR, RANK_HOUSEKEEPING = 0, 1, 1_000_000  # above every dialect's own ranks
+
+
+def housekeeping(*names: str | None) -> bool:
+    """Whether an entity so named (its name, object_id, property) keeps the device running rather than being what
+    it is for: `Garage ESP Status LED`, `restart`, `linkquality`, `wifi-rssi`, `uptime`."""
+    return any(name and _HOUSEKEEPING.search(name.replace("_", " ")) for name in names)
+
+
+def primary_rank(part: Part, *names: str | None) -> int:
+    """For plan_ranked: RANK_PRIMARY for a device's primary function (light, relay, cover, climate, fan, lock),
+    RANK_SENSOR for sensors, RANK_HOUSEKEEPING for a status LED, a restart button, a signal or uptime reading
+    (`names`: the entity's name, object_id or property), which never hold the device's own endpoint."""
+    if housekeeping(*names):
+        return RANK_HOUSEKEEPING
+    return RANK_PRIMARY if part.display_type in ACTUATOR_TYPES else RANK_SENSOR
+
+
+def ranked(rank: int, *names: str | None) -> int:
+    """A dialect's own rank of a part (relay number, zigbee2mqtt's actuator/sensor/secondary), or
+    RANK_HOUSEKEEPING for a part so named (`housekeeping`): one rule for every dialect."""
+    return RANK_HOUSEKEEPING if housekeeping(*names) else rank
 
 
 def doorbell() -> Part:

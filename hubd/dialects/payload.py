@@ -2,8 +2,7 @@
 
 Each dialect reads JSON of its own shape; they refuse a device payload over MAX_PAYLOAD_BYTES and ask
 `check_nesting` before `json.loads` recurses into one (`json_object` does both, for the JSON objects most
-payloads are). A failure is a DeviceMessageInvalid that names the limit or the problem. Imports only hubd.errors
-and hubd.jsondepth.
+payloads are). A failure is a DeviceMessageInvalid that names the limit or the problem.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import json
 from typing import Any
 
 from hubd.errors import DeviceMessageInvalid
-from hubd.jsondepth import too_deep
+from hubd.untrusted.depth import too_deep
 
 MAX_PAYLOAD_BYTES = 64 * 1024
 # Deeper JSON is refused before it is parsed: json.loads recurses, and 2,000 levels are a RecursionError.

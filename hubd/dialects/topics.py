@@ -15,7 +15,6 @@ device: a config refused is listed under problems and as not exported) and by th
 Reads win over commands, whatever the order the devices came in: a topic that becomes a read topic refuses the
 publishes of the device that commanded it. A command topic another device of the same dialect already holds is
 that dialect's to refuse (Home Assistant's book, Tasmota's command prefixes): the device that holds it keeps it.
-Imports the seam only.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from hubd.devices import interfaces
 from hubd.devices.device import Device
 from hubd.devices.interfaces import Interface, Target
 from hubd.devices.model import StateValue
-from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
+from hubd.dialects.base import CommandRefused, CommandTemplateFailed, ControlRequest, Outgoing
 from hubd.dialects.commands import DeviceCommands
 from hubd.directives.message import Directive, DirectiveRouter, addressed_device, response
 from hubd.directives.replay import Attempt, Replay
@@ -198,6 +198,8 @@ class Controls:
         try:
             outgoing = self._commands.encode_control(device.device_id, device.route, request)
         except CommandRefused as err:
+            if isinstance(err, CommandTemplateFailed):
+                self._registry.command_refused(device.device_id, str(err))
             raise DirectiveError("E_NOT_SUPPORTED_DIRECTIVE", f"device {device.device_id}: {err}") from err
         if not self._commands.connected:
             raise DirectiveError("E_GATEWAY_UNREACHABLE", "hubd is not connected to its MQTT broker")

@@ -3,8 +3,7 @@
 `TokenManager.accept_grant` exchanges the code; the grant and the new user's AddOrUpdateReport of every device
 are stored in one transaction (`OutboxWriter.commit_grant`). The exchange and the commit run in the token
 manager's task, so this handler may stop waiting at the directive's deadline (E_ENDPOINT_BUSY) without losing
-the tokens: a resent AcceptGrant gets the outcome. Imports hubd.directives.message; the token manager and the
-outbox writer come in through the ports below (app.py wires them).
+the tokens: a resent AcceptGrant gets the outcome.
 """
 
 from __future__ import annotations

@@ -6,8 +6,7 @@ transient refusal: the platform may send the directive again. `addressed_device(
 ReportState and control share: the device the endpoint names, and the synchronous Response.
 
 The centre of hubd.directives: the endpoint, AcceptGrant, discovery, control and replay import this module,
-and only control and discovery import another (replay). Imports only hubd.errors and hubd.cloud.messages
-(the platform's message builders).
+and only control and discovery import another (replay).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from hubd.config import HttpConfig
+from hubd.config.model import HttpConfig
 from hubd.doctor.report import Result, failed, passed, warned
 from hubd.driver.urls import origin_key
 from hubd.threads import in_daemon_thread

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 
-from hubd.config import MqttConfig
+from hubd.config.model import MqttConfig
 from hubd.doctor.report import Result, failed, passed, warned
 from hubd.errors import ConfigError, MqttRejected, MqttUnavailable
 from hubd.mqtt.bridge import status_topic

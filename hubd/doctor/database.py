@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 
-from hubd.config import StorageConfig
+from hubd.config.model import StorageConfig
 from hubd.doctor.report import Result, failed, passed, warned
 from hubd.errors import StoreError
 from hubd.store.db import PROBE_BYTES, migrations

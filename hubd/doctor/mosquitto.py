@@ -7,7 +7,7 @@ file where the broker runs on this machine: the mosquitto process whose listener
 `max_queued_bytes` (the same in bytes), `message_size_limit` / `max_packet_size` (unset, any client may send
 up to 256 MB; below what hubd reads, zigbee2mqtt's device list is dropped) and `persistence` (off, a broker
 restart loses what it queued). A broker elsewhere, or a config the doctor cannot read, gets a WARN naming the
-settings to check there. Reads files only; imports the config and the report.
+settings to check there. Reads files only.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.doctor.report import Result, passed, warned
 
 LIMITS = "broker-limits"
@@ -30,7 +30,6 @@ RECOMMENDED_QUEUED_MESSAGES = 100_000  # a flood of a few minutes while the disk
 MIN_QUEUED_BYTES = 64 << 20  # max_queued_bytes below this holds too little of a flood
 RECOMMENDED_MESSAGE_BYTES = 16 << 20  # the drop-in's message_size_limit
 MQTT_MAX_BYTES = 256 << 20  # what MQTT lets a client send when mosquitto sets no limit
-DEFAULT_MESSAGE_BYTES = 1 << 20  # hubd's mqtt.max_message_bytes default
 RECOMMENDED = (f"max_queued_messages {RECOMMENDED_QUEUED_MESSAGES}, max_queued_bytes 0 or at least "
                f"{MIN_QUEUED_BYTES}, message_size_limit {RECOMMENDED_MESSAGE_BYTES}, persistence true")
 _MAX_INCLUDE_DEPTH = 5
@@ -170,12 +169,9 @@ def _ports(argv: list[str], config: Path | None) -> set[int]:
 
 def _needed_bytes(config: HubdConfig) -> tuple[int, str]:
     """The largest message hubd reads, and what it is."""
-    # mqtt.max_message_bytes and zigbee2mqtt.max_devices_bytes come with the MQTT bounds; read where present.
-    largest = int(getattr(config.mqtt, "max_message_bytes", DEFAULT_MESSAGE_BYTES))
-    what = "mqtt.max_message_bytes"
-    devices = getattr(config.zigbee2mqtt, "max_devices_bytes", None) if config.zigbee2mqtt.enabled else None
-    if devices is not None and int(devices) > largest:
-        largest, what = int(devices), "zigbee2mqtt.max_devices_bytes, its device list"
+    largest, what = config.mqtt.max_message_bytes, "mqtt.max_message_bytes"
+    if config.zigbee2mqtt.enabled and config.zigbee2mqtt.max_devices_bytes > largest:
+        largest, what = config.zigbee2mqtt.max_devices_bytes, "zigbee2mqtt.max_devices_bytes, its device list"
     return largest, what
 
 

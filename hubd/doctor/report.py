@@ -1,6 +1,5 @@
 """The doctor's verdicts and its report: one line per check, `PASS|WARN|FAIL <check>: <detail>`, printed as
-soon as the check is done (a person watches it), and the exit code (1 once anything failed). Imports nothing
-from hubd.
+soon as the check is done (a person watches it), and the exit code (1 once anything failed).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from hubd import __version__
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.doctor.report import Result, failed, passed, warned
 from hubd.driver.urls import CallbackInvalid, authorize_url, callback_rules, check_callback
 from hubd.identity import CHALLENGE_PARAM, new_challenge, proves

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import yaml
 
-from hubd.config import HubdConfig, config_secret_files, load_config
+from hubd.config.model import HubdConfig, config_secret_files, load_config
+from hubd.config.paths import secret_fields
 from hubd.doctor.report import Result, failed, passed, warned
 from hubd.driver.passwords import is_hash
 from hubd.driver.policy import driver_policy
 from hubd.errors import ConfigError
-from hubd.modelpaths import secret_fields
 
 CONFIG = "config"
 SECRETS = "secrets"

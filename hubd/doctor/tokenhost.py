@@ -19,7 +19,7 @@ import aiohttp
 from hubd import __version__
 from hubd.cloud.client import client_credentials
 from hubd.cloud.grantstate import REFRESH_MARGIN_S
-from hubd.config import PlatformConfig
+from hubd.config.model import PlatformConfig
 from hubd.doctor.report import Result, failed, not_checked, passed, warned
 
 TOKEN_HOST = "token-host"  # noqa: S105 - a check name

@@ -1,7 +1,6 @@
 """`hubd tokens list` and `hubd tokens revoke USER`: the grants hubd's driver issued, without secrets.
 
-Works with the daemon running or not (SQLite WAL; one short transaction). Imports config, the
-store and hubd.driver.store; prints to stdout/stderr, never a token.
+Works with the daemon running or not (SQLite WAL; one short transaction).
 """
 
 from __future__ import annotations
@@ -10,7 +9,7 @@ import sys
 import time
 
 from hubd.clitable import print_table, utc_text
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.driver.store import GrantInfo, list_grants_blocking, revoke_user_blocking
 from hubd.store.db import Database
 

@@ -5,8 +5,7 @@ filled and submitted like a browser (cookies kept) and the redirect to the callb
 following it. Other redirects are followed, with GET, also to another origin (a single sign-on host),
 but not to the callback's origin nor with a code or token away from the driver; the username and
 password go only to the origin that served the form (a form sent elsewhere fails); 3 OAuthGetToken; 4
-OAuthRefresh. Prints one PASS/FAIL line per check. Imports hubd.driver.urls and hubd.web.jsonbody
-only; secrets in printed responses are shortened.
+OAuthRefresh. Prints one PASS/FAIL line per check.
 """
 
 from __future__ import annotations

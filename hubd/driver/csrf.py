@@ -6,8 +6,7 @@ already has, so a login page opened earlier (in another tab) stays good; the for
 (double submit: another site can neither read the cookie nor make the token). Lax, not Strict: the
 page is opened from the platform's site, and a Strict cookie would not come along on that navigation,
 so each opening would replace it. Lax still keeps it off another site's POST, and a POST whose Origin
-(or, without one, Referer) is another site's is refused as well. Imports aiohttp, hubd.errors and
-hubd.driver.urls; the key comes from the caller (DriverService keeps it in the database).
+(or, without one, Referer) is another site's is refused as well.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 Owns escaping and the page's security headers (a CSP that allows only the template's own style;
 the callback origin in its form-action is safe because check_callback allows only plain host names).
-Imports nothing from hubd.
 """
 
 from __future__ import annotations

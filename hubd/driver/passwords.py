@@ -1,8 +1,7 @@
 """Password hashes for driver.accounts: stdlib scrypt, `scrypt$n$r$p$salt$hash`, constant-time checks.
 
 Owns the hash format, the check of a sign-in against an account (`password_ok_blocking`: the authorize
-page's and the devices page's), and the interactive prompt of `hubd hash-password`. Imports nothing from hubd
-but errors; never logs a password or a hash.
+page's and the devices page's), and the interactive prompt of `hubd hash-password`.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hubd.config import DriverConfig, HubdConfig
+from hubd.config.model import DriverConfig, HubdConfig
 from hubd.driver.passwords import PasswordHashInvalid, check_hash, is_hash
 from hubd.driver.urls import ANY_HOST, CallbackRules, callback_rules
 from hubd.web.client_address import TrustedProxies, parse_trusted_proxies

@@ -2,7 +2,7 @@
 
 Used for the refresh grace period: the pair that replaced a refresh token is stored sealed under
 that old token, so the database alone never yields a usable token. Stdlib only: HMAC-SHA256 as
-the PRF of a counter-mode keystream, then encrypt-then-MAC. Imports nothing from hubd but errors.
+the PRF of a counter-mode keystream, then encrypt-then-MAC.
 """
 
 from __future__ import annotations

@@ -4,9 +4,7 @@ Owns `POST /driver/command` (OAuth, OAuthGetToken, OAuthRefresh and its alias re
 login page `GET/POST /oauth/authorize`, login limits (one `LoginLimiter`, which app.py shares with the devices
 page's sign-in: an account's lock-out counts both), CSRF protection, and `verify_user_token` (with
 `recent_verdict`, its fallback while the database stalls, emptied whenever this driver revokes or rotates
-tokens), which the directive endpoint uses for the token in AcceptGrant and directives. Imports config,
-errors, lifecycle, metrics, store, the hubd.driver modules and the pure hubd.web modules (client
-address, bounded JSON); never logs a token, code or password.
+tokens), which the directive endpoint uses for the token in AcceptGrant and directives.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from hubd.config import DriverConfig
+from hubd.config.model import DriverConfig
 from hubd.driver import page as login_page
 from hubd.driver.csrf import CsrfGuard
 from hubd.driver.limits import LoginLimiter
@@ -41,10 +39,10 @@ from hubd.driver.urls import (
 )
 from hubd.driver.verdicts import VerdictCache
 from hubd.errors import ConfigError, DriverError, StoreError
-from hubd.jsonkind import json_kind
 from hubd.lifecycle import Clock, SystemClock
 from hubd.metrics import Metrics
 from hubd.store.db import Database
+from hubd.untrusted.kinds import json_kind
 from hubd.usertoken import TokenCheck, TokenStatus
 from hubd.web.client_address import FORWARDED_FOR, client_address, throttle_key
 from hubd.web.jsonbody import JsonBodyInvalid, load_json

@@ -4,8 +4,7 @@ After a right password the redirect sets `hubd_device` = `issued.nonce.HMAC(key,
 (HttpOnly, SameSite=Lax, `Secure` behind an https public URL, on the authorize page's path, for
 DEVICE_TTL_S). Its later attempts for that account are throttled on their own (`LoginLimiter`), so
 someone guessing the account's password, even from the same address, cannot lock that browser out.
-The account name itself is not in the cookie, only in the MAC. Imports aiohttp, hubd.errors and
-hubd.driver.urls; the key comes from the caller (the driver's server secret, as for the CSRF tokens).
+The account name itself is not in the cookie, only in the MAC.
 """
 
 from __future__ import annotations

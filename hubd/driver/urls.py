@@ -1,6 +1,6 @@
 """The URLs of the driver flow: callbackURL rules, the authorize URL, and the redirect.
 
-Pure functions, shared by the service and `hubd check-driver`. Imports nothing from hubd but errors.
+Pure functions, shared by the service and `hubd check-driver`.
 
 driver.callback_hosts entries (docs/driver.md): a bare `host` or `host:port`
 allows https on that port (443 by default); a loopback host (localhost, 127.x, [::1]) also allows

@@ -40,6 +40,10 @@ STABLE_AFTER_S = 10.0
 # How long the SUBACK of our subscriptions and the PUBACK of `online` may take before the session is
 # given up (and retried with the backoff).
 ANNOUNCE_TIMEOUT_S = 10.0
+# Decoding a batch gives the loop back once it has held it this long (templates' renders can take up to their
+# deadline each), for long enough that an HTTP request waiting meanwhile is answered.
+YIELD_AFTER_S = 0.05
+YIELD_FOR_S = 0.005
 
 
 def status_topic(base: str) -> str:
@@ -77,8 +81,12 @@ class MqttBridge:
                  health: Health, metrics: Metrics, routes: RouteBook | None = None, backoff: Backoff | None = None,
                  clock: Clock | None = None, receipts: ReceiptLookup | None = None,
                  inflight: InflightRecord | None = None, subscriptions: SubscriptionStore | None = None,
-                 subscribe_before_report: bool = True) -> None:
+                 subscribe_before_report: bool = True, max_message_bytes: int | None = None) -> None:
         self._client = client
+        # Larger messages are refused unread, but on the dialects' large topics (the broker was asked for the
+        # largest of all: MqttClient's max_packet_bytes). None: no bound (tests).
+        self._max_bytes = max_message_bytes
+        self._large_topics = frozenset(topic for dialect in dialects for topic in dialect.large_topics())
         self._inflight = inflight if inflight is not None else InflightRecord(None)
         # amqtt (the embedded broker) reads no SUBSCRIBE while our acknowledgements are due: with it, a batch's new
         # subscriptions go out after the batch is committed (a state sent right after its device reached the
@@ -105,6 +113,8 @@ class MqttBridge:
         self._failures = MessageFailures(metrics)
         self._stages = event_stages(metrics)
         self._connects = metrics.counter("hubd_mqtt_connects_total", "successful connections to the broker")
+        self._too_large = metrics.counter("hubd_mqtt_too_large_total",
+                                          "device messages over mqtt.max_message_bytes, refused unread")
         self._poison = metrics.counter("hubd_mqtt_set_aside_total",
                                        "distinct device messages hubd stopped on while reading them, set aside unread")
         health.require("mqtt", "not connected yet")
@@ -261,14 +271,19 @@ class MqttBridge:
 
     async def _pump(self) -> None:
         while True:
-            batch = await self._client.next_batch(BATCH_MAX)
-            async with self._batch_lock:
-                fresh = await self._pump_batch(batch)
-            committed = time.monotonic()  # the messages' clock (Message.received_at), not the injected one
-            observe = self._stages.observe
-            for message in fresh:
-                if message.received_at:
-                    observe(committed - message.received_at, "mqtt_to_commit")
+            await self._pump_next()
+
+    async def _pump_next(self) -> None:
+        """One batch, in a call of its own: its messages (a device list of megabytes) are freed once it returns,
+        not held while the next is awaited."""
+        batch = await self._client.next_batch(BATCH_MAX)
+        async with self._batch_lock:
+            fresh = await self._pump_batch(batch)
+        committed = time.monotonic()  # the messages' clock (Message.received_at), not the injected one
+        observe = self._stages.observe
+        for message in fresh:
+            if message.received_at:
+                observe(committed - message.received_at, "mqtt_to_commit")
 
     async def _pump_batch(self, batch: Sequence[Message]) -> Sequence[Message]:
         """Decode a batch and hand it on; the messages not yet stored (what it committed)."""
@@ -294,7 +309,10 @@ class MqttBridge:
 
     async def _read_step(self, step: Step[Message]) -> None:
         """Decode a step's messages (or set its one aside) and hand them on with their receipts."""
-        decoded = [self._set_aside(step.messages[0], step.deaths)] if step.set_aside else self._decode(step.messages)
+        if step.set_aside:
+            decoded = [self._set_aside(step.messages[0], step.deaths)]
+        else:
+            decoded = await self._decode(step.messages)
         decoded = self._pending_inputs() + decoded  # before: a device another dialect just took over
         added, removed = self._subscriptions.changes()
         if added and self._subscribe_first:  # a device reaches the platform once its states reach hubd
@@ -322,10 +340,17 @@ class MqttBridge:
         skip = {id(again[r]) for r in stored}
         return [m for m in batch if id(m) not in skip]
 
-    def _decode(self, batch: Sequence[Message]) -> list[Decoded]:
+    async def _decode(self, batch: Sequence[Message]) -> list[Decoded]:
+        """The batch's readings. A reading may wait on a template's render (each bounded by the render process's
+        deadline): once the loop has been held for `YIELD_AFTER_S`, it is given back before the next message, so a
+        burst of slow templates never keeps /healthz, the webhook or a directive waiting longer than one render."""
         now = time.time()
         out: list[Decoded] = []
+        held_since = time.monotonic()
         for message in batch:
+            if time.monotonic() - held_since > YIELD_AFTER_S:
+                await asyncio.sleep(YIELD_FOR_S)
+                held_since = time.monotonic()
             decoded = self._decode_one(message, now)
             if decoded is None:
                 self._ignored.inc()
@@ -360,6 +385,12 @@ class MqttBridge:
         for dialect in self._dialects:
             if not dialect.claims(message.topic):
                 continue
+            if self._max_bytes is not None and len(message.payload) > self._max_bytes \
+                    and message.topic not in self._large_topics:
+                self._too_large.inc()  # logged (at most once a minute a topic) and listed by the registry
+                reason = (f"a message of {len(message.payload)} bytes, over mqtt.max_message_bytes "
+                          f"({self._max_bytes}): refused unread")
+                return Decoded(message.topic, now, message.retain, (InputRejected("other", reason),), dialect.name)
             try:
                 inputs = tuple(dialect.decode(message.topic, message.payload, now, message.retain))
             except Exception as err:  # a dialect's bug for this message must not stop the others (nor hubd)

@@ -1,6 +1,6 @@
 """The embedded MQTT broker for `mqtt.embedded: true` and `hubd demo`: amqtt 0.12.1 in hubd's process.
 
-Owns amqtt: the only module in hubd that imports it. Imports nothing of hubd but hubd.errors.
+Owns amqtt: the only module in hubd that imports it.
 Real deployments should use mosquitto; this broker is for a machine that has none.
 
 How it is configured, and why:

@@ -1,4 +1,9 @@
-"""The MQTT client hubd's components use: one MQTT 3.1.1 connection at a time, driven by hubd's asyncio loop.
+"""The MQTT client hubd's components use: one MQTT connection at a time, driven by hubd's asyncio loop.
+
+MQTT 5 when given a maximum packet size (the broker is asked, with CONNECT's Maximum Packet Size, never to send a
+larger packet: mosquitto 2.0.11 then drops such a message for us, retained and queued ones included, and keeps
+the connection), MQTT 3.1.1 otherwise (the embedded broker, amqtt 0.12, speaks nothing else). The session is the
+same either way: MQTT 5's clean start is the 3.1.1 clean session, and a kept session never expires.
 
 Owns the asyncio-facing API (connect, subscribe, unsubscribe, publish with a bounded QoS 1 window, next_batch, ack,
 disconnect, abort) and the building of each connection's paho client (credentials, TLS, will). paho is
@@ -21,6 +26,8 @@ from dataclasses import dataclass
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
 from hubd.errors import ConfigError, MqttRejected, MqttUnavailable, MqttUnconfirmed
 from hubd.mqtt.connection import Connection
@@ -30,6 +37,13 @@ log = logging.getLogger(__name__)
 
 DISCONNECT_TIMEOUT_S = 2.0
 INBOX_MAX_MESSAGES = 10_000
+# Received payloads waiting for the caller: past this the connection stops reading until the caller took some.
+INBOX_MAX_BYTES = 8 * 1024 * 1024
+# MQTT 5 Session Expiry Interval meaning "never": a kept session lasts as MQTT 3.1.1's does.
+SESSION_NEVER_EXPIRES = 0xFFFFFFFF
+# What a PUBLISH packet holds besides its payload (fixed header, topic, packet id, properties): a maximum packet
+# size of payload limit + this lets every payload within the limit through on a topic of up to ~4 KiB.
+PACKET_HEADROOM_BYTES = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +57,7 @@ class Will:
 
 
 class MqttClient:
-    """An asyncio MQTT 3.1.1 client with manual acks and a bounded QoS 1 publish window."""
+    """An asyncio MQTT client (5 with a maximum packet size, else 3.1.1), manual acks, a bounded publish window."""
 
     def __init__(
         self,
@@ -59,6 +73,7 @@ class MqttClient:
         will: Will | None = None,
         keepalive_s: int = 30,
         max_inflight_publishes: int = 100,
+        max_packet_bytes: int | None = None,
     ) -> None:
         self._host = host
         self._port = port
@@ -69,6 +84,7 @@ class MqttClient:
         self._will = will
         self._keepalive_s = keepalive_s
         self._max_inflight_publishes = max_inflight_publishes
+        self._max_packet_bytes = max_packet_bytes
         self._tls_context: ssl.SSLContext | None = None
         if tls:
             try:
@@ -78,7 +94,7 @@ class MqttClient:
             self._tls_context.sslsocket_class = _HandshakeClosingSocket
         # paho wraps message ids at 65535 and silently loses publishes still in flight (measured on paho 2.x).
         self._publish_slots = asyncio.Semaphore(max_inflight_publishes)
-        self._inbox = Inbox(INBOX_MAX_MESSAGES, log)
+        self._inbox = Inbox(INBOX_MAX_MESSAGES, log, INBOX_MAX_BYTES)
         self._conn: Connection | None = None
         self._conn_count = 0
 
@@ -98,7 +114,7 @@ class MqttClient:
         return self._inbox.dropped_qos0
 
     async def connect(self, timeout_s: float = 10.0) -> bool:
-        """Connect (MQTT 3.1.1); returns session_present.
+        """Connect; returns session_present.
 
         Raises MqttRejected (bad credentials, not authorised, client id refused, with the reason) or
         MqttUnavailable (refused, timeout, DNS, TLS, no CONNACK). A connection still open from an
@@ -115,7 +131,7 @@ class MqttClient:
         self._conn = conn
         try:
             async with asyncio.timeout(timeout_s):
-                session_present = await conn.open(self._host, self._port, self._keepalive_s)
+                session_present = await conn.open(self._host, self._port, self._keepalive_s, self._connect_options())
         except TimeoutError as err:
             reason = f"MQTT broker {self._host}:{self._port}: no CONNACK within {timeout_s} s"
             conn.abort(reason)
@@ -147,7 +163,7 @@ class MqttClient:
             raise MqttRejected(f"the broker refused the subscription to {', '.join(refused)}")
 
     async def unsubscribe(self, topics: list[str], timeout_s: float = 10.0) -> None:
-        """Unsubscribe and await UNSUBACK (MQTT 3.1.1 has no refusal for it)."""
+        """Unsubscribe and await UNSUBACK (its reason codes are not read: a topic not subscribed is no failure)."""
         conn = self._require_connection()
         rc, mid = conn.paho.unsubscribe(topics)
         if rc != MQTTErrorCode.MQTT_ERR_SUCCESS or mid is None:
@@ -263,12 +279,23 @@ class MqttClient:
             raise MqttUnavailable(f"MQTT broker {self._host}:{self._port}: {reason}")
         return conn
 
+    def _connect_options(self) -> tuple[bool, Properties | None] | None:
+        """MQTT 5's clean start and CONNECT properties; None for MQTT 3.1.1 (the clean session is the client's)."""
+        if self._max_packet_bytes is None:
+            return None
+        props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+        props.MaximumPacketSize = self._max_packet_bytes
+        # Without it an MQTT 5 session ends with its connection, and the broker keeps nothing for us offline.
+        props.SessionExpiryInterval = 0 if self._clean_session else SESSION_NEVER_EXPIRES
+        return self._clean_session, props
+
     def _new_paho(self, timeout_s: float) -> paho.Client:
+        v5 = self._max_packet_bytes is not None
         client = paho.Client(
             callback_api_version=CallbackAPIVersion.VERSION2,
             client_id=self._client_id,
-            clean_session=self._clean_session,
-            protocol=MQTTProtocolVersion.MQTTv311,
+            clean_session=None if v5 else self._clean_session,
+            protocol=MQTTProtocolVersion.MQTTv5 if v5 else MQTTProtocolVersion.MQTTv311,
             # Otherwise a refused CONNACK makes paho retry (MQTT 3.1 downgrade) with a blocking
             # connect on the event loop thread.
             reconnect_on_failure=False,

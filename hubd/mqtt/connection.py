@@ -5,8 +5,7 @@ paho's network thread: socket readiness goes through loop.add_reader/add_writer,
 every second for keepalive, and only the blocking TCP/TLS connect runs in a (daemon) thread. paho's
 callbacks only resolve this connection's futures (CONNACK, SUBACK, PUBACK) or put messages in the inbox;
 they never log payloads or run hubd logic. PUBACKs for received messages go out in receive order. A
-malformed packet or an I/O error ends the connection and fails everything waiting on it. Imports nothing
-of hubd but errors, threads and the inbox; it logs nothing.
+malformed packet or an I/O error ends the connection and fails everything waiting on it.
 """
 
 from __future__ import annotations
@@ -24,13 +23,14 @@ from typing import Any
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import MQTTErrorCode
+from paho.mqtt.properties import Properties
 
 from hubd.errors import MqttRejected, MqttUnavailable
 from hubd.mqtt.inbox import Inbox, Message
 from hubd.threads import in_daemon_thread
 
 MISC_INTERVAL_S = 1.0
-# CONNACK refusals that retrying cannot fix (paho maps 3.1.1 return codes 2, 4 and 5 to these).
+# CONNACK refusals that retrying cannot fix (MQTT 5's codes; paho maps 3.1.1 return codes 2, 4 and 5 to these).
 _CONNACK_REJECTED = {0x85, 0x86, 0x87}
 # Messages one readable callback takes in before letting the loop's other work run. One paho loop_read()
 # may read up to one packet per publish in flight (max_inflight_publishes), so a callback can exceed it
@@ -63,6 +63,7 @@ class Connection:
         # Asks "more bytes waiting?" between two packets (poll, not select: select fails for fd >= 1024).
         self._poller = select.poll()
         self._read_again: asyncio.Handle | None = None
+        self._paused = False  # not reading: the inbox is full (its bytes), until it calls _resume
         self._misc: asyncio.TimerHandle | None = None
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
@@ -80,9 +81,16 @@ class Connection:
         done = self.connack.done() and not self.connack.cancelled()
         return self.lost is None and done and self.connack.exception() is None
 
-    async def open(self, host: str, port: int, keepalive_s: int) -> bool:
-        """Connect and await the CONNACK; returns session_present (MqttRejected, MqttUnavailable)."""
-        self.paho.connect_async(host, port, keepalive_s)  # only stores the parameters
+    async def open(self, host: str, port: int, keepalive_s: int,
+                   v5: tuple[bool, Properties | None] | None = None) -> bool:
+        """Connect and await the CONNACK; returns session_present (MqttRejected, MqttUnavailable).
+
+        `v5`: MQTT 5's clean start and CONNECT properties (None: MQTT 3.1.1, the clean session set on the client).
+        """
+        if v5 is None:
+            self.paho.connect_async(host, port, keepalive_s)  # only stores the parameters
+        else:
+            self.paho.connect_async(host, port, keepalive_s, clean_start=v5[0], properties=v5[1])
         # reconnect() blocks on DNS, TCP connect and the TLS handshake, so it runs in a thread: a daemon
         # thread, not the default executor, which asyncio.run() would wait for at exit, so a stop never
         # waits for a connect to a broker that does not answer. The socket callbacks it fires there
@@ -135,11 +143,14 @@ class Connection:
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._poller.register(self._fd, select.POLLIN)
         self.loop.add_reader(self._fd, self._on_readable)
+        self.inbox.on_room = self._resume
         if self.paho.want_write():  # the CONNECT packet queued in the executor thread
             self.loop.add_writer(self._fd, self._on_writable)
         self._misc = self.loop.call_later(MISC_INTERVAL_S, self._on_misc)
 
     def _unwatch(self) -> None:
+        if self.inbox.on_room == self._resume:
+            self.inbox.on_room = None
         if self._fd is not None:
             self.loop.remove_reader(self._fd)
             self.loop.remove_writer(self._fd)
@@ -192,6 +203,9 @@ class Connection:
             # so the loop's other work goes on.
             for _ in range(_READ_BURST_CALLS):
                 self.paho.loop_read()
+                if self._fd is not None and self.inbox.full:
+                    self._pause()
+                    return
                 if self._fd is None or not self._more_to_read():
                     return
                 if self._next_seq - first >= READ_BURST_PACKETS:
@@ -202,6 +216,21 @@ class Connection:
         # Capped with more to read: a plain socket's fd signals again, bytes an SSL socket already
         # decrypted do not.
         if self._ssl_pending():
+            self._read_again = self.loop.call_soon(self._on_readable)
+
+    def _pause(self) -> None:
+        # The rest waits in the socket and the broker (TCP's window), not in hubd's memory. Only messages of
+        # megabytes fill it before the inbox's count bound; a caller that takes none for twice the keepalive
+        # (a disk refusing writes) loses the connection, as paho reads no PINGRESP meanwhile.
+        self._paused = True
+        self.loop.remove_reader(self._fd)  # type: ignore[arg-type]  # _fd checked by the caller
+
+    def _resume(self) -> None:
+        if not self._paused or self._fd is None:
+            return
+        self._paused = False
+        self.loop.add_reader(self._fd, self._on_readable)
+        if self._ssl_pending():  # bytes an SSL socket already decrypted: the fd does not signal them
             self._read_again = self.loop.call_soon(self._on_readable)
 
     def _more_to_read(self) -> bool:

@@ -2,8 +2,10 @@
 
 One inbox per client, across its connections. Bounded for QoS 0 (the oldest is dropped, counted, and the
 first drop logged once through the client's logger); QoS>=1 messages are never dropped: the broker's
-in-flight window bounds them, as they are acked only once the caller persisted what they caused. No I/O,
-no paho; imports nothing of hubd.
+in-flight window bounds them, as they are acked only once the caller persisted what they caused. Bounded in
+bytes too, for every QoS: once its payloads reach `max_bytes` the connection stops reading (`full`), and
+`on_room` is called when taking brought them under it again, so what waits here (20 messages of 16 MiB in the
+broker's window) never outgrows the memory hubd has: the rest waits in the broker. No I/O, no paho.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 
@@ -37,10 +40,13 @@ class Inbox:
     default 20) because we ack only after the caller persisted them; QoS 0 has no such bound.
     """
 
-    def __init__(self, max_messages: int, log: logging.Logger) -> None:
+    def __init__(self, max_messages: int, log: logging.Logger, max_bytes: int | None = None) -> None:
         self._log = log
         self._items: collections.deque[Message] = collections.deque()
         self._max = max_messages
+        self._max_bytes = max_bytes
+        self._bytes = 0  # the queued payloads'
+        self.on_room: Callable[[], None] | None = None  # the connection's: read again
         self._qos0_queued = 0
         self._event = asyncio.Event()
         self.dropped_qos0 = 0
@@ -50,15 +56,25 @@ class Inbox:
         if len(self._items) >= self._max and not self._make_room(msg):
             return
         self._items.append(msg)
+        self._bytes += len(msg.payload)
         if msg.qos == 0:
             self._qos0_queued += 1
         self._event.set()
+
+    @property
+    def full(self) -> bool:
+        """The queued payloads reached max_bytes: read no more until on_room is called."""
+        return self._max_bytes is not None and self._bytes >= self._max_bytes
 
     def take(self, max_messages: int) -> list[Message]:
         """Up to max_messages of the oldest queued messages, removed from the inbox."""
         n = min(max_messages, len(self._items))
         batch = [self._items.popleft() for _ in range(n)]
         self._qos0_queued -= sum(1 for m in batch if m.qos == 0)
+        was_full = self.full
+        self._bytes -= sum(len(m.payload) for m in batch)
+        if was_full and not self.full and self.on_room is not None:
+            self.on_room()
         return batch
 
     async def wait(self) -> None:
@@ -78,6 +94,7 @@ class Inbox:
             for i, queued in enumerate(self._items):
                 if queued.qos == 0:
                     del self._items[i]
+                    self._bytes -= len(queued.payload)
                     self._qos0_queued -= 1
                     self.dropped_qos0 += 1
                     return True

@@ -30,7 +30,7 @@ before the record knows it: `mqtt.max_message_bytes` and mosquitto's `message_si
 The file is written with pwrite, fsynced only at start: it must outlive hubd's process (a SIGKILL, the OOM killer,
 a crash: the kernel holds what was written), not the machine (a power cut is no poison), and an fsync per batch
 would cost an SD card's flush for each. A record hubd cannot write (a full or read-only disk) disables the guard
-with one warning; messages still flow. Imports nothing of hubd.
+with one warning; messages still flow.
 """
 
 from __future__ import annotations

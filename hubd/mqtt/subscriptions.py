@@ -13,7 +13,6 @@ them, queued while hubd is away. `Subscriptions` keeps them right:
 - the dialects' announcements (Home Assistant's birth message, on which every discovery device on the bus sends
   its config and states again) go out once per connection and, while new devices keep appearing, at most once
   every BIRTH_EVERY_S: never once per device.
-Imports the MQTT client, the seam (dialects, Outgoing), the lifecycle's Clock and the metrics.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 `decide()` turns a batch of the registry's changes into `PendingEvent`s, in order; `discovery_events()` is
 the AddOrUpdateReport of a set of endpoints (a new grant's is a barrier, ahead of its user's other rows).
 Each event is for every bound user, or for those the caller names: the outbox writer stores one row per
-(event, user), each with its own messageId. Imports no I/O.
+(event, user), each with its own messageId.
 
 Which values changed is the registry's to tell, once (`StatesChanged` holds only those). What `decide()` leaves
 out of a ChangeReport is not a change filter but the platform's rule: a capability not `proactivelyReported` is

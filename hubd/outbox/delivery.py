@@ -23,9 +23,9 @@ from typing import Any, Literal, Protocol
 
 from hubd.cloud.messages import with_token_json
 from hubd.errors import CloudAuthError, CloudRejected, CloudUnavailable, StorageUnavailable
-from hubd.journal import EventRef, describe
 from hubd.lifecycle import Backoff, Clock
 from hubd.metrics import Metrics
+from hubd.outbox.journal import EventRef, describe
 from hubd.outbox.lanes import PendingRow
 from hubd.store.outbox import Loaded, OutboxRepo
 
@@ -49,7 +49,7 @@ Outcome = Literal["done", "dead", "split", "backoff", "resend", "paused"]
 
 
 class DeliveryObserver(Protocol):
-    """What becomes of each event (the event journal, `hubd.journal`): called on the loop, each call O(1)."""
+    """What becomes of each event (the event journal, `hubd.outbox.journal`): called on the loop, each call O(1)."""
 
     def queued(self, event: EventRef, at: float) -> None:
         """The sender indexed a row of the outbox: it waits for its turn."""

@@ -38,12 +38,12 @@ import time
 from collections.abc import Callable, Sequence
 
 from hubd.errors import StorageUnavailable
-from hubd.journal import EventRef
 from hubd.lifecycle import Clock
 from hubd.metrics import Metrics, event_stages
 from hubd.outbox.decide import DISCOVERY_BATCH
 from hubd.outbox.delivery import RETRY_CAP_S, Delivery, DeliveryObserver, PlatformApi, TokenSource
 from hubd.outbox.feed import Fed, OutboxFeed
+from hubd.outbox.journal import EventRef
 from hubd.outbox.lanes import IN_FLIGHT, PendingRow, UserQueue
 from hubd.store.db import Database
 from hubd.store.outbox import IndexedRow, Loaded, OutboxRepo

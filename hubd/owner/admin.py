@@ -1,7 +1,6 @@
 """`hubd admin-token create|list|revoke`: the owner's tokens for the devices API, with the daemon running or not.
 
-A token is printed once, by create, and never stored (only its hash: `hubd.store.admin_tokens`). Imports the
-config, the store and the CLI's table; prints to stdout/stderr.
+A token is printed once, by create, and never stored (only its hash: `hubd.store.admin_tokens`).
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ import sys
 import time
 
 from hubd.clitable import print_table, utc_text
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.errors import HubdError
 from hubd.store import admin_tokens
 from hubd.store.db import Database

@@ -4,7 +4,7 @@ one) parsed and checked, and what it makes of an override.
 A body holds any of `name`, `room` (strings passing the platform's name rule, or null to drop the override),
 `exposed` (a boolean) and `doorbell` (an event, or null). Every problem names its field and the fix, and a name or
 room the platform would refuse comes with a spelling it takes (`hubd.devices.overrides.spelling`): the routes
-answer them as a 422 in hubd's error shape. Imports the overrides' model only.
+answer them as a 422 in hubd's error shape.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hubd.devices.overrides import EVENT_MAX_CHARS, NAME_MAX_CHARS, Override, spelling
-from hubd.jsonkind import json_kind
+from hubd.untrusted.kinds import json_kind
 
 FIELDS = ("name", "room", "exposed", "doorbell")
 FIELD_LIST = "name, room, exposed or doorbell"
@@ -59,12 +59,21 @@ class Edit:
         """Whether it changes the doorbell (the dialects must take the new declarations)."""
         return "doorbell" in self.values
 
-    def apply(self, override: Override) -> Override:
-        """The override with this edit's fields."""
+    @property
+    def selects(self) -> bool:
+        """Whether the dialects must hear of it: a doorbell, or exposure (`true` also exports what hubd keeps back by
+        rule, `false` keeps it back again)."""
+        return "doorbell" in self.values or "exposed" in self.values
+
+    def apply(self, override: Override, kept_back: bool = False) -> Override:
+        """The override with this edit's fields. `exposed: true` exposes what hubd keeps back by rule when the endpoint
+        is listed as kept back (`kept_back`: a dialect may export it) or already was; `false` keeps it back again."""
         values = self.values
         return replace(override,
                        name=values.get("name", override.name), room=values.get("room", override.room),
                        hidden=not values["exposed"] if "exposed" in values else override.hidden,
+                       revealed=(values["exposed"] and (override.revealed or kept_back)) if "exposed" in values
+                       else override.revealed,
                        doorbell=values.get("doorbell", override.doorbell))
 
 

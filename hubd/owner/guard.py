@@ -9,8 +9,7 @@ not the one hubd sees: the rule is the login page's (`hubd.driver.urls.foreign_o
 site, open in a browser on the LAN, can change nothing: its form posts and fetches carry its own origin, the
 SameSite=Strict cookie does not come along, and it can read no CSRF token. Wrong admin tokens are counted per
 client address (`hubd.ratelimit.FailureThrottle`): past BAD_TOKENS_FREE the address waits longer and longer. Reads
-stay as they are (local network only). Imports the driver's URL rules, the throttle, the store's token lookup and
-hubd.web's error shape.
+stay as they are (local network only).
 """
 
 from __future__ import annotations

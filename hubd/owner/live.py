@@ -1,13 +1,13 @@
-"""`LiveSelection`: what the dialects import and which buttons are doorbells, as the config and the owner say now.
+"""`LiveSelection`: what the dialects import, which buttons are doorbells and what the owner exposed that hubd keeps
+back by rule, as the config and the owner say now.
 
-The config's sections give each dialect its include/exclude globs and the config's `doorbells`; the owner's
-doorbell overrides add one declaration per endpointId (its glob escaped: the id matches only itself). At start,
-when the owner declared any, and whenever the owner's doorbells (the devices page) or the config (SIGHUP,
-`hubd.owner.reload`) change, the selection goes to the dialects through the MQTT bridge, which hands the registry
-what that changes between two of its batches (`hubd.mqtt.bridge.MqttBridge.reconfigure`). An owner's edit and a
-SIGHUP may come at once: one selection goes at a time, each made when its turn comes, so the last one the dialects
-take holds the newest config and doorbells. Imports the config, the table of dialects and the seam's `Selection`;
-the bridge and the overrides come in through the ports below.
+The config's sections give each dialect its include/exclude globs and the config's `doorbells`; the owner's doorbell
+overrides add one declaration per endpointId (its glob escaped: the id matches only itself). The endpointIds the
+owner exposed go along (`Selection.exposed`). At start, when the owner declared or exposed any, and whenever the
+owner's doorbells or exposure (the devices page) or the config (SIGHUP, `hubd.owner.reload`) change, the selection
+goes to the dialects through the MQTT bridge, which hands the registry what that changes between two of its batches
+(`hubd.mqtt.bridge.MqttBridge.reconfigure`). An owner's edit and a SIGHUP may come at once: one selection goes at a
+time, each made when its turn comes, so the last one the dialects take holds the newest config and doorbells.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Protocol
 
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.devices.overrides import Override
 from hubd.dialects.base import Selection
 from hubd.dialects.enabled import selections
@@ -62,7 +62,7 @@ class LiveSelection:
 
     async def start(self) -> None:
         """Before the first message is read: the owner's doorbells, if any, go to the dialects."""
-        if self._owner_doorbells():
+        if self._owner_doorbells() or self._owner_exposed():
             await self.apply()
 
     async def run(self) -> None:
@@ -81,9 +81,15 @@ class LiveSelection:
         if config is not None:
             self._config = config
         async with self._lock:  # made once it is this call's turn: never older than the one before it
-            await self._bridge.reconfigure(selections(self._config, self._owner_doorbells()))
+            await self._bridge.reconfigure(selections(self._config, self._owner_doorbells(),
+                                                                self._owner_exposed()))
 
     def _owner_doorbells(self) -> list[tuple[str, str]]:
         return [(exact_glob(endpoint_id), override.doorbell)
                 for endpoint_id, override in sorted(self._overrides.overrides().items())
                 if override.doorbell is not None]
+
+    def _owner_exposed(self) -> frozenset[str]:
+        """The endpointIds whose kept-back entities the owner exposed."""
+        return frozenset(endpoint_id for endpoint_id, override in self._overrides.overrides().items()
+                         if override.revealed)

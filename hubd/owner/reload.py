@@ -16,7 +16,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from hubd.config import HubdConfig, load_config
+from hubd.config.model import HubdConfig, load_config
 from hubd.dialects.enabled import KINDS
 from hubd.driver.policy import config_problems
 from hubd.errors import ConfigError

@@ -14,9 +14,7 @@ An edit is stored with what the platform must hear of it in one transaction (`De
 doorbell then goes to the dialects (`hubd.owner.live.LiveSelection`), and the edit answers once all of it is
 committed, so the outbox already holds the AddOrUpdateReport (or DeleteReport) when the owner sees the answer.
 What the listing shows comes from the status routes (`Listing`); whether a bulk edit's endpointIds are known, from the
-registry, the overrides and what the dialects leave out, without a listing. Imports the device and overrides' models,
-the dialects' seam, the edits, the guard, sessions and the page; the registry, the listing and the selection come in
-through the ports below.
+registry, the overrides and what the dialects leave out, without a listing.
 """
 
 from __future__ import annotations
@@ -124,6 +122,9 @@ class OwnerRoutes:
         unknown = _unannounced(edit, {endpoint_id: shown})
         if unknown is not None:
             return unknown
+        refused = self._untouchable(edit, [endpoint_id])
+        if refused is not None:
+            return refused
         await self._apply([endpoint_id], edit)
         log.info("%s changed %s: %s", owner, endpoint_id, ", ".join(sorted(edit.values)))
         return web.json_response(self._device(endpoint_id), headers=NO_STORE)
@@ -144,16 +145,33 @@ class OwnerRoutes:
             refused = _unannounced(edit, {i: index[i] for i in ids if i in index}, bulk=True)
             if refused is not None:
                 return refused
+        untouchable = self._untouchable(edit, ids)
+        if untouchable is not None:
+            return untouchable
         await self._apply(ids, edit)
         log.info("%s changed %d devices: %s", owner, len(ids), ", ".join(sorted(edit.values)))
         shown = self._index()
         return web.json_response({"devices": [shown.get(i) for i in ids]}, headers=NO_STORE)
 
     async def _apply(self, ids: list[str], edit: Edit) -> None:
-        """Store the edit of these endpoints with what the platform must hear; a new doorbell goes to the dialects."""
-        await self._devices.override({i: edit.apply(self._devices.override_of(i)) for i in ids})
-        if edit.doorbell:
+        """Store the edit of these endpoints with what the platform must hear; a new doorbell or exposure goes to the
+        dialects (exposing exports what they keep back by rule)."""
+        kept_back = {u.endpoint_id for source in self._imports for u in source.unexported_devices()
+                     if u.exposable} if "exposed" in edit.values else set()
+        await self._devices.override({i: edit.apply(self._devices.override_of(i), i in kept_back) for i in ids})
+        if edit.selects:
             await self._doorbells.apply()
+
+    def _untouchable(self, edit: Edit, ids: list[str]) -> web.Response | None:
+        """The 422 for exposing an endpoint that hubd keeps back by a rule no owner lifts (a maintenance action:
+        restart, erase, reset, update, identify), naming the rule; None when none of `ids` is one."""
+        if edit.values.get("exposed") is not True:
+            return None
+        wanted = set(ids)
+        problems = [Problem("exposed", f"{u.endpoint_id[:80]} ({u.name[:60]}) is kept back by rule: {u.rule}")
+                    for source in self._imports for u in source.unexported_devices()
+                    if u.endpoint_id in wanted and u.rule is not None]
+        return _invalid(EditInvalid(problems)) if problems else None
 
     def _device(self, endpoint_id: str) -> dict[str, Any] | None:
         """What the API shows of an endpoint: a device, one not exported, one gone whose override is kept."""

@@ -7,8 +7,7 @@ for the two pages), counted before the password is checked, and an unknown usern
 known one (`hubd.driver.passwords.password_ok_blocking`). A session is a random id in an HttpOnly, SameSite=Strict
 cookie (Secure over https), kept in memory as its SHA-256 only (a restart signs everyone out) for SESSION_TTL_S, at
 most MAX_SESSIONS at once (the oldest goes first); it carries a random CSRF token that every write must send back in
-the `X-CSRF-Token` header (`hubd.owner.guard`). Imports the config's accounts, the driver's limits and password
-checks and the lifecycle's clock; never logs a password or a session id.
+the `X-CSRF-Token` header (`hubd.owner.guard`).
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from hubd.config import Account
+from hubd.config.model import Account
 from hubd.driver.limits import LoginLimiter
 from hubd.driver.passwords import password_ok_blocking
 from hubd.lifecycle import Clock, SystemClock

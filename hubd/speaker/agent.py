@@ -8,7 +8,7 @@ SOUND_GRACE_S to end, then its program is ended, every command still waiting is 
 published and the session is closed with a DISCONNECT, all within STOP_BUDGET_S. A command or message that
 fails in a way the checks did not foresee is that command's `error` result (and a traceback in the log),
 never the agent's end. Audio URLs are fetched through a session of their own (hubd.speaker.reach), not the
-voice assistant's. Imports hubd.mqtt.client, hubd.lifecycle (Backoff), hubd.errors and the speaker package.
+voice assistant's.
 """
 
 from __future__ import annotations

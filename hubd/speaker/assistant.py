@@ -4,7 +4,6 @@ Owns the two ways to ask: Home Assistant's conversation API (`POST {asr.url}/api
 with `Authorization: Bearer <token>`, body `{"text", "language"?, "agent_id"?}`; the answer is
 `response.speech.plain.speech`) and a configured command (`asr.command` gets `{text}`, or the text on
 stdin, and prints the answer). Failures become AssistantFailed with a reason a user can act on.
-Imports the speaker's config, process and template modules; wraps aiohttp for the HTTP call.
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@ one command why the speaker is silent.
 
 Owns the report: one line each for the tts, the players, the mixer, the voice assistant and the broker,
 then the test sentence spoken through the tts and the player; exit 0 when all of it works, else 1 with
-what to install or fix. Never runs the mixer (it would change the volume). Imports the speaker package,
-hubd.mqtt.client and hubd.errors.
+what to install or fix. Never runs the mixer (it would change the volume).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Read with hubd's own YAML reader (`${ENV_VAR}`, `<secret>_file`, merge keys, line numbers), and reported
 as hubd's config is: one `<key.path>: <problem> (line N)` line per problem, all in one pass. Imports
-hubd.config, hubd.yamlconfig, hubd.errors, hubd.spoken (spoken names), hubd.devices.model (the endpointId
+hubd.config.model, hubd.config.yamlfile, hubd.errors, hubd.spoken (spoken names), hubd.devices.model (the endpointId
 rule) and the command templates.
 """
 
@@ -16,12 +16,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from hubd.config import LogConfig, MqttConfig
+from hubd.config.model import LogConfig, MqttConfig
+from hubd.config.paths import KeyPath
+from hubd.config.yamlfile import parse_yaml_model, read_config_file
 from hubd.devices.model import MAX_DEVICE_ID_CHARS, valid_device_id
-from hubd.modelpaths import KeyPath
 from hubd.speaker.template import CommandTemplate, control_character
 from hubd.spoken import spoken
-from hubd.yamlconfig import parse_yaml_model, read_config_file
 
 DEFAULT_TTS = "espeak-ng -v en-us -w {wav} {text}"
 EXAMPLE_FILE = "speaker.example.yaml"

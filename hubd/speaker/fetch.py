@@ -7,7 +7,7 @@ and the content type must be audio (`audio/*`, or `application/ogg`). Where it m
 included; a refusal becomes a DownloadFailed that says what was refused and why. A URL for
 player.url_command has its redirects followed here the same way (no body read) and the final one is handed
 over, so the player gets no redirect to an address the rule refuses. Messages name the URL
-without its query (which may carry a token). Wraps aiohttp; imports the speaker's reach module.
+without its query (which may carry a token). Wraps aiohttp.
 """
 
 from __future__ import annotations

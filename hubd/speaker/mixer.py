@@ -2,7 +2,7 @@
 
 Owns the speaker's rules: Volume takes Set, Adjust, SetMax and SetMin (0..100, whole numbers, clamped);
 Mute takes On and Off; a volume change unmutes, as most speakers do; muted, the mixer is at 0 and the
-level is kept for Mute Off. No I/O; imports hubd.jsondepth.
+level is kept for Mute Off. No I/O.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hubd.jsondepth import too_deep
+from hubd.untrusted.depth import too_deep
 
 ADJUST_STEP = 10  # an Adjust without a delta (hubd's default step of a percentage)
 MAX_SET_BYTES = 4096

@@ -2,8 +2,7 @@
 
 Owns the child's life: it starts in a session of its own (so a wrapper script's children go with it), a
 timeout or a cancellation (a stop) sends SIGTERM to that whole group and, after TERM_WAIT_S, SIGKILL; the
-child is always reaped. Failures become ProcessFailed with a sentence a user can act on. Imports nothing
-from hubd.
+child is always reaped. Failures become ProcessFailed with a sentence a user can act on.
 """
 
 from __future__ import annotations

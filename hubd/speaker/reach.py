@@ -12,8 +12,6 @@ the address once more, so a name that re-resolves between a check and the connec
 literal, and every redirect are covered: aiohttp connects to the addresses the check passed. A URL handed
 to `player.url_command` has its redirects followed through that session first (hubd.speaker.fetch), then the
 final one is checked by `check_host` (every address its name has now; that player resolves it again itself).
-Imports hubd.threads, hubd.config (its host-name rule) and the speaker's template module (its control-character
-rule); wraps aiohttp's resolver and connector.
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
-from hubd.hostnames import is_host_name
+from hubd.config.hostnames import is_host_name
 from hubd.speaker.template import control_character
 from hubd.threads import in_daemon_thread
 
@@ -158,7 +156,7 @@ _BROADCAST = ipaddress.ip_address("255.255.255.255")
 
 
 def _valid_host(host: str) -> bool:
-    """An IP literal, or a DNS name as yarl encodes it (IDNA): a host name to hubd.config, counted without its
+    """An IP literal, or a DNS name as yarl encodes it (IDNA): a host name to hubd.config.model, counted without its
     trailing dot (253 characters and the dot is one)."""
     try:
         ipaddress.ip_address(host.partition("%")[0])

@@ -4,7 +4,6 @@ Owns the choice of programs: the tts command (espeak-ng by default), a player fo
 else the first of pw-play, paplay and aplay that can reach its sound server), a player for other audio files
 (player.command, else ffplay, mpg123 for MP3, gst-play-1.0), a URL player (player.url_command) and the
 mixer (volume.command). Every program gets its arguments as a list (hubd.speaker.template), never a shell.
-Imports the speaker's config, template and process modules.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Owns the one rule that keeps text from outside (a tts text, a URL, a voice comma
 interpreted: `shlex.split` runs on the configured string once, when the config is read; a command's values
 go into the finished arguments in a single pass, so a value that holds `{wav}` or `;` stays as it is, and
 no shell ever runs. A value with a NUL (which no argument can hold) or another control character but tab,
-line feed and carriage return is refused (`ValueRefused`), never passed on. Imports nothing from hubd.
+line feed and carriage return is refused (`ValueRefused`), never passed on.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ it announces, the commands it takes (`{"id", "type", "text"?, "url"?}`) and the 
 
 A command is refused at the door (an `error` result at once, nothing run) when its text has a control
 character other than tab, line feed and carriage return, or its URL is not one `hubd.speaker.reach` takes.
-No I/O; imports hubd.jsondepth and the speaker's config, mixer, reach and template modules.
+No I/O.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from hubd.jsondepth import too_deep
 from hubd.speaker import mixer
 from hubd.speaker.config import SpeakerConfig
 from hubd.speaker.reach import url_problem
 from hubd.speaker.template import ALLOWED_CONTROLS, control_character
+from hubd.untrusted.depth import too_deep
 
 MAX_COMMAND_BYTES = 64 * 1024
 MAX_DEPTH = 8  # a command nests 1 level; deeper ones are refused before json.loads recurses (RecursionError)

@@ -77,7 +77,7 @@ class Backlog(Protocol):
 
 
 class Journal(Protocol):
-    """What the page reads of the event journal (`hubd.journal.EventJournal`)."""
+    """What the page reads of the event journal (`hubd.outbox.journal.EventJournal`)."""
 
     def events(self, limit: int | None = None) -> list[dict[str, Any]]:
         """The latest platform events, newest first."""
@@ -177,6 +177,7 @@ class StatusRoutes:
                          ) -> dict[str, Any]:
         return {"source": source, "endpointId": unexported.endpoint_id, "name": unexported.name,
                 "entities": list(unexported.reasons), "doorbellEvents": list(unexported.events),
+                "exposable": unexported.exposable, "keptBackRule": unexported.rule,
                 "overrides": self._registry.override_of(unexported.endpoint_id).as_json(),
                 "report": reports.get(unexported.endpoint_id)}
 

@@ -3,7 +3,7 @@
 A token is `hadm_` and 43 URL-safe characters (256 random bits), shown once by `hubd admin-token create`; only its
 SHA-256 hex is stored, a token is looked up by that hash (which tells nothing of the token) and then compared in
 constant time. Revoked tokens stay listed. Every function runs in the database thread (`Database.call`) or from
-the CLI (`Database.call_blocking`); `AdminTokens` is the daemon's lookup. Imports the database only.
+the CLI (`Database.call_blocking`); `AdminTokens` is the daemon's lookup.
 """
 
 from __future__ import annotations

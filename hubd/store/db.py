@@ -32,7 +32,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from hubd.config import StorageConfig
+from hubd.config.model import StorageConfig
 from hubd.errors import StorageUnavailable, StoreError
 from hubd.lifecycle import Backoff, Clock, Health, SystemClock
 from hubd.metrics import Metrics

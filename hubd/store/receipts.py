@@ -7,7 +7,7 @@ the registry's changes also records a `Receipt` (packet id, topic, CRC-32 of the
 message of its batch, in the same transaction; the bridge looks a redelivered message up here and only
 acknowledges it if it is found. The receipts of the last KEEP_BATCHES commits are kept (a packet id is reused
 by the broker only after 65,535 others). A restored database forgets them all (`clear_receipts_blocking`): they
-describe the broker session of the backup's time. Imports hubd.store.db and hubd.store.snapshot only.
+describe the broker session of the backup's time.
 """
 
 from __future__ import annotations

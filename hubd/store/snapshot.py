@@ -5,7 +5,7 @@ mode a reader never blocks hubd's writer (its commits go on into the WAL meanwhi
 consistent moment, and its steps never start over when another process commits (without the transaction
 they would, at every commit hubd makes). Used by `Database` before a migration, and by `hubd backup` and
 `hubd restore`, with the file chores around them (opening a file that must exist, a file written whole or not
-at all, sync, ownership, leftovers). Imports nothing from hubd.
+at all, sync, ownership, leftovers).
 """
 
 from __future__ import annotations

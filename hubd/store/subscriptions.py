@@ -3,7 +3,7 @@
 A broker keeps a persistent session's subscriptions across hubd's restarts, and MQTT 3.1.1 gives no way to ask it
 for them. So the bridge keeps here what it subscribed to; when it reconnects to a session the broker kept, it
 unsubscribes those no dialect needs any more (the topics of devices deleted while hubd was down, a dialect turned
-off), so the broker stops delivering dead topics and holding their subscriptions. Imports hubd.store.db only.
+off), so the broker stops delivering dead topics and holding their subscriptions.
 """
 
 from __future__ import annotations

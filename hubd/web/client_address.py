@@ -4,7 +4,7 @@
 the right: each hop a trusted proxy added is believed, and the first address not of a trusted proxy
 is the client. Anything to the left of it was written by the client itself and is ignored, so
 a client cannot pick the address its failures are counted against. `throttle_key` groups IPv6
-clients by their /64, the block one household or host usually gets. Pure: imports nothing from hubd.
+clients by their /64, the block one household or host usually gets. Pure.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ re-resolves to hubd's address, so the browser's same-origin rule lets the page r
 request still carries the site's name in `Host`. An IP literal or `localhost` cannot be rebound, and the
 machine's own names (hostname, `<hostname>.local` as zeroconf advertises it, the FQDN) and the names the
 owner lists (`http.allowed_hosts`, `http.public_url`'s host) are the owner's: those pass, nothing else does.
-Pure but for `machine_names` and `fqdn`, which ask the system (`fqdn` may wait on DNS). Imports nothing from hubd.
+Pure but for `machine_names` and `fqdn`, which ask the system (`fqdn` may wait on DNS).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 `json.loads` recurses once per nested array or object and raises RecursionError somewhere past
 1,000 levels (how far depends on the stack already in use), and a number of more than 4,300
 digits is a ValueError that is not a JSONDecodeError. Both are turned into `JsonBodyInvalid`
-with a message a client can act on. Pure: imports only hubd.jsondepth.
+with a message a client can act on. Pure.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from hubd.jsondepth import too_deep
+from hubd.untrusted.depth import too_deep
 
 MAX_DEPTH = 32  # hubd's request bodies nest 3 or 4 levels
 

@@ -5,7 +5,7 @@ aiohttp refuses before any route runs, it answers from its protocol, in plain te
 body in a Content-Encoding it cannot decode (`br`, `zstd`: its text then names a package to install), an
 `Expect` header other than `100-continue`. `JsonErrorProtocol` is aiohttp's protocol with those answers in
 hubd's shape; aiohttp still logs them (as client faults, server.py's filter). A refusal or failure is logged with
-`route_pattern`, never the path. Imports nothing from hubd.
+`route_pattern`, never the path.
 """
 
 from __future__ import annotations

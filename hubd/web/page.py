@@ -6,7 +6,7 @@ and <script> (where it says `{{common_css}}`, `{{common_js}}`) before the hashes
 
 The data block escapes `<`, `>` and `&`; a Content-Security-Policy allows only the page's own script and style (by
 hash) and requests to this origin, and no form submission anywhere (a page sends its changes with fetch); never
-cached, never framed. Imports nothing from hubd.
+cached, never framed.
 """
 
 from __future__ import annotations

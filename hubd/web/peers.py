@@ -1,7 +1,7 @@
 """Which TCP peers count as local: loopback, the private ranges (RFC 1918), link-local and IPv6 ULA.
 
 With one listener for everything (no `http.local_port`), the local routes answer only such peers.
-The test is on the connection's own peer address, never on X-Forwarded-For. Pure: imports nothing from hubd.
+The test is on the connection's own peer address, never on X-Forwarded-For. Pure.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """`hubd webhook create|list|revoke|rotate`: manage webhook tokens, with the daemon running or not.
 
-A token is printed once, by create and rotate, and never stored (only its hash). Imports config,
-the store and hubd.webhook; prints to stdout/stderr.
+A token is printed once, by create and rotate, and never stored (only its hash).
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ import sys
 import time
 
 from hubd.clitable import print_table, utc_text
-from hubd.config import HubdConfig
+from hubd.config.model import HubdConfig
 from hubd.errors import HubdError
 from hubd.store.db import Database
 from hubd.webhook import store

@@ -8,7 +8,7 @@ Calls are counted in one-second buckets per token: a flood adds to one bucket a 
 service saves the buckets not yet saved (`take_unsaved`) to SQLite at most once a second instead of
 writing a row per call. A bucket stands for its second's end (`second + 1`), so a window never
 holds more calls than allowed, at the cost of a window up to one second longer. A token's buckets
-are loaded from SQLite the first time it is seen after a start. Imports nothing from hubd.
+are loaded from SQLite the first time it is seen after a start.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 A webhook URL is its secret, and libraries log URLs: aiohttp's server prints the raw request
 line of a malformed request (`b'POST /trigger/with/whk_... HTTP/9.Z'`). The filter goes on the
 handlers that write the log (`hubd.cli.setup_logging`), so it sees the records of every logger,
-and it redacts the message, the formatted traceback and the stack. Imports nothing from hubd.
+and it redacts the message, the formatted traceback and the stack.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Speakers are devices whose config says `displayType: "speaker"`. `sn` (default: the endpointId)
 matches exactly; `roomName` (the recommendRoomName) and `tag` (any of the speaker's tags) match
 ignoring case and surrounding spaces; `isAll` selects every speaker; given fields combine with AND.
-A speaker that said `offline` is skipped; one that never said is tried. Imports hubd.devices.device.
+A speaker that said `offline` is skipped; one that never said is tried.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ USAGE_MAX_AGE_S = 5.0  # the list of webhooks the status page shows is read from
 
 
 class Notices(Protocol):
-    """Where refused calls are listed for the status page (`hubd.journal.EventJournal`)."""
+    """Where refused calls are listed for the status page (`hubd.outbox.journal.EventJournal`)."""
 
     def noticed(self, subject: str, problem: str, at: float) -> None:
         """Something went wrong for `subject`."""

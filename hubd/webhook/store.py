@@ -4,7 +4,7 @@ A token is `whk_` and 43 URL-safe characters (256 random bits); only its SHA-256
 it is looked up by that hash, which leaks nothing about the token, then compared in constant time.
 The hashes a webhook had before a rotation are kept, so an old URL is known as such.
 Every function here runs in the database thread (`Database.call`) or from the CLI
-(`Database.call_blocking`). Imports hubd.webhook.trigger only.
+(`Database.call_blocking`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The webhook trigger body: parse and check it, with a message per field a user can act on.
 
 Hand-written rather than a pydantic model because every message must say what to send instead
-(the 422 body docs/webhook.md shows). Imports hubd.jsonkind and hubd.web.jsonbody only.
+(the 422 body docs/webhook.md shows).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from hubd.jsonkind import json_kind
+from hubd.untrusted.kinds import json_kind
 from hubd.web.jsonbody import JsonBodyInvalid, load_json
 
 TYPES = ("tts", "audio", "asr")

@@ -3,7 +3,7 @@
 The table Home Assistant reads (the `abbreviations` module of its MQTT integration, home-assistant/core) with
 the keys newer producers send on top of it (`o`, `p`, `cmps`, `sug_dsp_prc`, `def_ent_id`, ...; ESPHome 2026 and
 zigbee2mqtt 2.x). A key not listed is
-kept as it is, so a producer newer than this table still works. Imports nothing.
+kept as it is, so a producer newer than this table still works.
 """
 
 from __future__ import annotations

@@ -3,7 +3,6 @@
 The address (JSON, written by hubd.dialects.homeassistant.devices) keeps each entity's discovery config, so that
 after a restart, or for a command, an entity rebuilt from it reads and commands exactly as the one built from
 discovery. Version 1 (before configs were kept) is still read for commands; only version 2 restores.
-Imports nothing of hubd.
 """
 
 from __future__ import annotations

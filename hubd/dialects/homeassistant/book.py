@@ -6,13 +6,12 @@ identifiers and connections (`devices.py` makes each group's endpoints), indexes
 availability topics each exported entity reads, and reads a state, availability or event message off that
 index into typed inputs. `apply` takes added, changed and removed records and says which devices are
 announced again or gone; the topics it learns wait in `take_pending()` for the bridge to subscribe to.
-The dialect (`dialect.py`) reads configs into records and answers the seam. Imports the seam, the device
-model and the other modules of its folder.
+An endpoint is unreachable while one of its entities reports a fault (a jammed lock: `Reading.fault`), as while
+its availability says offline. The dialect (`dialect.py`) reads configs into records and answers the seam.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -28,11 +27,15 @@ from hubd.dialects.base import (
     topic_matches,
 )
 from hubd.dialects.globs import Globs
-from hubd.dialects.homeassistant.devices import DeviceEndpoint, Record, assign_doorbells, device_endpoints
+from hubd.dialects.homeassistant.devices import (
+    DeviceEndpoint,
+    Record,
+    assign_doorbells,
+    assign_revealed,
+    device_endpoints,
+)
 from hubd.dialects.homeassistant.entities import ECHO, StateProblem, TemplateFailed
 from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
-
-log = logging.getLogger(__name__)
 
 ROLE_AVAILABILITY = "availability"
 
@@ -44,6 +47,7 @@ class EntityBook:
         self._prefix = prefix
         self._templates = templates
         self._doorbells = doorbells
+        self.exposed: frozenset[str] = frozenset()  # endpointIds whose kept-back entities the owner exposed
         self.records: dict[tuple[str, str], Record] = {}
         self._by_token: dict[tuple[str, ...], set[tuple[str, str]]] = {}
         # topic → the (record key, role) pairs that read it: a dict as an ordered set, so that removing one of
@@ -51,6 +55,7 @@ class EntityBook:
         self._topics: dict[str, dict[tuple[tuple[str, str], str], None]] = {}
         self.endpoints: dict[str, DeviceEndpoint] = {}
         self._online: dict[str, bool] = {}
+        self._faulted: set[str] = set()  # endpoints offline for a fault of one of their entities (a jammed lock)
         self._subscribed: set[str] = set()
         self._wild: set[str] = set()  # the topics read that are wildcard filters (a few: Theengs, OpenMQTTGateway)
         self._commands: dict[str, set[tuple[str, str]]] = {}  # command topic → the records publishing there
@@ -151,6 +156,7 @@ class EntityBook:
             records = [self.records[k] for k in sorted(group)]
             for record in records:
                 self._unindex_topics(record)
+            assign_revealed(records, self.exposed)
             assign_doorbells(records, self._doorbells)
             for endpoint in device_endpoints(records):
                 after.add(endpoint.endpoint_id)
@@ -166,6 +172,7 @@ class EntityBook:
         for gone in sorted(before - after):
             self.endpoints.pop(gone, None)
             self._online.pop(gone, None)
+            self._faulted.discard(gone)
             out.append(DeviceGone(gone))
         out += self._availability_changes(e for e in sorted(touched) if e in self.endpoints)
         # A topic no entity reads any more is forgotten and unsubscribed (asked for again if it comes back): memory
@@ -192,8 +199,13 @@ class EntityBook:
                 continue
             if role == ROLE_AVAILABILITY:
                 self._last_availability[topic] = payload
-                if self._availability(record, topic, payload):
-                    touched.add(record.endpoint)
+                try:
+                    if self._availability(record, topic, payload):
+                        touched.add(record.endpoint)
+                except TemplateError as err:
+                    out.append(InputRejected("state", f"{topic}: the availability template of {record.label} of "
+                                                      f"{record.endpoint} failed: {err}; fix the template in the "
+                                                      "device's discovery config"))
                 continue
             try:
                 reading = record.entity.read(role, payload)
@@ -206,6 +218,16 @@ class EntityBook:
                 continue
             if reading.values:
                 values.setdefault(record.endpoint, {}).update(reading.values)
+            if reading.fault != record.fault or (record.entity.faults and record.endpoint not in self._online):
+                record.fault = reading.fault
+                touched.add(record.endpoint)
+            if reading.fault is not None:
+                named = self.endpoints[record.endpoint].config.displayName if record.endpoint in self.endpoints \
+                    else ""
+                out.append(InputRejected("state", f"{topic}: {record.label} of {named} ({record.endpoint}): "
+                                                  f"{reading.fault} "
+                                                  f"({payload.text.strip()[:40]!r}): never reported locked, and "
+                                                  "unreachable until it reports a state hubd knows"))
             if record.doorbell is not None and not retained and reading.events and (
                     record.doorbell == "*" or record.doorbell.casefold() in {e.casefold() for e in reading.events}):
                 presses.append(PressReceived(record.endpoint, when))
@@ -229,7 +251,10 @@ class EntityBook:
         for source in record.availability.sources if record.availability and record.endpoint else ():
             last = self._last_availability.get(source.topic)
             if last is not None and source.topic not in record.seen:
-                said = self._availability(record, source.topic, last) or said
+                try:
+                    said = self._availability(record, source.topic, last) or said
+                except TemplateError:
+                    continue  # listed under problems when that payload came
         return said
 
     def _component(self, key: tuple[str, str]) -> set[tuple[str, str]]:
@@ -280,27 +305,34 @@ class EntityBook:
         record.indexed.clear()
 
     def _availability(self, record: Record, topic: str, payload: Payload) -> bool:
-        """Note an availability message for the record; whether it said available or not."""
+        """Note an availability message for the record; whether it said available or not (TemplateError when its
+        availability template fails)."""
         for source in record.availability.sources if record.availability else ():
             if source.topic != topic:
                 continue
             text = payload.text.strip()
             template = record.availability_templates.get(topic)
             if template is not None:
-                try:
-                    text = self._templates.render_value(template, payload)
-                except TemplateError as err:
-                    log.warning("%s: the availability template of %s failed: %s", topic, record.label, err)
-                    return False
+                text = self._templates.render_value(template, payload)  # a TemplateError: listed, as for a state
             if text in (source.available, source.not_available):
                 record.seen[topic] = record.latest = text == source.available
                 return True
         return False
 
     def _endpoint_online(self, endpoint: str) -> bool | None:
-        """Online when one of its entities is available, offline when all are known not to be."""
+        """Online when one of its entities is available, offline when all are known not to be, or while one of them
+        reports a fault (a jammed lock); online again when that fault is gone and nothing else is known."""
         records = [self.records[k] for k in self.endpoints[endpoint].keys if k in self.records]
+        if any(r.fault is not None for r in records):
+            self._faulted.add(endpoint)
+            return False
+        faulted = endpoint in self._faulted
+        self._faulted.discard(endpoint)
         known = [r.available() for r in records if r.availability is not None]
         if True in known:
             return True
-        return False if known and None not in known else None
+        if known and None not in known:
+            return False
+        # Nothing else known: reachable once its fault is gone, or (a lock without availability, whose last fault
+        # may predate a restart) once it reported a state hubd knows.
+        return True if faulted or (not known and any(r.entity.faults for r in records)) else None

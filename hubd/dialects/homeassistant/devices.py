@@ -4,7 +4,7 @@ A `Record` is one discovered entity with what the dialect keeps of it: its Entit
 availability and where its state goes. `device_endpoints` turns the records that share identifiers or
 connections into the device's endpoints (mapping.plan_ranked: one per device, a split-off one per repeated
 interface) with the whole DeviceConfig, the Route address and the Origin notes of every entity, exported or
-not and why. Pure; imports the mapping, the entities and the seam's types.
+not and why. Pure.
 
 The Route address (version 2, JSON with sorted keys, kept with the device in SQLite) holds the discovery
 config of each entity on the endpoint, expanded (full keys, `~` resolved) and without what hubd never reads,
@@ -48,6 +48,10 @@ from hubd.dialects.homeassistant.templates import Compiled
 
 DIALECT = "homeassistant"
 ANY_EVENT = "*"
+# Components richer than a switch: a switch announced beside one of them for the same thing is that thing's on/off.
+_RICHER = frozenset({"light", "fan", "climate", "humidifier", "water_heater", "vacuum", "valve", "cover"})
+# A switch's value_template that reads the device's plain state (whitespace removed), or none: the raw payload.
+_PLAIN_STATE = frozenset({"", "{{value_json.state}}", "{{value_json['state']}}", '{{value_json["state"]}}'})
 # Which entity of a device carries a declared doorbell when several could (one press must be one DoorbellPress).
 _DOORBELL_SOURCES = ("event", "device_automation", "sensor", "binary_sensor")
 
@@ -78,6 +82,8 @@ class Record:
     # out (a device gone meanwhile, e.g. now excluded, is reported gone then).
     pinned: str | None = None
     restored: str | None = None
+    fault: str | None = None  # what its last state said that makes its device unreachable (a jammed lock), if any
+    revealed: bool = False  # kept back by rule, but the owner exposed its device (`{"exposed": true}`)
 
     @property
     def component(self) -> str:
@@ -91,9 +97,22 @@ class Record:
 
     @property
     def exported(self) -> bool:
-        """Whether the platform gets it (a part, or a doorbell); never a config or diagnostic entity."""
-        return self.included and not self.entity.setting and (self.entity.part is not None or
-                                                              self.doorbell is not None)
+        """Whether the platform gets it (a part, or a doorbell); a config or diagnostic entity only when the owner
+        exposed its device (`revealed`), and a maintenance action never."""
+        return self.included and (not self.entity.setting or self.revealed) and (self.entity.part is not None or
+                                                                                 self.doorbell is not None)
+
+    @property
+    def exposable(self) -> bool:
+        """Whether it is kept back by a rule the owner may lift: a config or diagnostic entity that maps to a platform
+        interface (rtl_433's diagnostic door contact), never a maintenance action or a button."""
+        return self.included and self.entity.setting and not self.maintenance and self.entity.part is not None
+
+    @property
+    def maintenance(self) -> bool:
+        """Whether it maintains the device (any button; a switch whose name says restart, erase, reset, update...):
+        kept back by a rule no owner lifts."""
+        return self.component == "button" or self.entity.maintenance
 
     def command_topics(self) -> dict[str, str]:
         """The topics the entity publishes commands to, by key (`*command_topic`, a cover's `set_position_topic`)."""
@@ -159,6 +178,14 @@ def assign_doorbells(records: Sequence[Record], declared: Sequence[tuple[Globs, 
                 best.doorbell = event
 
 
+def assign_revealed(records: Sequence[Record], exposed: frozenset[str]) -> None:
+    """Mark the device's kept-back entities the owner exposed (its endpointId is in `exposed`): exported from now on,
+    with the capabilities their component gives them."""
+    revealed = bool(exposed) and not exposed.isdisjoint(_endpoint_ids(records))
+    for record in records:
+        record.revealed = revealed and record.exposable
+
+
 def _endpoint_ids(records: Sequence[Record]) -> list[str]:
     """The endpointId of the device the records make (the one it was restored with too, while held)."""
     pinned = [r.pinned for r in records if r.pinned is not None]
@@ -204,7 +231,8 @@ def device_endpoints(records: Sequence[Record]) -> list[DeviceEndpoint]:
         named = names.device_name(device, _identifiers(device, ordered, device_id),
                                   _kind(kinds[0].display_type, kinds[0].capabilities) if kinds else "device")
     out = []
-    ranks = {k: mapping.primary_rank(part) for k, part in parts.items()}  # a device's primary function first
+    ranks = {k: mapping.primary_rank(part, by_part_key[k].name, by_part_key[k].object_id)  # its function first
+             for k, part in parts.items()}
     groups = {k: ROOM_GROUP for k, r in by_part_key.items() if room_reading_of(r.key) is not None}
     for planned in mapping.plan_ranked(device_id, parts, ranks, groups):
         members = [by_part_key[k] for k in planned.keys]
@@ -234,16 +262,34 @@ def device_endpoints(records: Sequence[Record]) -> list[DeviceEndpoint]:
 
 
 def _announced_again(records: Sequence[Record]) -> dict[tuple[str, str], str]:
-    """The sensors that read what a climate's room reading reads (zigbee2mqtt 2.x announces a thermostat's
-    local_temperature in its climate config and as a sensor of its own), by key, with the room reading's label:
-    the platform gets the reading once, from the climate's."""
+    """The entities that announce again what another entity of their device has, by key, with why: the platform gets
+    each thing once (one thing, one endpoint).
+
+    A sensor that reads what a climate's room reading reads (zigbee2mqtt 2.x announces a thermostat's
+    local_temperature in its climate config and as a sensor of its own); a switch that reads the plain `state`
+    (or the raw payload) of a topic a richer entity of the device reads and commands on one of its command topics:
+    a zigbee2mqtt group announced as a light and as a switch, a thermostat's own `state` beside its Switch (the
+    richer one keeps the Switch)."""
     def reading(record: Record) -> tuple[str | None, str, str | None]:
         conf = record.entity.conf
         return conf.text("state_topic"), "".join((conf.text("value_template") or "").split()), \
             record.entity.device_class
     rooms = {reading(r): r.label for r in records if room_reading_of(r.key) is not None and r.exported}
-    return {r.key: rooms[reading(r)] for r in records
-            if r.component == "sensor" and room_reading_of(r.key) is None and reading(r) in rooms}
+    out = {r.key: f"reads what {rooms[reading(r)]} (the climate's room reading) reads: the platform gets it once"
+           for r in records if r.component == "sensor" and room_reading_of(r.key) is None and reading(r) in rooms}
+    richer = [r for r in records if r.exported and r.component in _RICHER and r.entity.part is not None
+              and "Switch" in r.entity.part.interfaces]
+    for record in records:
+        if record.component != "switch" or not record.exported or reading(record)[1] not in _PLAIN_STATE:
+            continue
+        state, command = record.entity.conf.text("state_topic"), record.entity.conf.text("command_topic")
+        for other in richer:
+            topics = {v for k, v in other.entity.conf.data.items() if k.endswith("topic") and isinstance(v, str)}
+            if state in topics and command in set(other.command_topics().values()):
+                out[record.key] = (f"the same thing as {other.label} (its state and command topics): one thing, "
+                                   f"one endpoint, and the {other.component}'s Switch is its on/off")
+                break
+    return out
 
 
 def _identifiers(device: DeviceInfo | None, records: Sequence[Record], device_id: str) -> list[str]:
@@ -253,10 +299,14 @@ def _identifiers(device: DeviceInfo | None, records: Sequence[Record], device_id
 
 
 def _kind(display_type: str, capabilities: Iterable[Capability]) -> str:
-    """What an endpoint is, for a name of last resort: its display type, or "sensor" when it only reports."""
+    """What an endpoint is, for a name of last resort: its display type, or "thermometer" or "sensor" when it only
+    reports."""
     if display_type != "unknown":
         return display_type
-    return "device" if any(c.supportedOperations for c in capabilities) else "sensor"
+    capabilities = tuple(capabilities)
+    if any(c.supportedOperations for c in capabilities):
+        return "device"
+    return "thermometer" if any(c.interface == "Temperature" for c in capabilities) else "sensor"
 
 
 def _part_keys(records: Sequence[Record]) -> dict[str, Record]:
@@ -267,17 +317,23 @@ def _part_keys(records: Sequence[Record]) -> dict[str, Record]:
     return {(r.object_id if counts[r.object_id] == 1 else f"{r.object_id}_{r.component}"): r for r in records}
 
 
-def note_of(record: Record, same_as: str | None = None) -> EntityNote:
-    """What the status page says of one entity: exported, or why not (`same_as`: the room reading it repeats)."""
-    if same_as is not None:
-        return EntityNote(record.label, False, f"reads what {same_as} (the climate's room reading) reads: the "
-                                               "platform gets it once")
+def note_of(record: Record, again: str | None = None) -> EntityNote:
+    """What the status page says of one entity: exported, or why not (`again`: why it repeats another entity)."""
+    if again is not None:
+        return EntityNote(record.label, False, again)
     if not record.included:
         return EntityNote(record.label, False, "left out by homeassistant.include/exclude")
     if record.entity.setting and record.entity.category == "maintenance":
         return EntityNote(record.label, False, "a switch or button that maintains the device (its name or unique_id "
                                                "says restart, erase, reset, update...): never exported, so that no "
-                                               "voice command restarts or erases it")
+                                               "voice command restarts or erases it, not even when exposed")
+    if record.entity.setting and record.maintenance:
+        return EntityNote(record.label, False, f"a {record.component} that maintains the device (entity_category "
+                                               f"{record.entity.category}): never exported, so that no voice command "
+                                               "restarts or erases it, not even when exposed")
+    if record.entity.setting and record.revealed and record.exported:
+        return EntityNote(record.label, True, f"{record.entity.category} entity (entity_category "
+                                              f"{record.entity.category}): kept back by rule, exposed by the owner")
     if record.entity.setting:
         return EntityNote(record.label, False, f"a device's {record.entity.category} entity (entity_category "
                                                f"{record.entity.category}): never exported, as Home Assistant never "
@@ -287,6 +343,15 @@ def note_of(record: Record, same_as: str | None = None) -> EntityNote:
             return EntityNote(record.label, True, f"a declared doorbell: {record.doorbell!r} is a DoorbellPress")
         return EntityNote(record.label, True)
     return EntityNote(record.label, False, record.entity.reason)
+
+
+def kept_back_note(record: Record) -> str:
+    """Why an entity of a device kept back whole is not exported: for one the owner may expose, the rule and that
+    exposing the device brings it back."""
+    if record.exposable:
+        return (f"{record.entity.category} entity (entity_category {record.entity.category}): kept back by rule; "
+                "expose it if it is a real device function")
+    return note_of(record).reason
 
 
 def _additional_info(device: DeviceInfo | None, members: Sequence[Record]) -> dict[str, str]:

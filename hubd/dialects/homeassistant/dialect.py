@@ -9,7 +9,7 @@ state, availability and event messages. It learns its entities' state and availa
 their configs: the bridge subscribes to `<prefix>/#` once and then to whatever `pending_subscriptions()`
 returns after each decode. After a restart, `restore` rebuilds the entities from the configs their devices'
 Route addresses keep, so that the states queued for hubd's session (delivered before the retained configs)
-are read. Imports the seam (base), the mapping and the other modules of its folder.
+are read.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from hubd.config import DoorbellConfig, HomeAssistantConfig
+from hubd.config.model import DoorbellConfig, HomeAssistantConfig
 from hubd.devices.model import Route
 from hubd.dialects.base import (
+    MAINTENANCE_RULE,
     Announced,
     CommandRefused,
     ControlRequest,
@@ -39,7 +40,7 @@ from hubd.dialects.homeassistant.address import read_address
 from hubd.dialects.homeassistant.book import EntityBook
 from hubd.dialects.homeassistant.climate import Climate, as_sent, room_readings
 from hubd.dialects.homeassistant.cover import Cover
-from hubd.dialects.homeassistant.devices import DIALECT, Record, device_id_of, names_of, note_of
+from hubd.dialects.homeassistant.devices import DIALECT, Record, device_id_of, kept_back_note, names_of
 from hubd.dialects.homeassistant.discovery import (
     COMPONENTS,
     DEVICE_COMPONENT,
@@ -54,11 +55,15 @@ from hubd.dialects.homeassistant.discovery import (
 )
 from hubd.dialects.homeassistant.entities import Entity
 from hubd.dialects.homeassistant.fan import Fan
+from hubd.dialects.homeassistant.humidifier import Humidifier
 from hubd.dialects.homeassistant.lights import Light
 from hubd.dialects.homeassistant.scene import Scene
 from hubd.dialects.homeassistant.sensors import BinarySensor, Event, Lock, Sensor, Trigger
 from hubd.dialects.homeassistant.switch import Siren, Switch
 from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
+from hubd.dialects.homeassistant.vacuum import Vacuum
+from hubd.dialects.homeassistant.valve import Valve
+from hubd.dialects.homeassistant.water_heater import WaterHeater
 from hubd.dialects.payload import MAX_PAYLOAD_BYTES
 from hubd.dialects.topics import CommandTopics
 
@@ -71,10 +76,9 @@ MAX_REFUSED = 1_000  # entities refused for their command topics listed on the d
 # these (the restore tests compare every fixture's routes and states before and after a restart).
 _UNUSED = frozenset({"icon", "entity_picture", "options", "enabled_by_default",
                      "default_entity_id", "object_id", "group", "state_class", "suggested_display_precision",
-                     "force_update", "expire_after", "encoding", "optimistic", "platform", "min_humidity",
-                     "max_humidity"})
+                     "force_update", "expire_after", "encoding", "optimistic", "platform"})
 _UNUSED_PREFIXES = ("json_attributes_", "effect", "preset_mode", "fan_mode", "swing_mode", "swing_horizontal_mode",
-                    "action_", "current_temperature_", "current_humidity_", "target_humidity_", "aux_", "white_",
+                    "action_", "current_temperature_", "current_humidity_", "aux_", "white_",
                     "rgbw_", "rgbww_", "flash", "transition", "tilt_", "oscillation_", "direction_", "last_reset_")
 # Keys the record reads when it is made (device_endpoints writes them back into the address from the record).
 _RECORD_KEYS = frozenset({"device", "origin", "name", "unique_id", "availability", "availability_topic",
@@ -84,6 +88,7 @@ _NOT_KEPT = _UNUSED | _RECORD_KEYS  # what an entity's conf leaves out once buil
 _CLASSES: dict[str, type[Entity]] = {
     "sensor": Sensor, "binary_sensor": BinarySensor, "lock": Lock, "event": Event, "device_automation": Trigger,
     "switch": Switch, "scene": Scene, "cover": Cover, "climate": Climate, "fan": Fan, "light": Light, "siren": Siren,
+    "valve": Valve, "humidifier": Humidifier, "water_heater": WaterHeater, "vacuum": Vacuum,
 }
 
 
@@ -265,9 +270,12 @@ class HomeAssistantDialect(Dialect):
             if all(r.endpoint is None for r in records):
                 first = records[0]
                 name = (first.device.name if first.device else None) or first.unique_id or first.label
+                exposable = any(r.exposable for r in records)
+                maintenance = not exposable and any(r.entity.setting and r.included for r in records) and all(
+                    r.maintenance for r in records if r.entity.setting and r.included)
                 out.append(Unexported(device_id_of(records), name, tuple(
-                    f"{r.label}: {note_of(r).reason}" for r in records),
-                    _press_events(records)))
+                    f"{r.label}: {kept_back_note(r)}" for r in records),
+                    _press_events(records), exposable, MAINTENANCE_RULE if maintenance else None))
         listed = {u.endpoint_id for u in out} | set(self._book.endpoints)
         out += [u for u in self._refused.values() if u.endpoint_id not in listed]
         return sorted(out, key=lambda u: (u.name, u.endpoint_id))
@@ -285,11 +293,13 @@ class HomeAssistantDialect(Dialect):
         where that changes it."""
         self._selected = Selected(selection.include, selection.exclude, selection.doorbells)
         self._book.declare(self._selected.doorbells)
+        self._book.exposed = selection.exposed
         changed: dict[tuple[str, str], Record | None] = {}
         for key, record in self._book.records.items():
             included = self._selected.included(names_of(record))
-            # Worked out again: the devices of entities selected differently, and of those a press could ring.
-            if included != record.included or record.entity.press_events() is not None:
+            # Worked out again: the devices of entities selected differently, of those a press could ring, and of
+            # those kept back by a rule the owner may lift (exposed or kept back again).
+            if included != record.included or record.entity.press_events() is not None or record.exposable:
                 record.included = included
                 changed[key] = record
         return self._book.apply(changed)

@@ -8,9 +8,12 @@ compiled code does, on plain JSON values only (dict keys and list items, never a
 allows), and steps aside (None) for anything else: a value that is not a plain JSON value, a key that is missing,
 a filter that raises, an output too long; Jinja then renders that message in the render process, so results and
 errors are Jinja's in every case. Nothing it does can run long or allocate much: a payload is at most 64 KiB and
-every step is a lookup or a number filter on one value (`round` bounds its precision).
+every step is a lookup or a number filter on one value (`round` bounds its precision). Building a reader
+evaluates nothing of the template: it walks the parse and keeps the values of its literal nodes as they are
+(never Jinja's `as_const`, which would call filters and operators on constant arguments); its filters run only on
+a payload's value, when a message comes.
 
-`Payload` is one MQTT payload as templates see it. Imports the filters and the sandbox's JSON rule.
+`Payload` is one MQTT payload as templates see it.
 """
 
 from __future__ import annotations

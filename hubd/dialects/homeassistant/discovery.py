@@ -5,7 +5,7 @@ message into the entity configs it holds (one, or one per component of a device-
 every key in full (the abbreviation tables, in `dev`, `o` and each availability entry too) and `~` expanded
 at the start or end of any `*_topic`. `Conf` reads one config's fields with their types checked, each problem a
 `ConfigProblem` naming the key and the fix; `DeviceInfo` and `Availability` are the device block and the
-availability settings. Imports only the abbreviation table and the payload limits (hubd.dialects.payload).
+availability settings.
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ that after a restart an entity rebuilt from it reads and commands exactly as the
 
 An entity without a state topic is optimistic, as in Home Assistant: it reads its own untemplated commands
 back from their command topics (roles `echo:<role>`), so a control is confirmed as for any device.
-Imports the templates, the discovery reader, the mapping and the seam's types.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from typing import Any, ClassVar
 
 from hubd.devices.model import StateValue
 from hubd.dialects import mapping
-from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
+from hubd.dialects.base import CommandRefused, CommandTemplateFailed, ControlRequest, Outgoing
 from hubd.dialects.homeassistant.discovery import Conf, ConfigProblem
 from hubd.dialects.homeassistant.templates import Compiled, Payload, TemplateError, Templates
 
@@ -50,16 +49,20 @@ class TemplateFailed(Exception):
 
 @dataclass(slots=True)
 class Reading:
-    """What one message told about an entity: interface values, and the events it names (for doorbells)."""
+    """What one message told about an entity: interface values, the events it names (for doorbells), and a fault:
+    a state that makes the device unreachable until it reports a state hubd understands again (a lock jammed, not
+    fully locked, or in a state not known: never reported locked)."""
 
     values: dict[str, StateValue] = field(default_factory=dict)
     events: tuple[str, ...] = ()
+    fault: str | None = None
 
 
 class Entity:
     """A discovered entity (the base: no state, no commands, not exported)."""
 
     component: ClassVar[str] = ""
+    faults: ClassVar[bool] = False  # whether its readings may carry a fault (a lock's): then a reading decides reach
 
     def __init__(self, conf: Conf, templates: Templates) -> None:
         self.conf = conf
@@ -71,7 +74,10 @@ class Entity:
         # Home Assistant never exposes a config or diagnostic entity to a voice assistant: nor does hubd (a plug's
         # "power outage memory" switch must not become the plug).
         self.setting = self.category in SETTING_CATEGORIES
-        if not self.setting and self.component in MAINTAINABLE and _maintenance(conf):
+        # A switch or button whose name says restart, erase, reset...: kept back even when the owner exposes the
+        # device's kept-back entities (so is any button: `hubd.dialects.homeassistant.devices.Record.maintenance`).
+        self.maintenance = self.component in MAINTAINABLE and _maintenance(conf)
+        if not self.setting and self.maintenance:
             self.setting, self.category = True, "maintenance"
         self.qos = conf.qos()
         self.retain = conf.flag("retain", False)
@@ -134,7 +140,7 @@ class Entity:
         try:
             return self.templates.render(template, variables)
         except TemplateError as err:
-            raise CommandRefused(f"{key} failed: {err}") from None
+            raise CommandTemplateFailed(f"{key} failed: {err}") from None
 
     def publish(self, topic_key: str, payload: str) -> Outgoing:
         """One publish to the command topic `topic_key` with the entity's qos and retain."""

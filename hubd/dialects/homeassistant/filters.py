@@ -4,7 +4,7 @@ float, int, bool, round, multiply, add, log, is_defined, iif, from_json, to_json
 as_timestamp, timestamp_*, is_number, contains, bitwise_*, average, slugify, ordinal, base64_*, zip, now and the
 rest, each failing as Home Assistant's does: without a `default`, an input it cannot read raises ValueError
 (the sandbox turns it into a TemplateError). Pure functions; `hubd.dialects.homeassistant.templates` registers
-them in its sandbox. Imports nothing of hubd.
+them in its sandbox.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ min_mireds and max_mireds, or kelvin with color_temp_kelvin; 0 % = warmest) and 
 platform's RGB integer). Basic lights read and command one topic per attribute, with their value and command
 templates and on_command_type; json lights read and send one JSON object; template lights render
 command_on/off_template and read state/brightness/colour templates. See entities.py for the Entity
-contract. Imports the entity base and the mapping.
+contract.
 """
 
 from __future__ import annotations

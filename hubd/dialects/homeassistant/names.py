@@ -5,7 +5,7 @@ Without a name, the device is named after its model ("IKEA TRADFRI bulb"). Tasmo
 entities a device block with neither (only its status sensor, announced last, names the device): each endpoint is
 then named after the entities it carries ("Switch 1", "Switch 2"), so that the same entities give the same names
 whatever order they arrived in, and no endpoint keeps a name that belonged to another. An identifier is never a
-name (hubd.dialects.naming). Imports the naming rules and the discovery reader's device block.
+name (hubd.dialects.naming).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""`RenderProcess`: hubd's side of the render process, where every template Jinja must run is rendered.
+"""`RenderProcess`: hubd's side of the render process, where every template Jinja must run is compiled and
+rendered.
 
 A template comes from a device's discovery config, so it is untrusted: a regex that backtracks for ever, three
 nested loops, a filter that allocates gigabytes. In hubd's own process any of these would stall the event loop
@@ -13,7 +14,6 @@ The call is synchronous (a dialect decodes in the bridge's loop): a render costs
 (tens of microseconds) and never more than DEADLINE_S. The commonest value templates never come here
 (hubd.dialects.homeassistant.direct reads them in-process). The process is started on first use or by `prepare()`
 (so it is ready before the first message), ends with hubd (its stdin closes), and is stopped by `close()`.
-Imports only the sandbox (its limits and frames).
 """
 
 from __future__ import annotations

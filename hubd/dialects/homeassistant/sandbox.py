@@ -12,7 +12,15 @@ These limits make a well-behaved template fail fast with a clear reason; they ar
 hostile one (a regex that backtracks for ever, a loop with nothing to check in it, a filter that allocates
 gigabytes in one C call): that is the render process, which runs this module with a memory limit and is killed
 at a deadline (hubd.dialects.homeassistant.renderer). Frames (`write_frame`, `read_frame`) are the process's
-wire: a 4-byte length, then JSON. Imports only the filters.
+wire: a 4-byte length, then JSON.
+
+Compiling evaluates nothing of a template. Jinja folds constant expressions while it compiles: its optimizer,
+and its code generator on its own (every child of `{{ }}`, and `{% autoescape %}`'s value, through `as_const`,
+which calls filters and tests on literal arguments). A template of literals only (`"a…a!" | regex_replace(
+"(a+)+$", "")`, `"x" | center(65000)` chained) would then run while compiling, outside every limit of a render.
+So the sandbox compiles without the optimizer and with `UnfoldedCodeGenerator`, which folds only literals: all
+of a template runs when it renders, within the budget, the memory cap and the deadline. hubd's own process
+never compiles a device's template at all (hubd.dialects.homeassistant.templates): it parses, and reads the parse.
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, BinaryIO
 
 import jinja2
+from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
@@ -80,14 +90,35 @@ class _DictGlobal:
         return {pair[0]: pair[1] for pair in pairs}
 
 
+class UnfoldedCodeGenerator(CodeGenerator):
+    """Jinja's code generator folding nothing but literals: what `{{ }}` prints and `{% autoescape %}` sets is
+    worked out when the template renders, never while it compiles (Jinja's own generator calls `as_const` on
+    both, which runs filters and tests on constant arguments, even without the optimizer)."""
+
+    def _output_child_to_const(self, node: nodes.Expr, frame: Frame, finalize: Any) -> str:
+        if type(node) not in (nodes.TemplateData, nodes.Const):
+            raise nodes.Impossible()  # rendered at run time, like any expression
+        return super()._output_child_to_const(node, frame, finalize)
+
+    def visit_EvalContextModifier(self, node: nodes.EvalContextModifier, frame: Frame) -> None:
+        for keyword in node.options:
+            self.writeline(f"context.eval_ctx.{keyword.key} = ")
+            self.visit(keyword.value, frame)
+            if type(keyword.value) is nodes.Const:
+                setattr(frame.eval_ctx, keyword.key, keyword.value.value)
+            else:
+                frame.eval_ctx.volatile = True  # known only when it renders (what Jinja does for a non-constant)
+
+
 class TemplateSandbox(ImmutableSandboxedEnvironment):
     """The sandbox with Home Assistant's additions, the limits of one render, and the compiled templates."""
 
     intercepted_binops = frozenset({"*", "**", "+", "%"})
+    code_generator_class = UnfoldedCodeGenerator
 
     def __init__(self) -> None:
         super().__init__(extensions=["jinja2.ext.loopcontrols", "jinja2.ext.do"], autoescape=False,
-                         undefined=jinja2.Undefined)
+                         undefined=jinja2.Undefined, optimized=False)  # no constant folding: see the module
         self._deadline = math.inf
         self._range_left = MAX_RANGE_ITEMS
         self._compiled: OrderedDict[str, jinja2.Template] = OrderedDict()
@@ -111,19 +142,6 @@ class TemplateSandbox(ImmutableSandboxedEnvironment):
         except (RecursionError, MemoryError) as err:
             raise TemplateError("the template is nested too deeply") from err
         except Exception as err:  # e.g. ValueError: a number literal with more digits than Python reads
-            raise TemplateError(f"not a valid template ({type(err).__name__}: {str(err)[:120]})") from err
-
-    def check_compiles(self, tree: Any) -> None:
-        """Whether a parse also compiles (an unknown filter or test is found here, not at its first render);
-        TemplateError when it does not. Compiling runs nothing of the template, but Jinja's optimizer may change
-        the tree: read it before."""
-        try:
-            self.compile(tree)
-        except jinja2.TemplateSyntaxError as err:  # TemplateAssertionError: an unknown filter, test, ...
-            raise TemplateError(f"not a valid template (line {err.lineno}: {err.message})") from err
-        except (RecursionError, MemoryError) as err:
-            raise TemplateError("the template is nested too deeply") from err
-        except Exception as err:
             raise TemplateError(f"not a valid template ({type(err).__name__}: {str(err)[:120]})") from err
 
     def template(self, source: str) -> jinja2.Template:

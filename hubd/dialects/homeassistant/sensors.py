@@ -2,10 +2,11 @@
 event, device_automation.
 
 Temperature (°F and K converted) and humidity sensors; binary sensors (alarm = On for leak, smoke, gas, CO,
-tamper; open, detected or on = On for every other, with or without a class); a lock (locked = On; locked by
-voice, never unlocked); an `event` entity (a doorbell when its
+tamper; open, detected or on = On for every other, with or without a class); a lock (On only when fully
+locked; jammed or a state not understood is a fault that makes it unreachable; locked by voice, never
+unlocked); an `event` entity (a doorbell when its
 device_class is doorbell) and a device_automation trigger, which press a declared doorbell. See
-entities.py for the Entity contract. Imports the entity base and the mapping.
+entities.py for the Entity contract.
 """
 
 from __future__ import annotations
@@ -97,14 +98,22 @@ class BinarySensor(Entity):
 
 
 class Lock(Entity):
-    """`lock` (locked = On): locked by voice through its command topic; never unlocked (no Switch.Off)."""
+    """`lock` (locked = On): locked by voice through its command topic; never unlocked (no Switch.Off).
+
+    On only when it is fully locked (state_locked); unlocked, open, opening, unlocking and locking are Off (not
+    locked yet); jammed, an unknown state or any state it does not declare is a fault: Off, and the device
+    unreachable until it reports locked or unlocked again."""
 
     component = "lock"
+    faults = True
 
     def __init__(self, conf: Conf, templates: Templates) -> None:
         super().__init__(conf, templates)
-        self.locked = {conf.text("state_locked", "LOCKED")}
-        self.unlocked = {conf.text("state_unlocked", "UNLOCKED"), conf.text("state_open", "OPEN")}
+        self.locked = conf.string("state_locked", "LOCKED")
+        self.unlocked = {conf.string(key, default) for key, default in (
+            ("state_unlocked", "UNLOCKED"), ("state_open", "OPEN"), ("state_opening", "OPENING"),
+            ("state_unlocking", "UNLOCKING"), ("state_locking", "LOCKING"))}
+        self.jammed = conf.string("state_jammed", "JAMMED")
         self.payload_lock = conf.payload("payload_lock", "LOCK")
         self.compile("value_template")
         self.compile("command_template")
@@ -119,11 +128,14 @@ class Lock(Entity):
 
     def read(self, role: str, payload: Payload) -> Reading:
         text = self.render_value("value_template", payload)
-        if text in self.locked:
+        if text == self.locked:
             return Reading({"Switch": "On"})
         if text in self.unlocked:
             return Reading({"Switch": "Off"})
-        return Reading()  # locking, unlocking, jammed: no Switch value
+        unknown = text in UNKNOWN or text.casefold() == "unknown"
+        what = "jammed" if text == self.jammed else \
+            "in an unknown state" if unknown else "in a state it does not declare"
+        return Reading({"Switch": "Off"}, fault=f"the lock is {what}")
 
     def command(self, request: ControlRequest) -> list[Outgoing]:
         if request.interface != "Switch" or target_value(request) != "On" or self.payload_lock is None:

@@ -1,4 +1,5 @@
-"""The render process: `python -m hubd.dialects.homeassistant.worker`, started by hubd, renders templates.
+"""The render process: `python -m hubd.dialects.homeassistant.worker`, started by hubd, compiles and renders
+templates (the only process where a device's template is compiled: compiling, too, is within its limits).
 
 hubd (hubd.dialects.homeassistant.renderer) sends it one request at a time as a frame on its stdin and reads the
 answer from its stdout (hubd.dialects.homeassistant.sandbox: frames, the sandbox, `render`). It renders in the
@@ -9,7 +10,7 @@ sandbox with two limits of its own, so that a hostile template costs this proces
   loop in a loop in a loop), an error answer again.
 What neither can stop, one C call that runs on (a regex that backtracks), hubd stops: it kills this process at its
 deadline and starts another. The process ends when its stdin closes (hubd stopped or died). It writes nothing but
-frames on stdout; stderr is hubd's. Imports only the sandbox.
+frames on stdout; stderr is hubd's.
 """
 
 from __future__ import annotations

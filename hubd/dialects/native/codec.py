@@ -3,7 +3,7 @@
 The native dialect's reading of `B/device/ID/config|state|event|availability|command/result`: a config is
 the platform's Endpoint without states, checked field by field with pydantic, then a `DeviceConfig`.
 Every failure is a DeviceMessageInvalid whose text names the field and the fix; the registry logs
-it with the topic. Imports only hubd.devices.model, hubd.dialects.payload, hubd.errors and pydantic.
+it with the topic.
 """
 
 from __future__ import annotations

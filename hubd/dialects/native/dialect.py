@@ -3,7 +3,7 @@
 A device that speaks this dialect publishes the platform's Endpoint itself (its config is the Endpoint
 without states), so decoding is the payload checks of `hubd.dialects.native.codec`; a control goes back as one
 `B/device/ID/set` message and a speaker command as `B/device/ID/command`. The route's address is the
-device's id in the topic. Owns the topic names; imports the seam and the native codec only.
+device's id in the topic. Owns the topic names.
 """
 
 from __future__ import annotations

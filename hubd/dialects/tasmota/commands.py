@@ -5,7 +5,7 @@ Tasmota takes one command per topic, its parameter as the payload: `POWER<n>` wi
 SetOption68), `CT` in mireds, `Color2` "r,g,b" (`=` kept for the white channels of a split light),
 `ShutterPosition<n>` 0..100, `ShutterOpen<n>`, `ShutterClose<n>`, `ShutterStop<n>`. A colour or colour temperature
 for a light that is not on is preceded by `POWER<n> ON`, as Home Assistant's turn_on does: with SetOption20 a
-Tasmota light would take the colour and stay off. Imports the mapping, the seam's command types and the entities.
+Tasmota light would take the colour and stay off.
 """
 
 from __future__ import annotations

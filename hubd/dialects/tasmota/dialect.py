@@ -9,7 +9,6 @@ device for its state once subscribed (`cmnd/<topic>/STATE`, `STATUS 10`), and se
 natively and through Home Assistant discovery (Tasmota's legacy SetOption19 1 configs, whose identifier is the
 last six digits of the MAC) is left to this import (`imports_natively`). After a restart `restore` rebuilds the
 devices from their Route addresses, so the states queued for hubd are read before the retained configs come.
-Imports the seam, the device model and the other modules of its folder.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hubd.config import DoorbellConfig, TasmotaConfig
+from hubd.config.model import DoorbellConfig, TasmotaConfig
 from hubd.devices.model import Origin, Route, StateSample, StateValue, format_time
 from hubd.dialects import mapping
 from hubd.dialects.base import (

@@ -8,7 +8,7 @@ SetOption73), some SetOptions (`so`), the light's subtype (`lt_st`) and link (`l
 on `/sensors` its sensors' readings (`sn`, a `tele/SENSOR` object). Every field is checked: a config hubd cannot
 use is a `ConfigProblem` naming the field. `Topics` are the device's command, stat and tele topic prefixes as
 Tasmota builds them from the FullTopic. Names follow the rule of docs/devices.md: the device name, else the first
-friendly name, else the model, never an identifier or Tasmota's default. Imports the payload limits and errors.
+friendly name, else the model, never an identifier or Tasmota's default.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hubd.dialects import naming
 from hubd.dialects.payload import json_object
 from hubd.errors import DeviceMessageInvalid
 
@@ -96,8 +97,10 @@ class TasmotaInfo:
         """What the owner calls the device: its DeviceName, else FriendlyName1, else the model; never an identifier
         (a MAC, `tasmota_ABC123`) nor Tasmota's default `Tasmota`."""
         for candidate in (self.device_name, self.friendly_names[0] if self.friendly_names else None, self.model):
-            if candidate and self.is_name(candidate):
-                return candidate.strip()
+            said = naming.sayable_part(candidate, (self.mac,)) \
+                if candidate and self.is_name(candidate) else ""
+            if said:
+                return said  # without a chip or identifier in it ("Wetterstation DS18B20" → "Wetterstation")
         return "Tasmota device"
 
     def is_name(self, text: str) -> bool:

@@ -8,7 +8,7 @@ pair of `rl` 3), a button (SetOption73) or switch (SetOption114) declared as a d
 mapping.plan_ranked (the MAC is the device's own endpoint, the first relay or light on it, `<MAC>-<key>` for the
 others), names each endpoint (a split one by its own friendly name) and keeps in each Route address (JSON) all
 that reading states and sending commands need (`Address`), so a restart reads states before the configs come
-again. Imports the mapping, the discovery reader and the seam's types.
+again.
 """
 
 from __future__ import annotations
@@ -127,8 +127,10 @@ def build(info: TasmotaInfo, sensors: Mapping[str, Any] | None, doorbell: str | 
     found, left_out = entities(info, sensors, doorbell)
     by_key = {e.key: e for e in found}
     parts = {e.key: part(e) for e in found}
-    rank = {e.key: (e.index if e.kind in ("relay", "light", "shutter") else RANK_SENSOR) for e in found}
+    rank = {e.key: mapping.ranked(e.index if e.kind in ("relay", "light", "shutter") else RANK_SENSOR, e.label)
+            for e in found}
     name = info.name()
+    relays = sum(1 for e in found if e.kind in ("relay", "light"))
     configs: list[ConfigReceived] = []
     addresses: list[tuple[str, Address]] = []
     for planned in mapping.plan_ranked(mapping.endpoint_id(info.mac), parts, rank):
@@ -136,7 +138,7 @@ def build(info: TasmotaInfo, sensors: Mapping[str, Any] | None, doorbell: str | 
         shown = [EntityNote(_note_name(e), True, _exported_reason(e)) for e in members]
         if not planned.split:
             shown += left_out
-        config = DeviceConfig(displayName=_endpoint_name(name, members[0], planned.split)[:MAX_NAME_CHARS],
+        config = DeviceConfig(displayName=_endpoint_name(name, members[0], planned.split, relays)[:MAX_NAME_CHARS],
                               displayType=planned.display_type, capabilities=planned.capabilities,
                               additionalInfo=_info(info))
         where = Address(info.mac, name, info.topics(), (info.state_texts[0], info.state_texts[1]),
@@ -290,10 +292,11 @@ def _relay_label(info: TasmotaInfo, index: int) -> tuple[str, bool]:
     return spoken(str(index + 1)), False
 
 
-def _endpoint_name(device: str, entity: Entity, split: bool) -> str:
-    """The device's name on its own endpoint; a split endpoint's own name, else the device's and what it is."""
+def _endpoint_name(device: str, entity: Entity, split: bool, relays: int) -> str:
+    """The device's name on its own endpoint, but relay 1's own name (`fn[0]`) there on a device with more than one
+    relay (its `dn` names the device, not a relay); a split endpoint's own name, else the device's and what it is."""
     if not split:
-        return device
+        return entity.label if entity.own_name and relays > 1 else device
     if entity.own_name:
         return entity.label
     return naming.part_name(device, entity.label)  # the device's name said once

@@ -7,7 +7,7 @@ and `Color` (hex or "r,g,b"); a shutter's `Shutter<n>` object (`Position` 0..100
 `tele/<topic>/SENSOR`; sensor readings in `tele/<topic>/SENSOR` in the shape of the discovery's `sn` (with
 `TempUnit`); and a button's or switch's action in RESULT as `{"Button1":{"Action":"SINGLE"}}` (SetOption73) or
 `{"Switch1":{"Action":"ON"}}` (SetOption114). `read` turns one message into an entity's values; `pressed`
-says whether it is the declared doorbell action. Imports the mapping and the entities.
+says whether it is the declared doorbell action.
 """
 
 from __future__ import annotations

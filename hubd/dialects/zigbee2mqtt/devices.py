@@ -5,8 +5,7 @@ kept by include/exclude) and, if so, builds its `Z2mDevice`: the endpoints of ma
 own endpoint, the ieee_address, and a `<ieee>-<property>` one per feature whose interface is already taken),
 each with its whole DeviceConfig, its Route (JSON: the ieee, the friendly name, the features' specs) and the
 Origin notes of every expose feature, exported or not and why. `device_from_routes` rebuilds what reading
-states needs from the kept routes after a restart. Imports the mapping, the exposes reader, the features and the
-seam's types.
+states needs from the kept routes after a restart.
 """
 
 from __future__ import annotations
@@ -127,7 +126,13 @@ def build(ieee: str, name: str, entry: dict[str, Any], exposes: Exposes, event: 
             left_out.append(EntityNote("doorbell", False, doorbell))
     parts: dict[str, mapping.Part] = {}
     by_key: dict[str, Feature] = {}
+    # One thing, one endpoint: a thermostat's own `state` switch is its on/off, which its Switch already is.
+    powered = any(f.kind == "climate" and (p := part(f)) is not None and "Switch" in p.interfaces for f in features)
     for feature in features:
+        if powered and feature.kind == "switch" and feature.key == "state":
+            left_out += [EntityNote(n, False, "the thermostat's own on/off: its Switch is the thermostat's (one "
+                                              "thing, one endpoint)") for n in feature.notes]
+            continue
         found = part(feature)
         if found is None or feature.key in parts or (not found.capabilities and feature.kind != "doorbell"):
             why = "its property is exported by another feature" if feature.key in parts else \
@@ -145,7 +150,8 @@ def build(ieee: str, name: str, entry: dict[str, Any], exposes: Exposes, event: 
     slots: list[Slot] = []
     configs: list[ConfigReceived] = []
     bell: tuple[str, str] | None = None
-    for planned in mapping.plan_ranked(mapping.endpoint_id(ieee), parts, {k: f.rank for k, f in by_key.items()}):
+    for planned in mapping.plan_ranked(mapping.endpoint_id(ieee), parts,
+                                         {k: mapping.ranked(f.rank, f.key, f.label) for k, f in by_key.items()}):
         members = tuple(by_key[k] for k in planned.keys)
         shown = [EntityNote(n, True, _exported_reason(f)) for f in members for n in f.notes]
         if not planned.split:

@@ -9,7 +9,6 @@ ieee_address is the endpointId, so renames keep it), announces what changed, rep
 state (zigbee2mqtt republishes everything, linkquality and battery included, on every report: which of them
 changed is the registry's to tell, as for every dialect), presses a declared doorbell on each publish of its
 action, and marks every device unreachable while the bridge is offline.
-Imports the seam, the device model, the payload limits and the other modules of its folder.
 """
 
 from __future__ import annotations
@@ -17,10 +16,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import zlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from hubd.config import DoorbellConfig, Zigbee2MqttConfig
+from hubd.config.model import DoorbellConfig, Zigbee2MqttConfig
 from hubd.devices.model import Origin, Route, StateSample, StateValue, format_time
 from hubd.dialects import mapping
 from hubd.dialects.base import (
@@ -49,13 +49,13 @@ from hubd.dialects.zigbee2mqtt.devices import (
     read_entry,
 )
 from hubd.dialects.zigbee2mqtt.exposes import Feature
-from hubd.dialects.zigbee2mqtt.features import command, part, read
+from hubd.dialects.zigbee2mqtt.features import command, lock_fault, part, read
 from hubd.dialects.zigbee2mqtt.payloads import command_json, online_value, state_object
+from hubd.untrusted.arrays import NotAnArray, array_items
 
 log = logging.getLogger(__name__)
 
 MAX_DEVICES = 2_000
-MAX_DEVICE_LIST_BYTES = 32 * 1024 * 1024  # bridge/devices carries every definition: a few KiB per device
 # What arrives for devices before the first bridge/devices (retained availability, say) is kept and read then.
 MAX_EARLY_MESSAGES = 1_000
 MAX_EARLY_BYTES = 4_096
@@ -73,6 +73,8 @@ class Zigbee2MqttDialect(Dialect):
         self._prefix = config.base_topic + "/"
         self._selected = Selected(config.include, config.exclude, ((d.device, d.event) for d in doorbells))
         self._max_devices = max_devices
+        self._max_list_bytes = config.max_devices_bytes
+        self._large = (f"{self._base}/bridge/devices", f"{self._base}/bridge/groups")
         self._devices: dict[str, Z2mDevice] = {}  # by ieee_address
         self._by_name: dict[str, str] = {}  # friendly_name → ieee_address
         self._announced: dict[str, tuple[str, Route, Origin] | None] = {}  # endpoint id → what it was (None: restored)
@@ -82,8 +84,10 @@ class Zigbee2MqttDialect(Dialect):
         self._bridge_online: bool | None = None
         self._device_online: dict[str, bool] = {}  # ieee → what its availability topic said
         self._online_sent: dict[str, bool] = {}  # endpoint id → the availability last reported
+        self._faulted: set[str] = set()  # endpoint ids of locks whose state says neither locked nor unlocked
         self._left_out: dict[str, tuple[str, str, tuple[str, ...]]] = {}  # friendly_name → ieee, why not, actions
-        self._list: bytes | None = None  # the last device list read, read again by `reconfigure`
+        # The last device list read (zlib: a 16 MiB list is ~1 MiB, not held whole), read again by `reconfigure`.
+        self._list: bytes | None = None
         self._listed = False  # a bridge/devices list was read
         self._entries: dict[str, tuple[bytes, Entry]] = {}  # ieee → its last entry's digest and reading
         self._early: dict[str, tuple[bytes, float]] = {}  # topic after the base → (payload, received at)
@@ -91,6 +95,10 @@ class Zigbee2MqttDialect(Dialect):
     def subscriptions(self) -> list[tuple[str, int]]:
         """Everything under the base topic, at QoS 1."""
         return [(f"{self._base}/#", 1)]
+
+    def large_topics(self) -> tuple[str, ...]:
+        """bridge/devices and bridge/groups: every device's definition in one message, up to max_devices_bytes."""
+        return self._large
 
     def restore(self, routes: Sequence[tuple[str, Route]]) -> None:
         """Know the devices of the kept routes (names, features), so states queued for hubd read before
@@ -186,7 +194,7 @@ class Zigbee2MqttDialect(Dialect):
         if self._list is None:
             return []  # nothing listed yet: the list is read with them when it comes
         self._entries = {}  # each entry's reading depends on the selection
-        found = self._device_list(f"{self._prefix}bridge/devices", self._list)
+        found = self._device_list(f"{self._prefix}bridge/devices", zlib.decompress(self._list))
         return [item for item in found if not isinstance(item, InputRejected)]  # said when the list came
 
     def doorbell_events(self, device_id: str) -> tuple[str, ...]:
@@ -199,49 +207,40 @@ class Zigbee2MqttDialect(Dialect):
     # bridge/devices.
 
     def _device_list(self, topic: str, payload: bytes) -> list[DeviceInput]:
-        if len(payload) > MAX_DEVICE_LIST_BYTES:
-            return [InputRejected("config", f"{topic}: {len(payload)} bytes; hubd reads at most "
-                                            f"{MAX_DEVICE_LIST_BYTES} (about {self._max_devices} devices)")]
+        if len(payload) > self._max_list_bytes:
+            return [InputRejected("config", f"{topic}: {len(payload)} bytes; hubd reads at most {self._max_list_bytes} "
+                                            "(zigbee2mqtt.max_devices_bytes), so nothing changed")]
         if not payload.strip():
             return []  # the retained list cleared by hand: zigbee2mqtt publishes it again when it starts
-        try:
-            # No check_nesting: scanning megabytes costs more than parsing them; the C parser's RecursionError
-            # stops a deep one, and nothing after it descends further than an expose's few levels.
-            data: Any = json.loads(payload.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError) as err:
-            return [InputRejected("config", f"{topic}: not the JSON device list zigbee2mqtt publishes "
-                                            f"({str(err)[:120]}); nothing changed")]
-        if not isinstance(data, list) or (data and not any(isinstance(e, dict) for e in data)):
-            what = f"a {type(data).__name__}" if not isinstance(data, list) else "a list of no device objects"
-            return [InputRejected("config", f"{topic}: {what}, not the list of devices zigbee2mqtt publishes; "
-                                            "nothing changed")]
-        if len(data) > self._max_devices:
-            return [InputRejected("config", f"{topic}: {len(data)} devices; hubd takes at most "
-                                            f"{self._max_devices}, so nothing changed")]
-        self._list = payload
         out: list[DeviceInput] = []
         devices: dict[str, Z2mDevice] = {}
         names: dict[str, str] = {}  # friendly_name → the ieee_address that has it
         left_out: dict[str, tuple[str, str, tuple[str, ...]]] = {}
-        previous, self._entries = self._entries, {}
-        for index, raw in enumerate(data):
-            entry = self._entry(raw, index, previous)
-            out += [InputRejected("config", f"{topic}: {p}; fix it in zigbee2mqtt") for p in entry.problems]
-            named = names.get(entry.device.name) if entry.device is not None else None
-            if entry.ieee is not None and entry.ieee in devices:
-                out.append(InputRejected("config", f"{topic}: entry {index}: ieee_address {entry.ieee} is listed "
-                                                   "twice; hubd keeps the first"))
-            elif named is not None and entry.device is not None:
-                out.append(InputRejected("config", f"{topic}: entry {index}: friendly_name {entry.device.name!r} of "
-                                                   f"{entry.ieee} is also {named}'s, so their states share one topic; "
-                                                   f"hubd keeps {named}: rename one of them in zigbee2mqtt"))
-            elif entry.device is not None:
-                devices[entry.ieee or ""] = entry.device
-                names[entry.device.name] = entry.ieee or ""
-            elif entry.name is None and entry.ieee in self._devices:  # malformed now: keep what it was
-                devices[entry.ieee or ""] = self._devices[entry.ieee or ""]
-            elif entry.name is not None:
-                left_out[entry.name] = (entry.ieee or "", entry.reason, entry.actions)
+        entries: dict[str, tuple[bytes, Entry]] = {}
+        count = objects = 0
+        try:
+            # Element by element: the cap is checked before more than cap + 1 entries are built, and each entry's
+            # JSON is dropped once read. No check_nesting: scanning megabytes costs more than parsing them; the C
+            # parser's RecursionError stops a deep one, and nothing after it descends further than an expose's few
+            # levels.
+            for raw in array_items(payload):
+                count += 1
+                if count > self._max_devices:
+                    return [InputRejected("config", f"{topic}: more than {self._max_devices} devices; hubd takes at "
+                                                    f"most {self._max_devices}, so nothing changed")]
+                objects += isinstance(raw, dict)
+                self._read_entry(topic, raw, count - 1, entries, (devices, names, left_out), out)
+        except NotAnArray as err:
+            return [InputRejected("config", f"{topic}: a {err.kind}, not the list of devices zigbee2mqtt publishes; "
+                                            "nothing changed")]
+        except (ValueError, RecursionError) as err:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            return [InputRejected("config", f"{topic}: not the JSON device list zigbee2mqtt publishes "
+                                            f"({str(err)[:120]}); nothing changed")]
+        if count and not objects:
+            return [InputRejected("config", f"{topic}: a list of no device objects, not the list of devices "
+                                            "zigbee2mqtt publishes; nothing changed")]
+        self._list = zlib.compress(payload, 1)
+        self._entries = entries
         self._left_out = left_out
         self._listed = True
         out += self._apply(devices)
@@ -251,18 +250,41 @@ class Zigbee2MqttDialect(Dialect):
                 out += self.decode(self._prefix + rest, message, at, True)  # as retained: it presses nothing
         return out
 
-    def _entry(self, raw: Any, index: int, previous: dict[str, tuple[bytes, Entry]]) -> Entry:
+    def _read_entry(self, topic: str, raw: Any, index: int, entries: dict[str, tuple[bytes, Entry]],
+                    into: tuple[dict[str, Z2mDevice], dict[str, str], dict[str, tuple[str, str, tuple[str, ...]]]],
+                    out: list[DeviceInput]) -> None:
+        """Read one entry of the list into (devices, names, left out), its problems into `out`."""
+        devices, names, left_out = into
+        entry = self._entry(raw, index, entries)
+        out += [InputRejected("config", f"{topic}: {p}; fix it in zigbee2mqtt") for p in entry.problems]
+        named = names.get(entry.device.name) if entry.device is not None else None
+        if entry.ieee is not None and entry.ieee in devices:
+            out.append(InputRejected("config", f"{topic}: entry {index}: ieee_address {entry.ieee} is listed twice; "
+                                               "hubd keeps the first"))
+        elif named is not None and entry.device is not None:
+            out.append(InputRejected("config", f"{topic}: entry {index}: friendly_name {entry.device.name!r} of "
+                                               f"{entry.ieee} is also {named}'s, so their states share one topic; "
+                                               f"hubd keeps {named}: rename one of them in zigbee2mqtt"))
+        elif entry.device is not None:
+            devices[entry.ieee or ""] = entry.device
+            names[entry.device.name] = entry.ieee or ""
+        elif entry.name is None and entry.ieee in self._devices:  # malformed now: keep what it was
+            devices[entry.ieee or ""] = self._devices[entry.ieee or ""]
+        elif entry.name is not None:
+            left_out[entry.name] = (entry.ieee or "", entry.reason, entry.actions)
+
+    def _entry(self, raw: Any, index: int, entries: dict[str, tuple[bytes, Entry]]) -> Entry:
         """One entry read, or the same reading as last time when the entry is unchanged (a digest, not a copy)."""
         ieee = raw.get("ieee_address") if isinstance(raw, dict) else None
         digest = hashlib.blake2b(json.dumps(raw, separators=(",", ":")).encode(), digest_size=16).digest() \
             if isinstance(ieee, str) else b""
-        cached = previous.get(ieee) if isinstance(ieee, str) else None
+        cached = self._entries.get(ieee) if isinstance(ieee, str) else None
         if cached is not None and cached[0] == digest and cached[1].problems == ():
             entry = cached[1]
         else:
             entry = read_entry(raw, index, self._selected)
         if isinstance(ieee, str):
-            self._entries[ieee] = (digest, entry)
+            entries[ieee] = (digest, entry)
         return entry
 
     def _apply(self, devices: dict[str, Z2mDevice]) -> list[DeviceInput]:
@@ -286,6 +308,7 @@ class Zigbee2MqttDialect(Dialect):
         for gone in sorted(set(self._announced) - present):
             del self._announced[gone]
             self._online_sent.pop(gone, None)
+            self._faulted.discard(gone)
             out.append(DeviceGone(gone))
         for table in (self._raw, self._device_online):
             for ieee in [i for i in table if i not in devices]:
@@ -306,17 +329,31 @@ class Zigbee2MqttDialect(Dialect):
         when = format_time(received_at)
         out: list[DeviceInput] = []
         problems: dict[str, str] = {}
+        faults_changed = False
         for slot in device.slots:
             values: dict[str, StateValue] = {}
+            faults = []
             for feature in slot.features:
                 found, bad = read(feature, raw)
                 values.update((i, v) for i, v in found.items() if i in slot.interfaces)
                 problems.update(bad)
+                if (fault := lock_fault(feature, raw)) is not None:
+                    faults.append(fault)
+            if faults:  # never reported locked; unreachable until it says locked or unlocked again
+                values["Switch"] = "Off"
+                out.append(InputRejected("state", f"{topic}: {device.name} ({slot.endpoint_id}): "
+                                                  f"{'; '.join(faults)}: never reported locked, and unreachable "
+                                                  "until it reports locked or unlocked"))
+            if bool(faults) != (slot.endpoint_id in self._faulted):
+                (self._faulted.add if faults else self._faulted.discard)(slot.endpoint_id)
+                faults_changed = True
             if values:
                 out.append(StateReceived(slot.endpoint_id, tuple(StateSample(i, v, when) for i, v in values.items())))
         for prop, why in problems.items():
             raw.pop(prop, None)  # reported once, not again with every later state
             out.append(InputRejected("state", f"{topic}: {why}; hubd left it out"))
+        if faults_changed:
+            out += self._availability_changes([device.ieee])
         action = data.get("action")
         if device.doorbell is not None and not retained and isinstance(action, str) and action \
                 and action.casefold() == device.doorbell[1].casefold():
@@ -328,12 +365,17 @@ class Zigbee2MqttDialect(Dialect):
         for ieee in sorted(ieees):
             device = self._devices.get(ieee)
             online = self._online(ieee)
-            if device is None or online is None:
+            if device is None:
                 continue
             for slot in device.slots:
-                if self._online_sent.get(slot.endpoint_id) is not online:
-                    self._online_sent[slot.endpoint_id] = online
-                    out.append(AvailabilityReceived(slot.endpoint_id, online))
+                # A lock's fault (not fully locked, jammed) makes it unreachable as its availability would; gone,
+                # the lock is online again unless its availability says otherwise.
+                now = False if slot.endpoint_id in self._faulted else online
+                if now is None and self._online_sent.get(slot.endpoint_id) is False:
+                    now = True
+                if now is not None and self._online_sent.get(slot.endpoint_id) is not now:
+                    self._online_sent[slot.endpoint_id] = now
+                    out.append(AvailabilityReceived(slot.endpoint_id, now))
         return out
 
     def _online(self, ieee: str) -> bool | None:

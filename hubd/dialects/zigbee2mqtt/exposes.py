@@ -7,7 +7,7 @@ pieces (a light, a switch, a contact sensor, a thermostat, its room temperature.
 properties it reads and the `access` bits of each (1 published in the state, 2 settable with `/set`,
 4 gettable with `/get`), plus a note for every expose feature it leaves out and why. A `Feature` is plain
 JSON (`spec()`), kept in the device's Route address so that states and commands work after a restart before
-bridge/devices comes again. Imports the mapping (for the device classes) and the seam's EntityNote.
+bridge/devices comes again.
 """
 
 from __future__ import annotations
@@ -303,8 +303,13 @@ def _lock(f: dict[str, dict[str, Any]], endpoint: str, where: str, outlet: bool,
         return f"a lock of a setting ({state['property']}, e.g. a child lock), not a door lock"
     if not access_of(state) & (PUBLISHED | SETTABLE):
         return "a lock whose state is neither published nor settable: nothing to report or do"
-    return Feature("lock", state["property"], {"state": state["property"]}, {"state": access_of(state)},
-                   _on_off(state, "LOCK", "UNLOCK"), endpoint or "Lock", RANK_ACTUATOR, (f"{where}.state",))
+    props, access, used = {"state": state["property"]}, {"state": access_of(state)}, ["state"]
+    actual = f.get("lock_state")  # locked, unlocked, not_fully_locked: what the lock is, beside what it was told
+    if actual is not None and actual.get("type") == "enum" and access_of(actual) & PUBLISHED:
+        props["lock_state"], access["lock_state"] = actual["property"], access_of(actual)
+        used.append("lock_state")
+    return Feature("lock", state["property"], props, access, _on_off(state, "LOCK", "UNLOCK"), endpoint or "Lock",
+                   RANK_ACTUATOR, tuple(f"{where}.{name}" for name in used))
 
 
 # Generic exposes.

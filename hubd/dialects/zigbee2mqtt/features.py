@@ -4,8 +4,9 @@
 the property behind each interface (no `/set`: no operations; published: proactively reported; published or
 `/get`: retrievable). `read` turns a device's state object (zigbee2mqtt publishes all of it each time) into
 interface values; `command` turns a control request into the `/set` object zigbee2mqtt takes (`{"state": "ON"}`,
-`{"brightness_l1": 128}`, `{"color": {"hex": "#ff8800"}}`, `{"occupied_heating_setpoint": 21}`). Imports the
-mapping, the exposes reader and the seam's command types.
+`{"brightness_l1": 128}`, `{"color": {"hex": "#ff8800"}}`, `{"occupied_heating_setpoint": 21}`); `lock_fault`
+says when a lock is neither locked nor unlocked (its `lock_state` not_fully_locked...), which makes it
+unreachable.
 """
 
 from __future__ import annotations
@@ -100,6 +101,8 @@ def read(feature: Feature, state: Mapping[str, Any]) -> tuple[dict[str, StateVal
         role = "value" if kind == "binary" else "state"
         if (on := switch(role, opts.get("on"), opts.get("off"))) is not None:
             values["Switch"] = on
+    if kind == "lock" and (actual := state.get(props.get("lock_state", ""))) is not None:
+        values["Switch"] = "On" if actual == "locked" else "Off"  # locked only when fully locked (lock_fault)
     if kind == "light":
         _read_light(feature, state, number, values, problems)
     elif kind == "cover":
@@ -127,6 +130,21 @@ def read(feature: Feature, state: Mapping[str, Any]) -> tuple[dict[str, StateVal
         elif (celsius := convert.celsius(value, str(opts.get("unit") or ""))) is not None:
             values["Temperature"] = celsius
     return values, problems
+
+
+def lock_fault(feature: Feature, state: Mapping[str, Any]) -> str | None:
+    """What a lock's state says that makes it unreachable (never reported locked): its `lock_state` neither locked
+    nor unlocked (not_fully_locked, jammed, motor blocked, unknown...), or its state neither locked nor unlocked."""
+    if feature.kind != "lock":
+        return None
+    props, opts = feature.props, feature.opts
+    actual = state.get(props.get("lock_state", ""))
+    if actual is not None:
+        return None if actual in ("locked", "unlocked") else f"the lock is {_show(actual)}"
+    told = state.get(props.get("state", ""))
+    if told is None or told in (opts.get("on"), opts.get("off")):
+        return None
+    return f"the lock is {_show(told)}"
 
 
 def command(feature: Feature, request: ControlRequest) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """zigbee2mqtt's payloads read and written (pure): a device's state (a JSON object), its availability (`online` /
 `offline`, or `{"state": "online"}`), and a command's JSON. A payload hubd cannot use is an InputRejected naming
-the topic and what zigbee2mqtt sends instead. Imports the seam's types and the payload limits.
+the topic and what zigbee2mqtt sends instead.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """YAML merge keys (`<<:`), applied in the order the YAML spec gives (pure): the mapping's own keys win over merged
 ones; of a list of merged mappings, the first wins. Done here rather than by PyYAML's `flatten_mapping`, whose order
-for a list changed between releases. Imports nothing of hubd.
+for a list changed between releases.
 """
 
 from __future__ import annotations

@@ -1,6 +1,4 @@
 """What a host name is (pure): the rule the config's host settings and the speaker's audio URLs share.
-
-Imports nothing of hubd.
 """
 
 from __future__ import annotations

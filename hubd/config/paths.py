@@ -1,6 +1,6 @@
 """Key paths into a pydantic model (pure): how a config key is written (`mqtt.host`, `driver.accounts[0].name`),
 which fields are secrets (SecretStr, and so take `<key>_file`) and where they are in a file's values, and the
-closest key to a misspelt one. Imports nothing of hubd.
+closest key to a misspelt one.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Owns what each key means, its default and its checks, `hubd init`'s placeholder (a value still holding it
 is a problem, with what to put there), and where `${CREDENTIALS_DIRECTORY}/NAME` points when systemd did not
 set the variable. Reading the YAML (lines, `${ENV_VAR}`, merge keys, `<key>_file` secrets, the report) is
-hubd.yamlconfig's. Imports nothing from hubd but errors and yamlconfig.
+hubd.config.yamlfile's.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
-from hubd.hostnames import is_host_name
-from hubd.modelpaths import KeyPath, is_secret_path
-from hubd.yamlconfig import (
+from hubd.config.hostnames import is_host_name
+from hubd.config.paths import KeyPath, is_secret_path
+from hubd.config.yamlfile import (
     SecretFile,
     parse_yaml_model,
     read_config_file,
@@ -55,6 +55,7 @@ class MqttConfig(_Model):
     base_topic: str = "hubd"
     embedded: bool = False
     keepalive_s: int = Field(30, ge=5, le=3600)
+    max_message_bytes: int = Field(1 << 20, ge=1 << 16, le=1 << 24)  # 1 MiB; 64 KiB..16 MiB
 
     @field_validator("ca_file")
     @classmethod
@@ -266,6 +267,8 @@ class Zigbee2MqttConfig(DialectConfig):
 
     glob_example: ClassVar[str] = "0x00158d*"
     base_topic: str = "zigbee2mqtt"
+    # bridge/devices and bridge/groups: 2,000 devices of 8 KiB each (docs/configuration.md), read within MemoryMax=192M.
+    max_devices_bytes: int = Field(1 << 24, ge=1 << 20, le=1 << 24)  # 16 MiB
 
     @field_validator("base_topic")
     @classmethod
@@ -284,6 +287,13 @@ class TasmotaConfig(DialectConfig):
     @classmethod
     def _prefix(cls, value: str) -> str:
         return _topic_prefix(value, "Tasmota's discovery prefix", "tasmota/discovery")
+
+
+class ShellyConfig(DialectConfig):
+    """Shelly devices imported natively from their own MQTT (Gen2+ `<prefix>/online`, RPC on `<prefix>/rpc`; Gen1
+    `shellies/announce`); the globs match a device's name, id (`shellyplus1pm-a8032ab12345`), MAC and model code."""
+
+    glob_example: ClassVar[str] = "shellyplus1pm-*"
 
 
 class DoorbellConfig(_Model):
@@ -314,6 +324,7 @@ class HubdConfig(_Model):
     homeassistant: HomeAssistantConfig = HomeAssistantConfig()
     zigbee2mqtt: Zigbee2MqttConfig = Zigbee2MqttConfig()
     tasmota: TasmotaConfig = TasmotaConfig()
+    shelly: ShellyConfig = ShellyConfig()
     doorbells: list[DoorbellConfig] = Field(default_factory=list)
 
 
@@ -333,7 +344,7 @@ def load_config(path: str | Path, env: Mapping[str, str] | None = None, *, secre
     """Read, substitute and validate a config file; raise ConfigError with one line per problem.
 
     `secrets=False` for a command that uses none (the admin commands): secret files are not read, so they
-    need not be readable or found; each secret is a `hubd.yamlconfig.UnreadSecret`."""
+    need not be readable or found; each secret is a `hubd.config.yamlfile.UnreadSecret`."""
     path = Path(path)
     text = read_config_file(path, "config file")
     return parse_config(text, env if env is not None else os.environ, source=str(path), secrets=secrets,

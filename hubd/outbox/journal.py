@@ -10,8 +10,7 @@ Bounded and cheap on the hot path: every record is a dict update plus at most on
 MAX_EVENTS events, MAX_PROBLEMS refused device messages (one entry per topic and reason, counted) and
 MAX_PROBLEMS failed deliveries (one per user, event name and error, counted). An event's description ("lamp
 (Switch=ON)") is made from its body only when someone reads it (`describe`), and only ChangeReport and Response
-bodies are kept for that (small; stored bodies never hold a token, it is added at send time). Imports nothing
-from hubd.
+bodies are kept for that (small; stored bodies never hold a token, it is added at send time).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How deep JSON nests, found before a parser recurses into it (pure; imports nothing from hubd).
+"""How deep JSON nests, found before a parser recurses into it (pure.
 
 `json.loads` recurses once per nested array or object and raises RecursionError somewhere past 1,000
 levels. Every reader of outside JSON (device payloads, request bodies) asks `too_deep` first.

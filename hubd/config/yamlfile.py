@@ -5,8 +5,7 @@ traceback), `${ENV_VAR}` substitution (with the directories a caller names for a
 `<key>_file` secrets (of the model's SecretStr fields, at any depth; left unread for a command that uses
 none), did-you-mean for unknown keys, and the report: one `<key.path>: <problem> (line N)` line per problem,
 all in one pass, sorted by line. A value is never quoted back (it may be a secret). Knows no model of its
-own: the caller passes one. Merge keys are hubd.yamlmerge's, key paths and secret fields hubd.modelpaths'.
-Imports nothing else from hubd but errors.
+own: the caller passes one. Merge keys are hubd.config.merge's, key paths and secret fields hubd.config.paths'.
 """
 
 from __future__ import annotations
@@ -22,9 +21,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, SecretStr, ValidationError
 
+from hubd.config.merge import YAML_TAG, MergeError, merged_pairs
+from hubd.config.paths import KeyPath, did_you_mean, dotted, is_secret_path, secret_fields
 from hubd.errors import ConfigError, HubdError
-from hubd.modelpaths import KeyPath, did_you_mean, dotted, is_secret_path, secret_fields
-from hubd.yamlmerge import YAML_TAG, MergeError, merged_pairs
 
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _DIR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}/([^$]+)")  # `${VAR}/NAME`: a file in a directory VAR names
