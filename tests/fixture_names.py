@@ -33,7 +33,10 @@ def announced(fixture: str) -> list[DeviceInput]:
     if kind == "homeassistant":
         return ha.announce(ha.make(), name)
     if kind == "zigbee2mqtt":
-        return z2m.announce(z2m.make(), z2m.entries(name))
+        dialect = z2m.make()
+        found = z2m.announce(dialect, z2m.entries(name))
+        listed = z2m.fixture(name).get("groups")  # a fixture of zigbee2mqtt groups: its bridge/groups too
+        return found + (z2m.publish(dialect, "bridge/groups", listed, retained=True) if listed is not None else [])
     dialect = tasmota.make()
     data = json.loads((FIXTURES / kind / f"{name}.json").read_text(encoding="utf-8"))
     out: list[DeviceInput] = []
