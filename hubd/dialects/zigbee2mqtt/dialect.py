@@ -37,7 +37,7 @@ from hubd.dialects.base import (
     StateReceived,
     Unexported,
 )
-from hubd.dialects.globs import Selected
+from hubd.dialects.globs import DoorbellReport, Selected
 from hubd.dialects.zigbee2mqtt.devices import (
     DIALECT,
     Address,
@@ -198,6 +198,10 @@ class Zigbee2MqttDialect(Dialect):
         self._entries = {}  # each entry's reading depends on the selection
         found = self._device_list(f"{self._prefix}bridge/devices", self._list)
         return [item for item in found if not isinstance(item, InputRejected)]  # said when the list came
+
+    def doorbell_report(self) -> DoorbellReport:
+        """The declarations, and each device one matched with the values its `action` announces."""
+        return self._selected.report()
 
     def doorbell_events(self, device_id: str) -> tuple[str, ...]:
         """The values the device's `action` announces, for its own endpoint (its ieee_address: a doorbell is never
