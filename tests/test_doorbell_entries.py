@@ -112,3 +112,12 @@ def test_the_check_logs_and_lists_each_problem_once_and_again_after_a_reload(cap
         check.say_again()  # SIGHUP
     assert [s for s, _ in journal.notices] == ["doorbells"] * 4
     assert [r.getMessage() for r in caplog.records] == [p for _, p in journal.notices]
+
+
+def test_a_renamed_zigbee2mqtt_button_is_named_by_its_new_name_only() -> None:
+    dialect = z2m.make(doorbells=[{"device": "*button*", "event": "press"}])
+    listed = z2m.entries("aqara_WXKG11LM_button")
+    z2m.announce(dialect, listed)
+    z2m.announce(dialect, [{**listed[0], "friendly_name": "Porch button"}])
+    found = said(dialect)
+    assert len(found) == 1 and "zigbee2mqtt device 'Porch button'" in found[0]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from zigbee2mqtt_helpers import (
     announce,
     configs,
@@ -25,6 +26,7 @@ from zigbee2mqtt_helpers import (
 )
 
 from hubd.devices.model import Route
+from hubd.dialects.zigbee2mqtt import dialect as z2m_dialect
 from hubd.dialects.zigbee2mqtt.dialect import Zigbee2MqttDialect
 
 FIXTURE = "z2m_groups_living_room"
@@ -168,3 +170,14 @@ def _config() -> Any:
     item = configs(publish(fresh, "bridge/groups", groups(), retained=True))[GROUP]
     assert isinstance(item.route, Route)
     return item
+
+
+def test_a_group_list_past_the_limit_or_not_json_changes_nothing_and_says_why(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    dialect = living_room()
+    assert rejected(publish(dialect, "bridge/groups", "[{not json", retained=True))[0].startswith(
+        "zigbee2mqtt/bridge/groups: not the JSON group list")
+    monkeypatch.setattr(z2m_dialect, "MAX_DEVICE_LIST_BYTES", 100)
+    inputs = publish(dialect, "bridge/groups", groups()[1:], retained=True)
+    assert gone(inputs) == [] and "hubd reads at most 100" in rejected(inputs)[0]
+    assert states(publish(dialect, "Living room", {"state": "ON"}))[GROUP]["Switch"] == "On"

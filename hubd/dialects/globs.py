@@ -64,15 +64,15 @@ class Selected:
         return self._include.any(names) and not self._exclude.any(names)
 
     def doorbell(self, names: Iterable[str | None], *, device: str | None = None,
-                 announces: tuple[str, ...] | None = ()) -> str | None:
+                 announces: tuple[str, ...] | None = (), key: str | None = None) -> str | None:
         """The event that makes a press of this device a doorbell press, if one is declared for it; with `device`
-        (its name) and `announces` (the events it announces, DoorbellMatch's), the match is recorded for
-        `report`."""
+        (its name), `announces` (the events it announces, DoorbellMatch's) and `key` (its identity), the match is
+        recorded for `report`."""
         names = list(names)
         for index, (globs, event) in enumerate(self.doorbells):
             if globs.any(names):
                 if device is not None:
-                    self.record(index, device, announces)
+                    self.record(index, device, announces, key)
                 return event
         return None
 

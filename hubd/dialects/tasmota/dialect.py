@@ -296,7 +296,7 @@ class TasmotaDialect(Dialect):
             self._left_out[mac] = (info.name(), ["left out by tasmota.include/exclude"])
             return self._drop(mac)
         event = self._selected.doorbell([*names, mapping.endpoint_id(mac)], device=info.name(),
-                                        announces=press_events(info) or None)
+                                        announces=press_events(info) or None, key=mac)
         built = build(info, self._sensors.get(mac), event)
         if not built.configs:
             self._left_out[mac] = (info.name(), [built.reason])

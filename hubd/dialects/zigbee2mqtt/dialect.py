@@ -311,6 +311,9 @@ class Zigbee2MqttDialect(Dialect):
     # bridge/groups (groups.py builds each group's endpoint from its members).
 
     def _groups(self, topic: str, payload: bytes) -> list[DeviceInput]:
+        if len(payload) > MAX_DEVICE_LIST_BYTES:
+            return [InputRejected("config", f"{topic}: {len(payload)} bytes; hubd reads at most "
+                                            f"{MAX_DEVICE_LIST_BYTES}; nothing changed")]
         if not payload.strip():
             return []  # the retained list cleared by hand: zigbee2mqtt publishes it again when it starts
         try:
