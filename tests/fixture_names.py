@@ -38,7 +38,10 @@ def announced(fixture: str) -> list[DeviceInput]:
     if kind == "homeassistant":
         return ha.announce(ha.make(), name)
     if kind == "zigbee2mqtt":
-        return z2m.announce(z2m.make(), z2m.entries(name))
+        dialect = z2m.make()
+        found = z2m.announce(dialect, z2m.entries(name))
+        listed = z2m.fixture(name).get("groups")  # a fixture of zigbee2mqtt groups: its bridge/groups too
+        return found + (z2m.publish(dialect, "bridge/groups", listed, retained=True) if listed is not None else [])
     if kind == "shelly":  # a Gen2+ device's answers to hubd's RPC, or Gen1 messages
         device = shelly.fixture(name)
         if "shelly" in device:

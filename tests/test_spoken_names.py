@@ -186,6 +186,11 @@ EXPECTED: dict[str, dict[str, str]] = {
     "zigbee2mqtt/philips_7146060PH_hue_go": {
         "0x000b57fffec6a5b4": "bulb color Two",
     },
+    "zigbee2mqtt/z2m_groups_living_room": {
+        "0x000b57fffec6a5b2": "bulb",
+        "0x000b57fffec6a5b4": "bulb color Two",
+        "zigbee2mqtt-group-1": "Living room",
+    },
     "zigbee2mqtt/philips_9290012573A_colour_bulb": {
         "0x0017880104dfc05e": "hue back tv",
     },

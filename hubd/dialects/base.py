@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hubd.devices.model import CommandResult, DeviceConfig, Origin, Route, StateSample, StateValue
+from hubd.dialects.globs import DoorbellReport
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +322,11 @@ class Dialect(ABC):
         """The events a press of this endpoint's button could be (what the device announces), to pick one of when
         declaring it a doorbell; () when it announces none (any event may still be declared)."""
         return ()
+
+    def doorbell_report(self) -> DoorbellReport:
+        """The `doorbells` declarations this dialect matches devices against, and each device one matched with the
+        events it announces (hubd.dialects.doorbells names those that cannot ring). Default: none."""
+        return DoorbellReport()
 
     def guards(self, topic: str) -> str | None:
         """Why no command may go to `topic` for the sake of this dialect's devices (None: none), phrased to follow

@@ -12,7 +12,7 @@ its availability says offline. The dialect (`dialect.py`) reads configs into rec
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from hubd.devices.model import StateSample, format_time
@@ -48,6 +48,8 @@ class EntityBook:
         self._templates = templates
         self._doorbells = doorbells
         self.exposed: frozenset[str] = frozenset()  # endpointIds whose kept-back entities the owner exposed
+        # told of each doorbell declaration that names a device, and what that device announces (Selected.record)
+        self.seen: Callable[[int, str, tuple[str, ...] | None, str], None] | None = None
         self.records: dict[tuple[str, str], Record] = {}
         self._by_token: dict[tuple[str, ...], set[tuple[str, str]]] = {}
         # topic → the (record key, role) pairs that read it: a dict as an ordered set, so that removing one of
@@ -157,7 +159,7 @@ class EntityBook:
             for record in records:
                 self._unindex_topics(record)
             assign_revealed(records, self.exposed)
-            assign_doorbells(records, self._doorbells)
+            assign_doorbells(records, self._doorbells, self.seen)
             for endpoint in device_endpoints(records):
                 after.add(endpoint.endpoint_id)
                 previous = self.endpoints.get(endpoint.endpoint_id)

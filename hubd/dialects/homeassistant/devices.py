@@ -26,7 +26,7 @@ read for commands (`read_address`); it restores nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,18 +155,24 @@ def names_of(record: Record) -> list[str | None]:
     return names if any(names) else [record.label]  # an entity with none of them: its discovery name
 
 
-def assign_doorbells(records: Sequence[Record], declared: Sequence[tuple[Globs, str]]) -> None:
+def assign_doorbells(records: Sequence[Record], declared: Sequence[tuple[Globs, str]],
+                     seen: Callable[[int, str, tuple[str, ...] | None, str], None] | None = None) -> None:
     """Mark the device's doorbell entities: doorbell-class events, and per declaration its best candidate. A
-    declaration names the device (its name, identifiers, an entity's unique_id) or its endpointId (the owner's)."""
+    declaration names the device (its name, identifiers, an entity's unique_id) or its endpointId (the owner's).
+    `seen(declaration index, device name, the events it announces, its endpointId)` is told of each declaration
+    that names the device (Selected.record)."""
     for record in records:
         record.doorbell = ANY_EVENT if record.component == "event" and record.entity.part is not None else None
     ids = _endpoint_ids(records) if declared else []
-    for globs, event in declared:
+    for index, (globs, event) in enumerate(declared):
         candidates = []
-        for record in records:
+        named = [r for r in records if r.included and not r.entity.setting and globs.any([*names_of(r), *ids])]
+        if named and seen is not None:
+            device = device_id_of(records)
+            seen(index, _device_label(named[0], device), _announced(named), device)
+        for record in named:
             possible = record.entity.press_events()
-            if not record.included or record.entity.setting or possible is None or \
-                    not globs.any([*names_of(record), *ids]):
+            if possible is None:
                 continue
             if possible and event.casefold() not in {p.casefold() for p in possible}:
                 continue
@@ -184,6 +190,25 @@ def assign_revealed(records: Sequence[Record], exposed: frozenset[str]) -> None:
     revealed = bool(exposed) and not exposed.isdisjoint(_endpoint_ids(records))
     for record in records:
         record.revealed = revealed and record.exposable
+
+
+def _device_label(record: Record, device_id: str) -> str:
+    return record.device.name if record.device is not None and record.device.name else device_id
+
+
+def _announced(records: Sequence[Record]) -> tuple[str, ...] | None:
+    """The events these entities announce: () when one takes any, None when none presses."""
+    found: dict[str, None] = {}
+    pressing = False
+    for record in records:
+        possible = record.entity.press_events()
+        if possible is None:
+            continue
+        if not possible:
+            return ()
+        pressing = True
+        found.update(dict.fromkeys(possible))
+    return tuple(found) if pressing else None
 
 
 def _endpoint_ids(records: Sequence[Record]) -> list[str]:

@@ -35,7 +35,7 @@ from hubd.dialects.base import (
     Selection,
     Unexported,
 )
-from hubd.dialects.globs import Selected
+from hubd.dialects.globs import DoorbellReport, Selected
 from hubd.dialects.homeassistant.address import read_address
 from hubd.dialects.homeassistant.book import EntityBook
 from hubd.dialects.homeassistant.climate import Climate, as_sent, room_readings
@@ -118,6 +118,7 @@ class HomeAssistantDialect(Dialect):
         # Entities refused for their command topics (never kept as records), for the devices page: key → what it lists
         self._refused: dict[tuple[str, str], Unexported] = {}
         self._book = EntityBook(self._prefix, self.templates, self._selected.doorbells)
+        self._book.seen = self._selected.record
 
     def subscriptions(self) -> list[tuple[str, int]]:
         """`<prefix>/#` and every state/availability topic known so far, at QoS 1."""
@@ -294,6 +295,7 @@ class HomeAssistantDialect(Dialect):
         self._selected = Selected(selection.include, selection.exclude, selection.doorbells)
         self._book.declare(self._selected.doorbells)
         self._book.exposed = selection.exposed
+        self._book.seen = self._selected.record
         changed: dict[tuple[str, str], Record | None] = {}
         for key, record in self._book.records.items():
             included = self._selected.included(names_of(record))
@@ -303,6 +305,10 @@ class HomeAssistantDialect(Dialect):
                 record.included = included
                 changed[key] = record
         return self._book.apply(changed)
+
+    def doorbell_report(self) -> DoorbellReport:
+        """The declarations, and each device one matched with the events its entities announce."""
+        return self._selected.report()
 
     def doorbell_events(self, device_id: str) -> tuple[str, ...]:
         """The events the device's entities announce (event types, triggers' subtypes and payloads)."""

@@ -36,7 +36,7 @@ from hubd.dialects.base import (
     StateReceived,
     Unexported,
 )
-from hubd.dialects.globs import Selected
+from hubd.dialects.globs import DoorbellReport, Selected
 from hubd.dialects.tasmota.commands import command
 from hubd.dialects.tasmota.discovery import (
     DIALECT,
@@ -239,6 +239,10 @@ class TasmotaDialect(Dialect):
         self._selected = Selected(selection.include, selection.exclude, selection.doorbells)
         return [item for mac in list(self._infos) for item in self._rebuild(mac)]
 
+    def doorbell_report(self) -> DoorbellReport:
+        """The declarations, and each device one matched with the actions its buttons and switches report."""
+        return self._selected.report()
+
     def doorbell_events(self, device_id: str) -> tuple[str, ...]:
         """The actions its buttons (SetOption73) and switches (SetOption114) report, for its own endpoint (its MAC:
         a doorbell is never a split-off part's)."""
@@ -291,7 +295,8 @@ class TasmotaDialect(Dialect):
         if not self._selected.included(names):
             self._left_out[mac] = (info.name(), ["left out by tasmota.include/exclude"])
             return self._drop(mac)
-        event = self._selected.doorbell([*names, mapping.endpoint_id(mac)])
+        event = self._selected.doorbell([*names, mapping.endpoint_id(mac)], device=info.name(),
+                                        announces=press_events(info) or None, key=mac)
         built = build(info, self._sensors.get(mac), event)
         if not built.configs:
             self._left_out[mac] = (info.name(), [built.reason])

@@ -104,7 +104,8 @@ def read_entry(entry: Any, index: int, selected: Selected) -> Entry:
         return Entry(ieee, name, None, reason)
     exposes = read_exposes(definition.get("exposes"), outlet=_is_outlet(definition))
     # A doorbell is declared by name or identifier (the config), or by endpointId (the owner's devices page).
-    event = selected.doorbell((name, ieee, mapping.endpoint_id(ieee)))
+    event = selected.doorbell((name, ieee, mapping.endpoint_id(ieee)), device=name, announces=exposes.actions,
+                              key=ieee)
     device = build(ieee, name, entry, exposes, event)
     device.actions = exposes.actions or ()
     problems = tuple(f"{name} ({ieee}): {p}" for p in exposes.problems)
