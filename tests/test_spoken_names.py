@@ -118,6 +118,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     "tasmota/atomlite2_rgb_light": {
         "142B2F9FAF38": "AtomLite Two",
     },
+    "tasmota/ha_binary_sensor_49A3BC": {
+        "00000049A3BC": "Test",
+    },
     "tasmota/ha_default_config_49A3BC": {
     },
     "zigbee2mqtt/aqara_LLKZMK12LM_dual_relay": {
