@@ -97,6 +97,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     },
     "homeassistant/z2m_remote_WXKG11LM": {
     },
+    "homeassistant/z2m_scene_7146060PH": {
+        "zigbee2mqtt_0x000b57fffec6a5b4-scene_1": "Chill scene",
+    },
     "homeassistant/z2m_siren_HS2WD-E": {
         "zigbee2mqtt_0x0017880104e45549": "siren",
     },
