@@ -25,6 +25,10 @@ EXPECTED: dict[str, dict[str, str]] = {
         "20500de464ec": "GarageDoor One",
         "20500de464ec-garage_esp_status_led": "GarageDoor One Garage ESP Status LED",
     },
+    "homeassistant/esphome_livingroom_climate": {
+        "a4cf12aa0b1c": "livingroom",
+        "a4cf12aa0b1c-current_temperature": "livingroom Room temperature",
+    },
     "homeassistant/esphome_rgb_light": {
         "a4cf12b3c4d5": "DeskLamp",
     },
@@ -143,6 +147,10 @@ EXPECTED: dict[str, dict[str, str]] = {
         "0x00158d00040726f1": "Living Room temperature humidity and pressure sensor",
     },
     "zigbee2mqtt/aqara_WXKG11LM_button": {
+    },
+    "zigbee2mqtt/bosch_BTH-RM230Z_thermostat": {
+        "0x18fc2600000d7ae3": "Bosch Room thermostat II",
+        "0x18fc2600000d7ae3-local_temperature": "Bosch Room thermostat II Local temperature",
     },
     "zigbee2mqtt/bosch_BTH-RA_trv": {
         "0x18fc2600000d7ae2": "bosch radiator",
