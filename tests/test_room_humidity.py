@@ -55,3 +55,13 @@ def test_a_humidity_sensor_without_a_thermostat_stays_on_its_device() -> None:
 
     assert list(found) == ["0x00158d00040726f1"]
     assert ("Humidity", ()) in found["0x00158d00040726f1"]
+
+
+def test_a_thermostats_humidity_without_a_room_temperature_still_splits_off_the_thermostat() -> None:
+    entry = z2m.entries("bosch_BTH-RM230Z_thermostat")[0]
+    climate = next(e for e in entry["definition"]["exposes"] if e.get("type") == "climate")
+    climate["features"] = [f for f in climate["features"] if f["name"] != "local_temperature"]
+    found = interfaces(z2m.announce(z2m.make(), [entry]))
+
+    assert found["0x18fc2600000d7ae3-humidity"] == [("Humidity", ())]
+    assert ("Humidity", ()) not in found["0x18fc2600000d7ae3"]

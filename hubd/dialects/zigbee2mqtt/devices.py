@@ -276,14 +276,18 @@ def _short(value: Any) -> str:
 
 def _room_groups(features: Mapping[str, Feature]) -> dict[str, str]:
     """A thermostat's room readings, which split off together (`<ieee>-local_temperature`, CONTRACT section 6):
-    its `local_temperature` and, where it measures one, the room's `humidity` (Bosch's BTH-RM230Z)."""
+    its `local_temperature` and, where it measures one, the room's `humidity` (Bosch's BTH-RM230Z); a humidity
+    without a room temperature splits off alone (`<ieee>-humidity`), never the thermostat's own."""
+    if not any(f.kind == "climate" for f in features.values()):
+        return {}
     local = next((k for k, f in sorted(features.items()) if f.kind == "numeric"
                   and f.opts.get("sensor") == "temperature" and k.startswith(ROOM_TEMPERATURE)), None)
-    if local is None or not any(f.kind == "climate" for f in features.values()):
-        return {}
     humidity = next((k for k, f in sorted(features.items()) if f.kind == "numeric"
                      and f.opts.get("sensor") == "humidity"), None)
-    return {local: local} | ({humidity: local} if humidity is not None else {})
+    rooms = {local: local} if local is not None else {}
+    if humidity is not None:
+        rooms[humidity] = local or humidity
+    return rooms
 
 
 def _spoken_label(label: str) -> str:
