@@ -260,7 +260,7 @@ def _doorbells(info: TasmotaInfo, event: str | None, notes: list[EntityNote]) ->
     is declared in `doorbells`: each rings on the declared action only. A switch input in a sensor mode (a PIR, a
     contact) is a sensor, unless the device has no other input to ring (a bell push wired as a follow switch)."""
     sources = [(f"button{i + 1}", i, f"Button{i + 1}") for i, on in enumerate(info.buttons) if on]
-    switches = [(f"switch{i + 1}", i, switch_name(info, i), mode in SENSOR_SWITCH_MODES)
+    switches = [(f"switch{i + 1}", i, _switch_name(info, i), mode in SENSOR_SWITCH_MODES)
                 for i, mode in enumerate(info.switch_modes) if mode >= 0]
     sources += [(key, i, name) for key, i, name, sensor in switches if not sensor]
     if event is not None and not sources:
@@ -285,7 +285,7 @@ def _inputs(info: TasmotaInfo, ringing: set[str]) -> list[Entity]:
         key = f"switch{index + 1}"
         if mode not in SENSOR_SWITCH_MODES or key in ringing:
             continue
-        source = switch_name(info, index)
+        source = _switch_name(info, index)
         custom = source != f"Switch{index + 1}"
         label = source.replace("_", " ").strip() if custom else f"Input {spoken(str(index + 1))}"
         opts = {"source": source, "class": _input_class(source), "push_on": mode in PUSH_ON_SWITCH_MODES}
@@ -293,7 +293,7 @@ def _inputs(info: TasmotaInfo, ringing: set[str]) -> list[Entity]:
     return out
 
 
-def switch_name(info: TasmotaInfo, index: int) -> str:
+def _switch_name(info: TasmotaInfo, index: int) -> str:
     """The key a switch input's state and actions come under: its SwitchText (`swn`), else `Switch<n>`."""
     named = info.switch_names[index] if index < len(info.switch_names) else None
     return named or f"Switch{index + 1}"
@@ -307,7 +307,7 @@ def _input_class(name: str) -> str | None:
 def _sensors(info: TasmotaInfo, sensors: Mapping[str, Any], notes: list[EntityNote]) -> list[Entity]:
     out: list[Entity] = []
     unit = sensors.get("TempUnit") if isinstance(sensors.get("TempUnit"), str) else "C"
-    inputs = {switch_name(info, i) for i, mode in enumerate(info.switch_modes) if mode >= 0}
+    inputs = {_switch_name(info, i) for i, mode in enumerate(info.switch_modes) if mode >= 0}
     for sensor, readings in sensors.items():
         if sensor in _IGNORED_SENSORS or sensor.startswith("Shutter") or sensor.startswith("Switch") \
                 or sensor in inputs:  # a switch input's state (`"Motion":"ON"`): the input's, not a sensor's
