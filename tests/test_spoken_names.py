@@ -27,6 +27,10 @@ EXPECTED: dict[str, dict[str, str]] = {
     },
     "homeassistant/esphome_garagedoor1_restart_button": {
     },
+    "homeassistant/esphome_livingroom_climate": {
+        "a4cf12aa0b1c": "livingroom",
+        "a4cf12aa0b1c-current_temperature": "livingroom Room temperature",
+    },
     "homeassistant/esphome_rgb_light": {
         "a4cf12b3c4d5": "DeskLamp",
     },
@@ -101,6 +105,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     },
     "homeassistant/z2m_remote_WXKG11LM": {
     },
+    "homeassistant/z2m_scene_7146060PH": {
+        "zigbee2mqtt_0x000b57fffec6a5b4-scene_1": "Chill scene",
+    },
     "homeassistant/z2m_siren_HS2WD-E": {
         "zigbee2mqtt_0x0017880104e45549": "siren",
     },
@@ -134,6 +141,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     "tasmota/atomlite2_rgb_light": {
         "142B2F9FAF38": "AtomLite Two",
     },
+    "tasmota/ha_binary_sensor_49A3BC": {
+        "00000049A3BC": "Test",
+    },
     "tasmota/ha_default_config_49A3BC": {
     },
     "zigbee2mqtt/aqara_LLKZMK12LM_dual_relay": {
@@ -153,6 +163,10 @@ EXPECTED: dict[str, dict[str, str]] = {
         "0x00158d00040726f1": "Living Room temperature humidity and pressure sensor",
     },
     "zigbee2mqtt/aqara_WXKG11LM_button": {
+    },
+    "zigbee2mqtt/bosch_BTH-RM230Z_thermostat": {
+        "0x18fc2600000d7ae3": "Bosch Room thermostat II",
+        "0x18fc2600000d7ae3-local_temperature": "Bosch Room thermostat II Local temperature",
     },
     "zigbee2mqtt/bosch_BTH-RA_trv": {
         "0x18fc2600000d7ae2": "bosch radiator",

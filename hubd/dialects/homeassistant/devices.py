@@ -259,6 +259,9 @@ def device_endpoints(records: Sequence[Record]) -> list[DeviceEndpoint]:
     ranks = {k: mapping.primary_rank(part, by_part_key[k].name, by_part_key[k].object_id)  # its function first
              for k, part in parts.items()}
     groups = {k: ROOM_GROUP for k, r in by_part_key.items() if room_reading_of(r.key) is not None}
+    # A scene of a device is its own endpoint (`<device id>-<object_id>`), whether or not the device's other
+    # entities came (a zigbee2mqtt scene announced before its bulb's light); one without a device block is one anyway.
+    groups.update({k: k for k, r in by_part_key.items() if r.component == "scene" and r.device is not None})
     for planned in mapping.plan_ranked(device_id, parts, ranks, groups):
         members = [by_part_key[k] for k in planned.keys]
         for record in members:
@@ -274,7 +277,10 @@ def device_endpoints(records: Sequence[Record]) -> list[DeviceEndpoint]:
                                             _kind(planned.display_type, planned.capabilities))
         else:
             name, why = named
-        if named is not None and planned.split:
+        scene = members[0] if members[0].component == "scene" else None
+        if scene is not None and scene.name and naming.sayable_part(scene.name):
+            name = naming.sayable_part(scene.name)  # named by the scene ("Chill scene"), not by its device
+        elif named is not None and planned.split:
             lead = next((m for m in members if m.object_id == ROOM_GROUP), members[0])  # "Room temperature"
             name = naming.part_name(name, lead.name or lead.object_id)
         config = DeviceConfig(displayName=name, displayType=planned.display_type, capabilities=planned.capabilities,

@@ -49,7 +49,7 @@ from hubd.dialects.tasmota.discovery import (
     state_object,
 )
 from hubd.dialects.tasmota.entities import Address, build, parse_address, part
-from hubd.dialects.tasmota.states import pressed, read
+from hubd.dialects.tasmota.states import pressed, read, released
 from hubd.dialects.topics import CommandTopics
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ class TasmotaDialect(Dialect):
                 continue
             cmnd = known.first.topics.cmnd
             out.append(Outgoing(cmnd + "STATE", b""))
-            if any(e.kind in ("sensor", "shutter") for _, where in known.endpoints for e in where.entities):
+            if any(e.kind in ("sensor", "shutter", "input") for _, where in known.endpoints for e in where.entities):
                 out.append(Outgoing(cmnd + "STATUS", b"10"))
         self._to_poll.clear()
         return out
@@ -424,6 +424,7 @@ class TasmotaDialect(Dialect):
         texts = known.first.texts
         for endpoint_id, where in known.endpoints:
             values: dict[str, StateValue] = {}
+            momentary = False
             for entity in where.entities:
                 if entity.kind == "doorbell":
                     if kind == "RESULT" and not retained and pressed(entity, data):
@@ -431,10 +432,13 @@ class TasmotaDialect(Dialect):
                     continue
                 found, problems = read(entity, texts, data)
                 values.update(found)
+                momentary = momentary or released(entity, found)
                 out += [InputRejected("state", f"{topic}: {problem}") for problem in problems]
             if values:
                 samples = tuple(StateSample(interface, value, when) for interface, value in values.items())
                 out.append(StateReceived(endpoint_id, samples))
+            if momentary:  # a push-on input (a PIR in SwitchMode 13/14) never says OFF: its motion was a moment's
+                out.append(StateReceived(endpoint_id, (StateSample("Switch", "Off", when),)))
         return out
 
 
