@@ -190,13 +190,14 @@ class Selection:
 @dataclass(frozen=True, slots=True)
 class Unexported:
     """A device a dialect leaves out entirely (none of its entities reaches the platform), for the status page and the
-    owner's devices page: the endpointId it would have, its name, why not (per entity), and the events a press of
-    its button could be (what it announces), to declare it a doorbell."""
+    owner's devices page: the endpointId it would have, its name, why not (per entity), the events a press of
+    its button could be (what it announces), to declare it a doorbell, and the topic its config came on."""
 
     endpoint_id: str
     name: str
     reasons: tuple[str, ...]
     events: tuple[str, ...] = ()
+    topic: str = ""  # where its config came (a discovery topic; several joined by ", "), where the dialect knows
 
 
 def topic_matches(pattern: str, topic: str) -> bool:
