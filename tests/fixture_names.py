@@ -15,10 +15,8 @@ from hubd.dialects.base import ConfigReceived, DeviceInput
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # Fixtures that announce no device (Tasmota's tele/stat messages without a discovery config; zigbee2mqtt's
-# frontend messages, which are no bridge/devices list; Theengs Gateway's, whose wildcard state topics
-# (`+/+/BTtoMQTT/<MAC>`) this branch refuses: its names are tested from its device block).
-NO_DISCOVERY = ("tasmota/docs_results", "tasmota/docs_sensors", "zigbee2mqtt/nurikk_frontend_home",
-                "homeassistant/theengs_bluemaestro_BM_V23_F35285")
+# frontend messages, which are no bridge/devices list).
+NO_DISCOVERY = ("tasmota/docs_results", "tasmota/docs_sensors", "zigbee2mqtt/nurikk_frontend_home")
 
 
 def fixtures() -> list[str]:

@@ -92,6 +92,11 @@ EXPECTED: dict[str, dict[str, str]] = {
     "homeassistant/z2m_occupancy_RTCGQ11LM": {
         "zigbee2mqtt_0x0017880104e45546": "motion sensor",
     },
+    "homeassistant/theengs_bluemaestro_BM_V23_F35285": {  # its state topic the filter +/+/BTtoMQTT/F35285
+        "F35285": "BlueMaestro thermometer",
+        "F35285-F35285-tempc": "BlueMaestro thermometer BM tempc",
+        "F35285-F35285-tempf": "BlueMaestro thermometer BM tempf",
+    },
     "homeassistant/z2m_plug_ZNCZ02LM": {
         "zigbee2mqtt_0x0017880104e45524": "power plug",
     },
