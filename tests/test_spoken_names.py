@@ -28,6 +28,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     "homeassistant/esphome_rgb_light": {
         "a4cf12b3c4d5": "DeskLamp",
     },
+    "homeassistant/openmqttgateway_ble_LYWSD03MMC_A4C1386B2F1E": {  # its state topic +/+/BTtoMQTT/A4C1386B2F1E
+        "A4C1386B2F1E": "ATC",
+    },
     "homeassistant/openmqttgateway_gateway_system": {
         "240AC4EC20DC": "Sensor",
     },
