@@ -170,6 +170,9 @@ CATALOGUE: dict[str, tuple[str, bytes, str]] = {
                          "device.identifiers"),
     "bad availability": ("homeassistant/sensor/s11/config", b'{"stat_t": "a", "avty": [{"topic": "+/#"}]}',
                          "availability[0]"),
+    "a number that is no number": ("homeassistant/climate/c1/config",
+                                   b'{"mode_cmd_t": "c1/mode/set", "modes": ["off", "heat"], "max_temp": "hot"}',
+                                   "max_temp"),
     "device-based config without cmps": ("homeassistant/device/d1/config", b'{"dev": {"ids": "d1"}}', "cmps"),
     "a bad component of a device-based config": (
         "homeassistant/device/d2/config",
@@ -224,3 +227,16 @@ def test_a_bad_update_of_an_exported_entity_leaves_it_exported_and_unlisted() ->
     assert isinstance(out[0], InputRejected)
     assert _listed(dialect) == []
     assert states(replay_states(dialect, THEENGS))[TEMPC]["Temperature"] == 24.1
+
+
+def test_a_refused_entity_of_an_exported_device_is_listed_as_the_endpoint_it_would_split_off_as() -> None:
+    dialect = make()
+    announce(dialect, THEENGS)
+    bad = {"stat_t": "#", "dev_cla": "battery", "uniq_id": "F35285-batt",
+           "device": {"identifiers": ["F35285"], "name": "F35285"}}
+    topic = "homeassistant/sensor/TheengsMQTT/F35285-batt/config"
+    assert isinstance(dialect.decode(topic, raw(bad), NOW, True)[0], InputRejected)
+
+    listed = {u.endpoint_id: u for u in dialect.unexported_devices()}
+    assert list(listed) == ["F35285-F35285-batt"] and listed["F35285-F35285-batt"].topic == topic
+    assert states(replay_states(dialect, THEENGS))[TEMPC]["Temperature"] == 24.1  # the device itself still read

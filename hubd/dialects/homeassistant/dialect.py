@@ -278,16 +278,19 @@ class HomeAssistantDialect(Dialect):
                 out.append(Unexported(device_id_of(records), name, tuple(
                     f"{r.label}: {note_of(r).reason}" for r in records),
                     _press_events(records), self._config_topic(first)))
-        listed = {u.endpoint_id for u in out} | set(self._book.endpoints)
-        refused: dict[str, Unexported] = {}  # two refused entities of one device: one entry, both reasons
-        for item in self._refused.values():
-            if item.endpoint_id in listed:
-                continue
-            known = refused.get(item.endpoint_id)
-            refused[item.endpoint_id] = item if known is None else replace(
+        # A refused config joins its device's entry (two refused entities of one device: one entry, both reasons); one
+        # of a device that is exported is listed as the endpoint it would split off as, `<device id>-<object_id>`.
+        entries = {u.endpoint_id: u for u in out}
+        for (_, entity), item in self._refused.items():
+            if item.endpoint_id in self._book.endpoints:
+                item = replace(item, endpoint_id=f"{item.endpoint_id}-{entity.split(' ')[-1] or 'config'}")
+                if item.endpoint_id in self._book.endpoints:
+                    continue
+            known = entries.get(item.endpoint_id)
+            entries[item.endpoint_id] = item if known is None else replace(
                 known, reasons=known.reasons + item.reasons,
                 topic=known.topic if item.topic in known.topic.split(", ") else f"{known.topic}, {item.topic}")
-        return sorted([*out, *refused.values()], key=lambda u: (u.name, u.endpoint_id))
+        return sorted(entries.values(), key=lambda u: (u.name, u.endpoint_id))
 
     def _config_topic(self, record: Record) -> str:
         """The discovery topic the record's config came on."""
@@ -354,7 +357,7 @@ class HomeAssistantDialect(Dialect):
             return self._refused_message(topic, payload, f"unknown component {where.component!r}; Home Assistant's "
                                                          f"are {', '.join(sorted(COMPONENTS))}")
         try:
-            configs = read_configs(where, payload)
+            configs = [c for entity in read_configs(where, payload) for c in (entity, *room_readings(entity))]
         except ConfigProblem as err:
             known = self._device_configs.get(topic) if where.component == DEVICE_COMPONENT else \
                 where.key in self._book.records
@@ -363,7 +366,6 @@ class HomeAssistantDialect(Dialect):
             return self._refused_message(topic, payload, str(err))
         if not payload.strip():
             self._accepted(topic)
-        configs = [c for entity in configs for c in (entity, *room_readings(entity))]
         announced = self._device_configs.setdefault(topic, set()) if where.component == DEVICE_COMPONENT else None
         via = f"{where.node_id}/{where.object_id}" if where.node_id else where.object_id
         if announced is not None and not payload.strip():
