@@ -13,7 +13,7 @@ import pytest
 from homeassistant_helpers import NOW, announce, configs, fixture, make, publish, raw, replay_states, states
 
 from hubd.dialects.base import InputRejected, topic_matches
-from hubd.dialects.homeassistant.dialect import HomeAssistantDialect
+from hubd.dialects.homeassistant.dialect import MAX_REFUSED, HomeAssistantDialect
 from hubd.dialects.wildcards import MAX_FILTERS, FilterIndex, filter_problem
 
 THEENGS = "theengs_bluemaestro_BM_V23_F35285"
@@ -240,3 +240,16 @@ def test_a_refused_entity_of_an_exported_device_is_listed_as_the_endpoint_it_wou
     listed = {u.endpoint_id: u for u in dialect.unexported_devices()}
     assert list(listed) == ["F35285-F35285-batt"] and listed["F35285-F35285-batt"].topic == topic
     assert states(replay_states(dialect, THEENGS))[TEMPC]["Temperature"] == 24.1  # the device itself still read
+
+
+def test_refused_configs_listed_are_bounded_to_the_newest() -> None:
+    dialect = make()
+    for i in range(MAX_REFUSED + 5):
+        dialect.decode(f"homeassistant/sensor/r{i}/config", b"{not json", NOW, True)
+    topics = _listed(dialect)
+    assert len(topics) == MAX_REFUSED
+    assert "homeassistant/sensor/r0/config" not in topics
+    assert f"homeassistant/sensor/r{MAX_REFUSED + 4}/config" in topics
+    for i in range(MAX_REFUSED + 5):  # each fixed: none left, and the index by topic empties with them
+        dialect.decode(f"homeassistant/sensor/r{i}/config", b"", NOW, True)
+    assert _listed(dialect) == [] and not dialect._refused_on

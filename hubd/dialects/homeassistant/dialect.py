@@ -122,6 +122,7 @@ class HomeAssistantDialect(Dialect):
         # Configs refused (never kept as records), for the devices and status pages: (discovery topic, entity's
         # discovery id, "" for the whole message) → what it lists; the newest MAX_REFUSED.
         self._refused: dict[tuple[str, str], Unexported] = {}
+        self._refused_on: dict[str, set[str]] = {}  # discovery topic → the entities refused on it (keys of _refused)
         self._book = EntityBook(self._prefix, self.templates, self._selected.doorbells)
 
     def subscriptions(self) -> list[tuple[str, int]]:
@@ -303,9 +304,10 @@ class HomeAssistantDialect(Dialect):
                 data: Any = None) -> None:
         """List a refused config as not exported (the newest MAX_REFUSED): `entity` the discovery id of the entity
         refused ("" for the whole message), with what is known of its device (the record, else the raw config)."""
-        self._refused.pop((topic, entity), None)
+        self._forget_refused(topic, entity)
         if len(self._refused) >= MAX_REFUSED:
-            del self._refused[next(iter(self._refused))]
+            self._forget_refused(*next(iter(self._refused)))
+        self._refused_on.setdefault(topic, set()).add(entity)
         if record is not None:
             name = (record.device.name if record.device else None) or record.unique_id or record.label
             self._refused[(topic, entity)] = Unexported(device_id_of([record]), name, (f"{record.label}: {reason}",),
@@ -317,8 +319,17 @@ class HomeAssistantDialect(Dialect):
     def _accepted(self, topic: str, entity: str | None = None) -> None:
         """A config came on `topic` that hubd takes: its refusals are no longer listed (`entity` None: every one of
         the topic's, as for an empty config; else that entity's and the whole message's)."""
-        for key in [k for k in self._refused if k[0] == topic and (entity is None or k[1] in ("", entity))]:
-            del self._refused[key]
+        for refused in list(self._refused_on.get(topic, ())):
+            if entity is None or refused in ("", entity):
+                self._forget_refused(topic, refused)
+
+    def _forget_refused(self, topic: str, entity: str) -> None:
+        self._refused.pop((topic, entity), None)
+        entities = self._refused_on.get(topic)
+        if entities is not None:
+            entities.discard(entity)
+            if not entities:
+                del self._refused_on[topic]
 
     def reconfigure(self, selection: Selection) -> list[DeviceInput]:
         """New include/exclude and doorbells: every entity selected again, its device announced again or gone
