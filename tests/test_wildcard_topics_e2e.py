@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from homeassistant_helpers import fixture
-from rig import Rig, announced, send, send_until_seen, states_of, wait_change, wait_devices
+from rig import Rig, announced, send, send_until_seen, settle, states_of, wait_change, wait_devices
 
 MakeRig = Callable[..., Awaitable[Rig]]
 
@@ -61,3 +61,28 @@ async def test_a_config_reading_the_whole_bus_is_refused_and_listed_with_its_top
         page.split('<script type="application/json" id="status-data">')[1].split("</script>")[0])
     assert [u["topic"] for u in shown["unexported"]] == [ROOT]
     assert any("no literal level" in p["reason"] for p in shown["problems"]["rejected"]), shown["problems"]
+
+
+async def test_a_press_on_a_topic_a_filter_and_an_exact_subscription_both_match_rings_once(
+        make_rig: MakeRig) -> None:
+    """The broker delivers a message once to a session whose subscriptions overlap (MQTT 3.1.1, as hubd connects;
+    mosquitto under MQTT 5 would send one copy per subscription, and each would ring)."""
+    rig = await make_rig(hub_overrides={"homeassistant": {"enabled": True}})
+    send(rig, "homeassistant/event/bell/config",
+         {"stat_t": "doorbell/+/action", "evt_typ": ["press"], "dev_cla": "doorbell", "uniq_id": "bell",
+          "dev": {"ids": "bell", "name": "Front Bell"}}, retain=True)
+    send(rig, "homeassistant/binary_sensor/bellseen/config",
+         {"stat_t": "doorbell/front/action", "val_tpl": "{{ 'ON' if value_json.event_type == 'press' else 'OFF' }}",
+          "uniq_id": "bellseen", "dev": {"ids": "bellseen", "name": "Bell Seen"}}, retain=True)
+    await wait_devices(rig, "bell", "bellseen")
+    await rig.bind()
+    await announced(rig, "bell", "bellseen")
+
+    await send_until_seen(rig, "doorbell/front/action", {"event_type": "press"}, "bellseen",
+                          lambda d: states_of(d).get("Switch") == "On")
+    await settle(rig)  # the presses of the messages sent until then, all delivered
+    presses = len(rig.events("DoorbellPress", endpoint="bell"))
+    send(rig, "doorbell/front/action", {"event_type": "press"})
+    await rig.wait_events(presses + 1, "DoorbellPress", endpoint="bell")
+    await settle(rig)
+    assert len(rig.events("DoorbellPress", endpoint="bell")) == presses + 1
