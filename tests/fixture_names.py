@@ -16,10 +16,8 @@ from hubd.dialects.base import ConfigReceived, DeviceInput
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # Fixtures that announce no device (Tasmota's tele/stat messages without a discovery config; zigbee2mqtt's
-# frontend messages, which are no bridge/devices list; Theengs Gateway's, whose wildcard state topics
-# (`+/+/BTtoMQTT/<MAC>`) this branch refuses: its names are tested from its device block).
+# frontend messages, which are no bridge/devices list).
 NO_DISCOVERY = ("tasmota/docs_results", "tasmota/docs_sensors", "zigbee2mqtt/nurikk_frontend_home",
-                "homeassistant/theengs_bluemaestro_BM_V23_F35285",
                 # Shelly: notifications and status topics of devices that only answers to hubd's RPC announce, and
                 # Home Assistant discovery configs of Shelly's script (their names: homeassistant/shelly_script_*).
                 "shelly/asnowfix_notifications", "shelly/jhnul_plus_ht_status", "shelly/plus1pm_shellies_prefix",

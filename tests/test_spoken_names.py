@@ -34,6 +34,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     "homeassistant/esphome_rgb_light": {
         "a4cf12b3c4d5": "DeskLamp",
     },
+    "homeassistant/openmqttgateway_ble_LYWSD03MMC_A4C1386B2F1E": {  # its state topic +/+/BTtoMQTT/A4C1386B2F1E
+        "A4C1386B2F1E": "ATC",
+    },
     "homeassistant/openmqttgateway_gateway_system": {
         "240AC4EC20DC": "Sensor",
     },
@@ -99,6 +102,11 @@ EXPECTED: dict[str, dict[str, str]] = {
     },
     "homeassistant/z2m_occupancy_RTCGQ11LM": {
         "zigbee2mqtt_0x0017880104e45546": "motion sensor",
+    },
+    "homeassistant/theengs_bluemaestro_BM_V23_F35285": {  # its state topic the filter +/+/BTtoMQTT/F35285
+        "F35285": "BlueMaestro thermometer",
+        "F35285-F35285-tempc": "BlueMaestro thermometer BM tempc",
+        "F35285-F35285-tempf": "BlueMaestro thermometer BM tempf",
     },
     "homeassistant/z2m_plug_ZNCZ02LM": {
         "zigbee2mqtt_0x0017880104e45524": "power plug",

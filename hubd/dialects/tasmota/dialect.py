@@ -230,7 +230,8 @@ class TasmotaDialect(Dialect):
     def unexported_devices(self) -> list[Unexported]:
         """Devices not imported, with why (left out, nothing exported, a config hubd cannot use), by name."""
         out = [Unexported(mapping.endpoint_id(mac), name, tuple(reasons),
-                          press_events(self._infos[mac]) if mac in self._infos else ())
+                          press_events(self._infos[mac]) if mac in self._infos else (),
+                          topic=f"{self._prefix}/{mac}/config")
                for mac, (name, reasons) in self._left_out.items()]
         return sorted(out, key=lambda u: (u.name, u.endpoint_id))
 
@@ -272,8 +273,10 @@ class TasmotaDialect(Dialect):
                 self._left_out[mac] = (mac, [f"its discovery config cannot be used: {err}"])
             return [InputRejected("config", f"{topic}: {err}; the device stays as it was")]
         if mac not in self._infos and len(self._infos) >= self._max_devices:
-            return [InputRejected("config", f"{topic}: more than {self._max_devices} Tasmota devices; leave some out "
-                                            "with tasmota.exclude")]
+            reason = f"more than {self._max_devices} Tasmota devices; leave some out with tasmota.exclude"
+            if len(self._left_out) < self._max_devices:
+                self._left_out[mac] = (mac, [reason])
+            return [InputRejected("config", f"{topic}: {reason}")]
         self._infos[mac] = info
         return self._rebuild(mac)
 
