@@ -19,6 +19,7 @@ from hubd.cloud.client import PlatformClient
 from hubd.cloud.tokens import TokenManager
 from hubd.config.model import HubdConfig
 from hubd.dialects.commands import DeviceCommands
+from hubd.dialects.doorbells import DoorbellCheck
 from hubd.dialects.enabled import build_dialects, publish_rules
 from hubd.directives.control import Controls
 from hubd.directives.discovery import Discovery
@@ -152,7 +153,12 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None, *, confi
                              per_day=config.webhook.per_day, metrics=metrics,
                              trusted_proxies=config.http.trusted_proxies, notices=journal)
     components.append(webhook)
-    components.append(ConfigReload(config_path, selection, log_level_fixed=log_level_fixed))  # SIGHUP
+    # The doorbells entries that cannot ring (an event the device never announces, no device): named at start and on
+    # reload, in the log and under the status page's problems.
+    doorbell_check = DoorbellCheck(dialects, journal)
+    components.append(doorbell_check)
+    components.append(ConfigReload(config_path, selection, log_level_fixed=log_level_fixed,  # SIGHUP
+                                   doorbells=doorbell_check))
     # Public: what the platform (directives, account linking) and a browser logging in must reach. Local: the
     # status page and API, and the webhook, for the LAN only (a listener of their own with http.local_port).
     public: list[RouteSource] = [driver, directives]

@@ -8,7 +8,11 @@ full definition, lib/extension/bridge.ts publishDevices), each device's retained
 its whole cached state on `<base>/<name>` (linkquality added; retained only with the device option `retain`).
 It obeys `<base>/<name>/set[/<attribute>]` as lib/extension/publish.ts and the converters of the device's model do
 (zigbee2mqtt_converters.obey) and publishes the new whole state; `/get` republishes it; it answers
-`bridge/request/device/rename` and `.../remove`. Every message it handles is in `received`. The devices' own doings
+`bridge/request/device/rename` and `.../remove`. Its groups (lib/model/group.ts) are published as the retained
+`<base>/bridge/groups` list after bridge/devices (bridge.ts publishGroups: id, friendly_name, description, scenes,
+members with their ieee_address and endpoint); a group's `<base>/<group>/set` reaches every member (each obeys it
+as its own /set and publishes its state), then the group's own state goes to `<base>/<group>` (what the members
+changed, as zigbee2mqtt's optimistic group state). Every message it handles is in `received`. The devices' own doings
 (a door opening, a click, a reading) are methods. Payloads are compact JSON with sorted keys, as zigbee2mqtt's
 json-stable-stringify writes them. Must not import hubd.
 """
@@ -100,6 +104,17 @@ class ZigbeeDevice:
         return entry
 
 
+@dataclass(slots=True)
+class ZigbeeGroup:
+    """A zigbee2mqtt group: its id, friendly name and members (friendly names or ieee_addresses of devices)."""
+
+    id: int
+    friendly_name: str
+    members: list[str] = field(default_factory=list)
+    description: str | None = None
+    state: dict[str, Any] = field(default_factory=dict)  # what zigbee2mqtt last published for the group
+
+
 def check_name(name: str) -> None:
     """zigbee2mqtt's friendly name rules (lib/util/utils.ts validateFriendlyName); ValueError with its message."""
     if not name:
@@ -132,7 +147,8 @@ class Zigbee2MqttBridge(DiscoveryDevice):
 
     def __init__(self, host: str, port: int, devices: Iterable[ZigbeeDevice] = (), *,
                  base_topic: str = Z2M_BASE_TOPIC, coordinator_ieee: str = COORDINATOR_IEEE,
-                 legacy_action_sensor: bool = True, username: str | None = None, password: str | None = None) -> None:
+                 legacy_action_sensor: bool = True, username: str | None = None, password: str | None = None,
+                 groups: Iterable[ZigbeeGroup] = ()) -> None:
         self.base_topic = base_topic
         self.bridge_topic = f"{base_topic}/bridge/state"
         # lib/mqtt.ts: the will {"state":"offline"} on <base>/bridge/state, QoS 1, retained.
@@ -143,6 +159,7 @@ class Zigbee2MqttBridge(DiscoveryDevice):
         self.devices: dict[str, ZigbeeDevice] = {}  # by friendly name, in pairing order
         for device in devices:
             self._add(device)
+        self.groups: dict[str, ZigbeeGroup] = {g.friendly_name: g for g in groups}  # by friendly name
 
     def state_topic(self, name: str) -> str:
         """`<base>/<friendly_name>`: where the device's state goes (its `/set`, `/get`, `/availability` below)."""
@@ -158,6 +175,29 @@ class Zigbee2MqttBridge(DiscoveryDevice):
     def bridge_devices(self) -> list[dict[str, Any]]:
         """The retained `<base>/bridge/devices` payload: the Coordinator, then every device."""
         return [coordinator(self.coordinator_ieee), *(d.entry() for d in self.devices.values())]
+
+    def bridge_groups(self) -> list[dict[str, Any]]:
+        """The retained `<base>/bridge/groups` payload (bridge.ts publishGroups), each member at endpoint 1."""
+        return [{"description": g.description, "friendly_name": g.friendly_name, "id": g.id,
+                 "members": [{"endpoint": 1, "ieee_address": self.device(m).ieee_address} for m in g.members
+                             if self._known(m)], "scenes": []} for g in self.groups.values()]
+
+    async def set_group(self, group: ZigbeeGroup) -> None:
+        """A group created or changed (members added or removed, renamed by its id): bridge/groups again."""
+        before = next((n for n, g in self.groups.items() if g.id == group.id), None)
+        if before is not None:
+            del self.groups[before]
+        check_name(group.friendly_name)
+        self.groups[group.friendly_name] = group
+        await self._listen(self._device_topics(group.friendly_name),
+                           drop=self._device_topics(before) if before not in (None, group.friendly_name) else ())
+        await self._publish(self._group_list())
+
+    async def remove_group(self, name: str) -> None:
+        """bridge/request/group/remove: the group is gone from bridge/groups."""
+        self.groups.pop(name)
+        await self._listen([], drop=self._device_topics(name))
+        await self._publish(self._group_list())
 
     async def report(self, name: str, values: Mapping[str, Any]) -> None:
         """The device reports these values (a Zigbee message): cached, and the whole state published."""
@@ -238,7 +278,7 @@ class Zigbee2MqttBridge(DiscoveryDevice):
     # The session (DiscoveryDevice's hooks).
 
     def _announcement(self) -> list[Message]:
-        messages = [Message(self.bridge_topic, ONLINE, 1, True), self._device_list()]
+        messages = [Message(self.bridge_topic, ONLINE, 1, True), self._device_list(), self._group_list()]
         for device in self.devices.values():
             messages += self._device_messages(device)
         return messages
@@ -250,12 +290,16 @@ class Zigbee2MqttBridge(DiscoveryDevice):
         # zigbee2mqtt subscribes to <base>/#; the exact topics keep what its own publishes echo out of `received`.
         request = f"{self.base_topic}/bridge/request/device"
         return [f"{request}/rename", f"{request}/remove",
-                *(t for name in self.devices for t in self._device_topics(name))]
+                *(t for name in [*self.devices, *self.groups] for t in self._device_topics(name))]
 
     async def _handle(self, message: Received) -> None:
         rest = message.topic[len(self.base_topic) + 1:]
         if rest.startswith("bridge/request/device/"):
             await self._request(rest.rsplit("/", 1)[1], message.payload)
+            return
+        group = max((n for n in self.groups if rest.startswith(n + "/")), key=len, default=None)
+        if group is not None and rest[len(group) + 1:].partition("/")[0] == "set":
+            await self._group_set(self.groups[group], message.payload, rest[len(group) + 1:].partition("/")[2])
             return
         name = max((n for n in self.devices if rest.startswith(n + "/")), key=len, default=None)
         if name is None:
@@ -276,7 +320,34 @@ class Zigbee2MqttBridge(DiscoveryDevice):
             device.state.update(update)
             await self._publish(self._state(device))
 
+    async def _group_set(self, group: ZigbeeGroup, payload: bytes, attribute: str) -> None:
+        """A group's /set: every member obeys it (one Zigbee group command), then the group's state."""
+        command = parse_set(payload.decode("utf-8", errors="replace"), attribute)
+        if command is None:
+            log.error("%s: invalid message %r, skipping", group.friendly_name, payload[:80])
+            return
+        changed: dict[str, Any] = {}
+        for member in [self.device(m) for m in group.members if self._known(m)]:
+            update, _problems = obey(member.model, member.state, command)  # a member without it ignores it
+            if update:
+                member.state.update(update)
+                changed.update(update)
+                await self._publish(self._state(member))
+        if changed:
+            group.state.update(changed)
+            await self._publish(Message(self.state_topic(group.friendly_name), _stable(group.state), 0, False))
+
     # Helpers.
+
+    def _known(self, name: str) -> bool:
+        try:
+            self.device(name)
+        except NoSuchDevice:
+            return False
+        return True
+
+    def _group_list(self) -> Message:
+        return Message(f"{self.base_topic}/bridge/groups", _stable(self.bridge_groups()), 0, True)
 
     def _add(self, device: ZigbeeDevice) -> None:
         if device.friendly_name in self.devices or any(d.ieee_address == device.ieee_address
@@ -357,6 +428,7 @@ def _stable(payload: Any) -> bytes:
 
 
 DEMO_BUTTON = "Garden Gate Button"
+DEMO_GROUP = "Living room"
 
 
 def make_demo_bridge(host: str, port: int, *, base_topic: str = Z2M_BASE_TOPIC, username: str | None = None,
@@ -372,7 +444,9 @@ def make_demo_bridge(host: str, port: int, *, base_topic: str = Z2M_BASE_TOPIC, 
         ZigbeeDevice(MS_108ZR, "Bedroom Blind", "0x70ac08fffee6dd5e", linkquality=101),
         ZigbeeDevice(BTH_RA, "Bedroom Radiator", "0x18fc2600000d7ae2", linkquality=89),
     ]
-    return Zigbee2MqttBridge(host, port, devices, base_topic=base_topic, username=username, password=password)
+    groups = [ZigbeeGroup(1, DEMO_GROUP, ["Living Room Bulb", "Sofa Lamp"])]
+    return Zigbee2MqttBridge(host, port, devices, base_topic=base_topic, username=username, password=password,
+                             groups=groups)
 
 
 def main(argv: list[str]) -> int:
@@ -422,5 +496,5 @@ async def _serve(bridge: Zigbee2MqttBridge, *, interval_s: float, press_every_s:
     return 0
 
 
-__all__ = ["COORDINATOR_IEEE", "DEMO_BUTTON", "Z2M_BASE_TOPIC", "NoSuchDevice", "Zigbee2MqttBridge", "ZigbeeDevice",
-           "check_name", "coordinator", "main", "make_demo_bridge"]
+__all__ = ["COORDINATOR_IEEE", "DEMO_BUTTON", "DEMO_GROUP", "Z2M_BASE_TOPIC", "NoSuchDevice", "Zigbee2MqttBridge",
+           "ZigbeeDevice", "ZigbeeGroup", "check_name", "coordinator", "main", "make_demo_bridge"]

@@ -16,10 +16,8 @@ from hubd.dialects.base import ConfigReceived, DeviceInput
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # Fixtures that announce no device (Tasmota's tele/stat messages without a discovery config; zigbee2mqtt's
-# frontend messages, which are no bridge/devices list; Theengs Gateway's, whose wildcard state topics
-# (`+/+/BTtoMQTT/<MAC>`) this branch refuses: its names are tested from its device block).
+# frontend messages, which are no bridge/devices list).
 NO_DISCOVERY = ("tasmota/docs_results", "tasmota/docs_sensors", "zigbee2mqtt/nurikk_frontend_home",
-                "homeassistant/theengs_bluemaestro_BM_V23_F35285",
                 # Shelly: notifications and status topics of devices that only answers to hubd's RPC announce, and
                 # Home Assistant discovery configs of Shelly's script (their names: homeassistant/shelly_script_*).
                 "shelly/asnowfix_notifications", "shelly/jhnul_plus_ht_status", "shelly/plus1pm_shellies_prefix",
@@ -38,7 +36,10 @@ def announced(fixture: str) -> list[DeviceInput]:
     if kind == "homeassistant":
         return ha.announce(ha.make(), name)
     if kind == "zigbee2mqtt":
-        return z2m.announce(z2m.make(), z2m.entries(name))
+        dialect = z2m.make()
+        found = z2m.announce(dialect, z2m.entries(name))
+        listed = z2m.fixture(name).get("groups")  # a fixture of zigbee2mqtt groups: its bridge/groups too
+        return found + (z2m.publish(dialect, "bridge/groups", listed, retained=True) if listed is not None else [])
     if kind == "shelly":  # a Gen2+ device's answers to hubd's RPC, or Gen1 messages
         device = shelly.fixture(name)
         if "shelly" in device:

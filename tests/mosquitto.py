@@ -98,6 +98,7 @@ class Mosquitto:
         max_queued_messages: int = 100_000,
         sys_interval_s: int | None = None,
         tls: TlsFiles | None = None,
+        drop_in: Path | None = None,
     ) -> None:
         self.host = "127.0.0.1"
         self.port = port if port is not None else free_port()
@@ -109,6 +110,7 @@ class Mosquitto:
         self._max_queued_messages = max_queued_messages
         self._sys_interval_s = sys_interval_s  # how often mosquitto publishes $SYS/... (its default: 10 s)
         self._tls = tls
+        self._drop_in = drop_in  # a conf.d file, included after these settings as /etc/mosquitto/conf.d is
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -237,6 +239,11 @@ class Mosquitto:
                 )
             password_file.chmod(0o600)
             lines += ["allow_anonymous false", f"password_file {password_file}"]
+        if self._drop_in is not None:
+            conf_d = self.workdir / "conf.d"
+            conf_d.mkdir(exist_ok=True)
+            (conf_d / self._drop_in.name).write_text(self._drop_in.read_text(encoding="utf-8"), encoding="utf-8")
+            lines.append(f"include_dir {conf_d}")
         self.config_path.write_text("\n".join(line for line in lines if line) + "\n")
 
 

@@ -159,3 +159,31 @@ async def test_a_file_that_does_not_check_changes_nothing_and_restart_keys_are_n
     assert hub.log().count(" INFO ") == before  # info lines are no longer written
     assert await hub.metric("hubd_mqtt_connects_total") == 1
     assert "new-s3cret-value" not in hub.log()  # keys are named, never their values
+
+
+async def test_a_doorbell_entry_that_cannot_ring_is_named_at_start_and_again_on_sighup(make_rig: MakeRig) -> None:
+    wrong = {"device": "button", "event": "button_short_release"}  # the button's action says single, double...
+    rig = await make_rig(hub_overrides={"zigbee2mqtt": {"enabled": True}, "doorbells": [wrong]})
+    hub = rig.hub
+    send(rig, "zigbee2mqtt/bridge/devices", entries("aqara_WXKG11LM_button"), retain=True)
+    problem = ("doorbells entry {device: 'button', event: 'button_short_release'}: zigbee2mqtt device 'button' never "
+               "announces 'button_short_release', so it never rings; it announces 'single', 'double', 'triple', "
+               "'quadruple', 'hold', 'release'")
+
+    async def listed(text: str) -> list[dict[str, Any]] | None:
+        _, body, _ = await request(hub, "GET", "/api/status")
+        found = [p for p in body["problems"]["other"] if p["subject"] == "doorbells" and p["problem"] == text]
+        return found or None
+
+    await hub.wait_for(lambda: listed(problem), what="the doorbell entry named under problems")
+    assert hub.log().count(problem) == 1  # a warning, once
+
+    # SIGHUP: named again, and an entry naming no device is said at once (the devices are known by then).
+    nobody = {"device": "Front gate", "event": "single"}
+    await reload(hub, {**hub.config, "doorbells": [wrong, nobody]})
+    async def named_again() -> bool:
+        return hub.log().count(problem) >= 2
+    await hub.wait_for(named_again, what="the entry named again")
+    await hub.wait_for(lambda: listed("doorbells entry {device: 'Front gate', event: 'single'} names no device hubd "
+                                      "knows (by name, identifier or endpointId), so it never rings"),
+                       what="the entry naming no device under problems")

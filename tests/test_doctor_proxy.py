@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from hubd_proc import free_port
+from mosquitto import Mosquitto
 from proxy_helpers import (
     Caddy,
     DoctorRun,
@@ -30,8 +31,16 @@ from hubd.doctor.run import CHECKS
 
 DAY_S = 86400.0
 CADDY_HEADING = "Caddy with a port forward"
-# Every check and its verdict for a chain set up as docs/reverse-proxy.md shows, here on localhost.
+# Every check and its verdict for a chain set up as docs/reverse-proxy.md shows, here on localhost, with mosquitto
+# set up as the install docs say (systemd/mosquitto-hubd.conf in its conf.d).
 ALL_PASS = {check: "PASS" for check in CHECKS} | {"dns": "WARN"}
+DROP_IN = Path(__file__).resolve().parents[1] / "systemd" / "mosquitto-hubd.conf"
+
+
+@pytest.fixture
+def mosquitto(make_mosquitto: Callable[..., Mosquitto]) -> Mosquitto:
+    """The broker as the install docs set it up: hubd's drop-in included."""
+    return make_mosquitto(drop_in=DROP_IN)
 
 
 @pytest.fixture

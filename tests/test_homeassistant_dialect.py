@@ -259,7 +259,7 @@ def test_bad_configs_are_rejected_with_the_topic_and_never_raise() -> None:
         "homeassistant/sensor/s1/config": b"{not json",
         "homeassistant/sensor/s2/config": b"[1, 2]",
         "homeassistant/switch/s3/config": b'{"uniq_id": "s3"}',
-        "homeassistant/sensor/s4/config": b'{"stat_t": "a/#", "dev_cla": "temperature"}',
+        "homeassistant/sensor/s4/config": b'{"stat_t": "+/#", "dev_cla": "temperature"}',
         "homeassistant/sensor/s5/config": b'{"stat_t": "a", "dev_cla": "temperature", "val_tpl": "{{ x "}',
         "homeassistant/light/s6/config": b'{"cmd_t": "a", "schema": "fancy"}',
         "homeassistant/sensor/s7/config": b"[" * 5000,

@@ -27,8 +27,15 @@ EXPECTED: dict[str, dict[str, str]] = {
     },
     "homeassistant/esphome_garagedoor1_restart_button": {
     },
+    "homeassistant/esphome_livingroom_climate": {
+        "a4cf12aa0b1c": "livingroom",
+        "a4cf12aa0b1c-current_temperature": "livingroom Room temperature",
+    },
     "homeassistant/esphome_rgb_light": {
         "a4cf12b3c4d5": "DeskLamp",
+    },
+    "homeassistant/openmqttgateway_ble_LYWSD03MMC_A4C1386B2F1E": {  # its state topic +/+/BTtoMQTT/A4C1386B2F1E
+        "A4C1386B2F1E": "ATC",
     },
     "homeassistant/openmqttgateway_gateway_system": {
         "240AC4EC20DC": "Sensor",
@@ -96,10 +103,18 @@ EXPECTED: dict[str, dict[str, str]] = {
     "homeassistant/z2m_occupancy_RTCGQ11LM": {
         "zigbee2mqtt_0x0017880104e45546": "motion sensor",
     },
+    "homeassistant/theengs_bluemaestro_BM_V23_F35285": {  # its state topic the filter +/+/BTtoMQTT/F35285
+        "F35285": "BlueMaestro thermometer",
+        "F35285-F35285-tempc": "BlueMaestro thermometer BM tempc",
+        "F35285-F35285-tempf": "BlueMaestro thermometer BM tempf",
+    },
     "homeassistant/z2m_plug_ZNCZ02LM": {
         "zigbee2mqtt_0x0017880104e45524": "power plug",
     },
     "homeassistant/z2m_remote_WXKG11LM": {
+    },
+    "homeassistant/z2m_scene_7146060PH": {
+        "zigbee2mqtt_0x000b57fffec6a5b4-scene_1": "Chill scene",
     },
     "homeassistant/z2m_siren_HS2WD-E": {
         "zigbee2mqtt_0x0017880104e45549": "siren",
@@ -134,6 +149,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     "tasmota/atomlite2_rgb_light": {
         "142B2F9FAF38": "AtomLite Two",
     },
+    "tasmota/ha_binary_sensor_49A3BC": {
+        "00000049A3BC": "Test",
+    },
     "tasmota/ha_default_config_49A3BC": {
     },
     "zigbee2mqtt/aqara_LLKZMK12LM_dual_relay": {
@@ -153,6 +171,10 @@ EXPECTED: dict[str, dict[str, str]] = {
         "0x00158d00040726f1": "Living Room temperature humidity and pressure sensor",
     },
     "zigbee2mqtt/aqara_WXKG11LM_button": {
+    },
+    "zigbee2mqtt/bosch_BTH-RM230Z_thermostat": {
+        "0x18fc2600000d7ae3": "Bosch Room thermostat II",
+        "0x18fc2600000d7ae3-local_temperature": "Bosch Room thermostat II Local temperature",
     },
     "zigbee2mqtt/bosch_BTH-RA_trv": {
         "0x18fc2600000d7ae2": "bosch radiator",
@@ -185,6 +207,11 @@ EXPECTED: dict[str, dict[str, str]] = {
     },
     "zigbee2mqtt/philips_7146060PH_hue_go": {
         "0x000b57fffec6a5b4": "bulb color Two",
+    },
+    "zigbee2mqtt/z2m_groups_living_room": {
+        "0x000b57fffec6a5b2": "bulb",
+        "0x000b57fffec6a5b4": "bulb color Two",
+        "zigbee2mqtt-group-1": "Living room",
     },
     "zigbee2mqtt/philips_9290012573A_colour_bulb": {
         "0x0017880104dfc05e": "hue back tv",

@@ -206,7 +206,8 @@ def test_a_device_with_nothing_the_platform_takes_is_listed_not_imported() -> No
     dialect = make()
     assert announce(dialect, BASIC, payload("ha_default_config_49A3BC", "/config")) == []
     assert dialect.unexported_devices() == [Unexported(
-        BASIC, "Test", ("nothing it has reaches the platform (no relay, light, shutter or sensor)",))]
+        BASIC, "Test", ("nothing it has reaches the platform (no relay, light, shutter or sensor)",),
+        topic=f"tasmota/discovery/{BASIC}/config")]
 
 
 def test_an_empty_config_removes_the_device_and_frees_its_topics() -> None:
@@ -223,7 +224,8 @@ def test_an_empty_config_removes_the_device_and_frees_its_topics() -> None:
 def test_include_and_exclude_leave_a_device_out_with_the_reason() -> None:
     dialect = make(exclude=["Test"])
     assert announce(dialect, BASIC, basic_config(rl=[1])) == []
-    assert dialect.unexported_devices() == [Unexported(BASIC, "Test", ("left out by tasmota.include/exclude",))]
+    assert dialect.unexported_devices() == [Unexported(BASIC, "Test", ("left out by tasmota.include/exclude",),
+                                                       topic=f"tasmota/discovery/{BASIC}/config")]
 
 
 def test_a_new_selection_leaves_out_takes_in_and_declares_doorbells_by_endpoint_id() -> None:
@@ -238,7 +240,8 @@ def test_a_new_selection_leaves_out_takes_in_and_declares_doorbells_by_endpoint_
     gone = dialect.reconfigure(Selection(exclude=("Front*",)))
     assert [i.device_id for i in gone if isinstance(i, DeviceGone)] == [BASIC]
     assert dialect.unexported_devices() == [Unexported(BASIC, "Front Door", ("left out by tasmota.include/exclude",),
-                                                       ("SINGLE", "DOUBLE", "TRIPLE", "QUAD", "PENTA", "HOLD"))]
+                                                       ("SINGLE", "DOUBLE", "TRIPLE", "QUAD", "PENTA", "HOLD"),
+                                                       topic=f"tasmota/discovery/{BASIC}/config")]
     assert not dialect.claims("tasmota_49A3BC/stat/RESULT")
 
     back = configs(dialect.reconfigure(Selection(doorbells=((BASIC, "SINGLE"),))))  # the owner's: by endpointId

@@ -21,12 +21,16 @@ from hubd.mqtt.client import MqttClient
 from hubd.mqtt.inbox import Message
 from simulators.discovery_zigbee2mqtt import Zigbee2MqttLight
 from simulators.platform_directives import DirectiveClient
+from simulators.zigbee2mqtt_bridge import Zigbee2MqttBridge, ZigbeeDevice, ZigbeeGroup
+from simulators.zigbee2mqtt_models import HUE_GO_7146060PH, LED1545G12
 
 MakeRig = Callable[..., Awaitable[Rig]]
 
 CONTACT = "0x00158d00091e7bd6"  # aqara_MCCGQ11LM_contact: "Contact sensor"
 BULB = "0x000b57fffec6a5b2"  # ikea_LED1545G12_bulb: "bulb"
 BUTTON = "0x0017880104e45520"  # aqara_WXKG11LM_button: "button"
+HUE_GO = "0x000b57fffec6a5b4"  # philips_7146060PH_hue_go
+GROUP = "zigbee2mqtt-group-1"  # a group of bridge/groups: <base>-group-<id>
 WAIT_S = 10.0
 
 
@@ -143,3 +147,37 @@ async def test_a_renamed_zigbee2mqtt_device_keeps_its_endpoint_and_follows_its_n
     renamed = rig.events("AddOrUpdateReport", endpoint=CONTACT)[-1].message["payload"]["endpoints"]
     assert [(e["endpointId"], e["displayName"]) for e in renamed] == [(CONTACT, "Back door")]
     assert not rig.events("DeleteReport")
+
+
+async def test_turn_on_the_living_room_lights_is_one_command_to_the_zigbee2mqtt_group_and_its_state_reports(
+        make_rig: MakeRig) -> None:
+    rig = await make_rig(hub_overrides={"zigbee2mqtt": {"enabled": True}})
+    bulbs = [ZigbeeDevice(LED1545G12, "Living Room Bulb", BULB, state={"state": "OFF", "brightness": 120}),
+             ZigbeeDevice(HUE_GO_7146060PH, "Sofa Lamp", HUE_GO, state={"state": "OFF", "brightness": 80})]
+    bridge = Zigbee2MqttBridge(rig.broker.host, rig.broker.port, bulbs,
+                               groups=[ZigbeeGroup(1, "Living room", ["Living Room Bulb", "Sofa Lamp"])])
+    try:
+        await bridge.start()
+        found = await wait_devices(rig, GROUP, BULB, HUE_GO)
+        assert (found[GROUP]["displayName"], found[GROUP]["displayType"]) == ("Living room", "light")
+        bound = await rig.bind()
+        endpoints = await announced(rig, GROUP, BULB, HUE_GO)
+        assert {c["interface"] for c in endpoints[GROUP]["capabilities"]} == \
+            {"Switch", "Brightness", "ColorTemperature"}
+
+        async with watching(rig.broker, "zigbee2mqtt/Living room/set") as watcher, \
+                DirectiveClient(rig.hub.url, token=bound.user_token) as client:
+            await client.control(GROUP, "Switch.On")
+            assert json.loads((await next_message(watcher)).payload) == {"state": "ON"}
+        await wait_change(rig, GROUP, "Switch", "On")  # the group's own state topic
+        await wait_change(rig, BULB, "Switch", "On")  # each member, its own endpoint
+        await wait_change(rig, HUE_GO, "Switch", "On")
+        assert bridge.device("Sofa Lamp").state["state"] == "ON"
+
+        await bridge.set_group(ZigbeeGroup(1, "Living room", ["Sofa Lamp"]))  # a member removed
+        await wait_devices(rig, GROUP, check=lambda d: "Color" in {c["interface"] for c in d["capabilities"]})
+        await bridge.remove_group("Living room")
+        await rig.wait_events(1, "DeleteReport", endpoint=GROUP)
+    finally:
+        await bridge.stop()
+    assert not rig.sim.rejections

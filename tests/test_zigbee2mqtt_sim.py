@@ -18,7 +18,7 @@ from mqtt_observer import WAIT_S, Observer, Seen, retained
 from zigbee2mqtt_helpers import availability, configs, control, gone, make, presses, states
 
 from hubd.dialects.base import DeviceInput
-from simulators.zigbee2mqtt_bridge import Zigbee2MqttBridge, ZigbeeDevice, check_name
+from simulators.zigbee2mqtt_bridge import Zigbee2MqttBridge, ZigbeeDevice, ZigbeeGroup, check_name
 from simulators.zigbee2mqtt_converters import obey, parse_set
 from simulators.zigbee2mqtt_models import (
     BTH_RA,
@@ -135,9 +135,9 @@ async def test_the_bridge_announces_itself_and_retains_what_zigbee2mqtt_retains(
     bridge = Zigbee2MqttBridge(mosquitto.host, mosquitto.port, home(**{COVER: {"retain": True}}))
     obs = await run(bridge)
 
-    # zigbee2mqtt's order: bridge/state, bridge/devices, then each device's availability and state.
+    # zigbee2mqtt's order: bridge/state, bridge/devices, bridge/groups, then each device's availability and state.
     assert [(m.topic, m.qos) for m in obs.seen.items] == [
-        (f"{BASE}/bridge/state", 1), (f"{BASE}/bridge/devices", 0),
+        (f"{BASE}/bridge/state", 1), (f"{BASE}/bridge/devices", 0), (f"{BASE}/bridge/groups", 0),
         *((t, q) for name in IEEE for t, q in ((topic(name, "availability"), 1), (topic(name), 0)))]
     assert obs.seen.items[0].payload == ONLINE
     listed = obs.seen.items[1]
@@ -158,7 +158,7 @@ async def test_the_bridge_announces_itself_and_retains_what_zigbee2mqtt_retains(
 
     kept = {m.topic: m.payload for m in await retained(mosquitto)}
     assert kept == {f"{BASE}/bridge/state": ONLINE, f"{BASE}/bridge/devices": listed.payload,
-                    **{topic(name, "availability"): ONLINE for name in IEEE},
+                    f"{BASE}/bridge/groups": b"[]", **{topic(name, "availability"): ONLINE for name in IEEE},
                     topic(COVER): next(m.payload for m in obs.seen.items if m.topic == topic(COVER))}  # retain: true
 
 
@@ -394,3 +394,31 @@ async def test_hubd_imports_what_the_bridge_publishes(run: Run, mosquitto: Mosqu
     later = decode(dialect, obs.since(mark))
     assert gone(later) == [IEEE[COVER]]
     assert set(availability(later).values()) == {False} and IEEE[BULB] in availability(later)
+
+
+async def test_a_group_set_reaches_every_member_then_the_group_state_and_bridge_groups_follow_changes(
+        run: Run, mosquitto: Mosquitto) -> None:
+    lights = ZigbeeGroup(1, "Living room", [BULB, COLOUR], description="the two lamps")
+    bridge = Zigbee2MqttBridge(mosquitto.host, mosquitto.port, home(), groups=[lights])
+    obs = await run(bridge)
+    listed = (await obs.next(f"{BASE}/bridge/groups")).json()
+    assert listed == [{"description": "the two lamps", "friendly_name": "Living room", "id": 1,
+                       "members": [{"endpoint": 1, "ieee_address": IEEE[BULB]},
+                                   {"endpoint": 1, "ieee_address": IEEE[COLOUR]}], "scenes": []}]
+
+    mark = obs.mark()
+    await obs.publish(topic("Living room", "set"), '{"state":"ON","brightness":100}')
+    group = (await obs.next(topic("Living room"), after=mark)).json()
+    assert group == {"brightness": 100, "state": "ON"}
+    for name in (BULB, COLOUR):
+        assert (bridge.device(name).state["state"], bridge.device(name).state["brightness"]) == ("ON", 100)
+    assert bridge.device(SWITCH).state["state_l1"] == "OFF"  # not a member
+
+    mark = obs.mark()
+    await bridge.set_group(ZigbeeGroup(1, "Lounge", [COLOUR]))
+    renamed = (await obs.next(f"{BASE}/bridge/groups", after=mark)).json()
+    assert [(g["friendly_name"], [m["ieee_address"] for m in g["members"]]) for g in renamed] == \
+        [("Lounge", [IEEE[COLOUR]])]
+    mark = obs.mark()
+    await bridge.remove_group("Lounge")
+    assert (await obs.next(f"{BASE}/bridge/groups", after=mark)).json() == []

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hubd.devices.model import CommandResult, DeviceConfig, Origin, Route, StateSample, StateValue
+from hubd.dialects.globs import DoorbellReport
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,10 +195,11 @@ class Selection:
 @dataclass(frozen=True, slots=True)
 class Unexported:
     """A device a dialect leaves out entirely (none of its entities reaches the platform), for the status page and the
-    owner's devices page: the endpointId it would have, its name, why not (per entity), and the events a press of
-    its button could be (what it announces), to declare it a doorbell. `exposable`: some entity is kept back by a
-    rule the owner may lift (`{"exposed": true}`: a diagnostic or config entity with a platform interface); `rule`:
-    the rule that keeps it back even from the owner (a maintenance action), when nothing of it may be exposed."""
+    owner's devices page: the endpointId it would have, its name, why not (per entity), the events a press of
+    its button could be (what it announces), to declare it a doorbell, and the topic its config came on.
+    `exposable`: some entity is kept back by a rule the owner may lift (`{"exposed": true}`: a diagnostic or
+    config entity with a platform interface); `rule`: the rule that keeps it back even from the owner (a
+    maintenance action), when nothing of it may be exposed."""
 
     endpoint_id: str
     name: str
@@ -205,6 +207,7 @@ class Unexported:
     events: tuple[str, ...] = ()
     exposable: bool = False
     rule: str | None = None
+    topic: str = ""  # where its config came (a discovery topic; several joined by ", "), where the dialect knows
 
 
 # The rule no owner lifts: what restarts, erases, resets, updates or identifies a device never reaches a voice.
@@ -321,6 +324,11 @@ class Dialect(ABC):
         """The events a press of this endpoint's button could be (what the device announces), to pick one of when
         declaring it a doorbell; () when it announces none (any event may still be declared)."""
         return ()
+
+    def doorbell_report(self) -> DoorbellReport:
+        """The `doorbells` declarations this dialect matches devices against, and each device one matched with the
+        events it announces (hubd.dialects.doorbells names those that cannot ring). Default: none."""
+        return DoorbellReport()
 
     def guards(self, topic: str) -> str | None:
         """Why no command may go to `topic` for the sake of this dialect's devices (None: none), phrased to follow

@@ -27,6 +27,7 @@ from hubd.errors import StoreError
 from hubd.lifecycle import Clock
 from hubd.metrics import Metrics
 from hubd.mqtt.client import MqttClient
+from hubd.mqtt.overlaps import Needed
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ class Subscriptions:
         self._clock = clock
         self._timeout_s = timeout_s
         self._subscribed: set[str] = set()
+        self._needed = Needed()  # what the dialects need; the session holds no filter another held one covers
         self._unsaved: set[str] = set()  # subscribed by subscribe_now, to be kept by run()
         self._queue: asyncio.Queue[tuple[list[tuple[str, int]], list[str], bool]] = asyncio.Queue()
         self._last_birth: float | None = None
@@ -65,7 +67,9 @@ class Subscriptions:
     async def connected(self, session_present: bool) -> int:
         """Subscribe to everything the dialects need, drop what a kept session holds that none needs, announce.
         The number of filters subscribed to."""
-        filters = [f for dialect in self._dialects for f in dialect.subscriptions()]
+        self._needed.reset({dialect.name: dialect.subscriptions() for dialect in self._dialects})
+        self._needed.take_touched()
+        filters = sorted(self._needed.held().items())
         needed = {topic for topic, _ in filters}
         # Counted afresh: what the pump subscribes to meanwhile (subscribe_now, run) is added as it goes, not lost.
         self._subscribed = set()
@@ -83,10 +87,22 @@ class Subscriptions:
         return len(filters)
 
     def changes(self) -> tuple[list[tuple[str, int]], list[str]]:
-        """What the dialects learned since the last call: filters to subscribe to, topics to drop."""
-        added = [f for dialect in self._dialects for f in dialect.pending_subscriptions()
-                 if f[0] not in self._subscribed]
-        removed = [topic for dialect in self._dialects for topic in dialect.pending_unsubscriptions()]
+        """What the dialects learned since the last call: filters to subscribe to, topics to drop (also those a
+        filter now held covers: the broker would send their messages twice)."""
+        for dialect in self._dialects:
+            self._needed.add(dialect.name, dialect.pending_subscriptions())
+            self._needed.remove(dialect.name, dialect.pending_unsubscriptions())
+        touched = self._needed.take_touched()
+        if touched is None:  # a wildcard filter came or went: any topic's holding may have changed
+            touched = self._subscribed | set(self._needed.held())
+        added: list[tuple[str, int]] = []
+        removed: list[str] = []
+        for topic in sorted(touched):
+            qos = self._needed.qos(topic)
+            if qos is not None and topic not in self._subscribed:
+                added.append((topic, qos))
+            elif qos is None and topic in self._subscribed:
+                removed.append(topic)
         return added, removed
 
     async def subscribe_now(self, filters: list[tuple[str, int]]) -> None:

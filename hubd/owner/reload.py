@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hubd.config.model import HubdConfig, load_config
+from hubd.dialects.doorbells import DoorbellCheck
 from hubd.dialects.enabled import KINDS
 from hubd.driver.policy import config_problems
 from hubd.errors import ConfigError
@@ -33,9 +34,11 @@ class ConfigReload:
 
     name = "reload"
 
-    def __init__(self, path: Path | None, selection: LiveSelection, *, log_level_fixed: bool = False) -> None:
+    def __init__(self, path: Path | None, selection: LiveSelection, *, log_level_fixed: bool = False,
+                 doorbells: DoorbellCheck | None = None) -> None:
         self._path = path
         self._selection = selection
+        self._doorbells = doorbells  # names the doorbells entries that cannot ring again after each reload
         self._log_level_fixed = log_level_fixed  # `hubd run --log-level` wins over log.level, also on reload
 
     async def start(self) -> None:
@@ -86,6 +89,8 @@ class ConfigReload:
             await self._selection.apply(applied)
         else:
             self._selection.keep(applied)  # their part is unchanged: nothing to hand the dialects
+        if self._doorbells is not None:
+            self._doorbells.say_again()
         if later:
             log.warning("reload: %s changed, which takes a restart (systemctl restart hubd); until then hubd keeps "
                         "the values it started with", ", ".join(later))

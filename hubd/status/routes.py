@@ -178,6 +178,7 @@ class StatusRoutes:
         return {"source": source, "endpointId": unexported.endpoint_id, "name": unexported.name,
                 "entities": list(unexported.reasons), "doorbellEvents": list(unexported.events),
                 "exposable": unexported.exposable, "keptBackRule": unexported.rule,
+                "topic": unexported.topic,
                 "overrides": self._registry.override_of(unexported.endpoint_id).as_json(),
                 "report": reports.get(unexported.endpoint_id)}
 

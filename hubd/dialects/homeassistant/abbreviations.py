@@ -30,6 +30,7 @@ ABBREVIATIONS: Mapping[str, str] = MappingProxyType({
     "cmd_on_tpl": "command_on_template", "cmd_t": "command_topic", "cmd_tpl": "command_template",
     "cmp": "components", "cmps": "components", "cod_arm_req": "code_arm_required",
     "cod_dis_req": "code_disarm_required", "cod_trig_req": "code_trigger_required", "cont_type": "content_type",
+    "curr_hum_t": "current_humidity_topic", "curr_hum_tpl": "current_humidity_template",
     "curr_temp_t": "current_temperature_topic", "curr_temp_tpl": "current_temperature_template",
     "def_ent_id": "default_entity_id", "dev": "device", "dev_cla": "device_class",
     "dir_cmd_t": "direction_command_topic", "dir_cmd_tpl": "direction_command_template",

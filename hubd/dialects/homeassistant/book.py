@@ -12,7 +12,7 @@ its availability says offline. The dialect (`dialect.py`) reads configs into rec
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from hubd.devices.model import StateSample, format_time
@@ -24,7 +24,6 @@ from hubd.dialects.base import (
     InputRejected,
     PressReceived,
     StateReceived,
-    topic_matches,
 )
 from hubd.dialects.globs import Globs
 from hubd.dialects.homeassistant.devices import (
@@ -36,6 +35,7 @@ from hubd.dialects.homeassistant.devices import (
 )
 from hubd.dialects.homeassistant.entities import ECHO, StateProblem, TemplateFailed
 from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templates
+from hubd.dialects.wildcards import FilterIndex, is_wildcard
 
 ROLE_AVAILABILITY = "availability"
 
@@ -48,6 +48,8 @@ class EntityBook:
         self._templates = templates
         self._doorbells = doorbells
         self.exposed: frozenset[str] = frozenset()  # endpointIds whose kept-back entities the owner exposed
+        # told of each doorbell declaration that names a device, and what that device announces (Selected.record)
+        self.seen: Callable[[int, str, tuple[str, ...] | None, str], None] | None = None
         self.records: dict[tuple[str, str], Record] = {}
         self._by_token: dict[tuple[str, ...], set[tuple[str, str]]] = {}
         # topic → the (record key, role) pairs that read it: a dict as an ordered set, so that removing one of
@@ -57,7 +59,9 @@ class EntityBook:
         self._online: dict[str, bool] = {}
         self._faulted: set[str] = set()  # endpoints offline for a fault of one of their entities (a jammed lock)
         self._subscribed: set[str] = set()
-        self._wild: set[str] = set()  # the topics read that are wildcard filters (a few: Theengs, OpenMQTTGateway)
+        # The topics read that are wildcard filters (Theengs Gateway's, OpenMQTTGateway's `+/+/BTtoMQTT/<MAC>`), as a
+        # trie: a message's topic finds its filters in one walk of its levels, never a scan of them all.
+        self._wild = FilterIndex()
         self._commands: dict[str, set[tuple[str, str]]] = {}  # command topic → the records publishing there
         self._freed: set[str] = set()
         self._pending: list[str] = []
@@ -86,14 +90,25 @@ class EntityBook:
         return self._component(key) if key in self.records else set()
 
     def reads(self, topic: str) -> bool:
-        """Whether an entity reads this topic."""
-        return topic in self._topics
+        """Whether an entity reads this topic (a wildcard filter that matches it too)."""
+        return topic in self._topics or bool(self._wild.matches(topic))
+
+    def sources(self, topic: str) -> list[str]:
+        """The topics entities read that a message on `topic` is for: itself, and the wildcard filters it matches."""
+        return [topic, *self._wild.matches(topic)]
+
+    def filters(self) -> int:
+        """How many distinct wildcard filters entities read."""
+        return len(self._wild)
+
+    def has_filter(self, pattern: str) -> bool:
+        """Whether an entity reads this wildcard filter already (it costs no new subscription)."""
+        return pattern in self._wild
 
     def reader(self, topic: str) -> Record | None:
         """An entity that reads its state or availability from `topic` (a wildcard filter that matches it too), if one
         does; an optimistic entity's echo of its own command topic is no reading of the device's."""
-        keys = [*self._topics.get(topic, ()), *(k for f in self._wild if topic_matches(f, topic)
-                                                for k in self._topics[f])]
+        keys = [k for source in self.sources(topic) for k in self._topics.get(source, ())]
         for key, role in keys:
             record = self.records.get(key)
             if record is not None and not role.startswith(ECHO):
@@ -157,7 +172,7 @@ class EntityBook:
             for record in records:
                 self._unindex_topics(record)
             assign_revealed(records, self.exposed)
-            assign_doorbells(records, self._doorbells)
+            assign_doorbells(records, self._doorbells, self.seen)
             for endpoint in device_endpoints(records):
                 after.add(endpoint.endpoint_id)
                 previous = self.endpoints.get(endpoint.endpoint_id)
@@ -193,14 +208,15 @@ class EntityBook:
         out: list[DeviceInput] = []
         touched: set[str] = set()
         when = format_time(received_at)
-        for key, role in list(self._topics.get(topic, ())):
+        # The topic itself, then each wildcard filter it matches: an entity reads its filter's every match.
+        for source, key, role in [(s, k, r) for s in self.sources(topic) for k, r in list(self._topics.get(s, ()))]:
             record = self.records.get(key)
             if record is None or record.endpoint is None:
                 continue
             if role == ROLE_AVAILABILITY:
-                self._last_availability[topic] = payload
+                self._last_availability[source] = payload
                 try:
-                    if self._availability(record, topic, payload):
+                    if self._availability(record, source, payload):
                         touched.add(record.endpoint)
                 except TemplateError as err:
                     out.append(InputRejected("state", f"{topic}: the availability template of {record.label} of "
@@ -287,7 +303,7 @@ class EntityBook:
         for topic, role in pairs:
             self._topics.setdefault(topic, {})[(record.key, role)] = None
             record.indexed.append((topic, role))
-            if "+" in topic or "#" in topic:
+            if is_wildcard(topic):
                 self._wild.add(topic)
             if topic not in self._subscribed and not topic.startswith(self._prefix + "/"):
                 self._subscribed.add(topic)

@@ -58,6 +58,7 @@ class Climate(Entity):
         self.modes = conf.strings("modes") or DEFAULT_CLIMATE_MODES
         self.unit = conf.text("temperature_unit", "C")
         self.step = conf.number("temp_step", 0.1) or 0.1
+        self.limits_c()  # checked now: read again when its endpoint is made, where a ConfigProblem is nobody's
         for key in ("mode_state_template", "temperature_state_template", "temperature_command_template",
                     "mode_command_template", "power_command_template", "temperature_low_state_template",
                     "temperature_high_state_template", "temperature_low_command_template",

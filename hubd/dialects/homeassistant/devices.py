@@ -26,7 +26,7 @@ read for commands (`read_address`); it restores nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,18 +155,24 @@ def names_of(record: Record) -> list[str | None]:
     return names if any(names) else [record.label]  # an entity with none of them: its discovery name
 
 
-def assign_doorbells(records: Sequence[Record], declared: Sequence[tuple[Globs, str]]) -> None:
+def assign_doorbells(records: Sequence[Record], declared: Sequence[tuple[Globs, str]],
+                     seen: Callable[[int, str, tuple[str, ...] | None, str], None] | None = None) -> None:
     """Mark the device's doorbell entities: doorbell-class events, and per declaration its best candidate. A
-    declaration names the device (its name, identifiers, an entity's unique_id) or its endpointId (the owner's)."""
+    declaration names the device (its name, identifiers, an entity's unique_id) or its endpointId (the owner's).
+    `seen(declaration index, device name, the events it announces, its endpointId)` is told of each declaration
+    that names the device (Selected.record)."""
     for record in records:
         record.doorbell = ANY_EVENT if record.component == "event" and record.entity.part is not None else None
     ids = _endpoint_ids(records) if declared else []
-    for globs, event in declared:
+    for index, (globs, event) in enumerate(declared):
         candidates = []
-        for record in records:
+        named = [r for r in records if r.included and not r.entity.setting and globs.any([*names_of(r), *ids])]
+        if named and seen is not None:
+            device = device_id_of(records)
+            seen(index, _device_label(named[0], device), _announced(named), device)
+        for record in named:
             possible = record.entity.press_events()
-            if not record.included or record.entity.setting or possible is None or \
-                    not globs.any([*names_of(record), *ids]):
+            if possible is None:
                 continue
             if possible and event.casefold() not in {p.casefold() for p in possible}:
                 continue
@@ -184,6 +190,25 @@ def assign_revealed(records: Sequence[Record], exposed: frozenset[str]) -> None:
     revealed = bool(exposed) and not exposed.isdisjoint(_endpoint_ids(records))
     for record in records:
         record.revealed = revealed and record.exposable
+
+
+def _device_label(record: Record, device_id: str) -> str:
+    return record.device.name if record.device is not None and record.device.name else device_id
+
+
+def _announced(records: Sequence[Record]) -> tuple[str, ...] | None:
+    """The events these entities announce: () when one takes any, None when none presses."""
+    found: dict[str, None] = {}
+    pressing = False
+    for record in records:
+        possible = record.entity.press_events()
+        if possible is None:
+            continue
+        if not possible:
+            return ()
+        pressing = True
+        found.update(dict.fromkeys(possible))
+    return tuple(found) if pressing else None
 
 
 def _endpoint_ids(records: Sequence[Record]) -> list[str]:
@@ -234,6 +259,9 @@ def device_endpoints(records: Sequence[Record]) -> list[DeviceEndpoint]:
     ranks = {k: mapping.primary_rank(part, by_part_key[k].name, by_part_key[k].object_id)  # its function first
              for k, part in parts.items()}
     groups = {k: ROOM_GROUP for k, r in by_part_key.items() if room_reading_of(r.key) is not None}
+    # A scene of a device is its own endpoint (`<device id>-<object_id>`), whether or not the device's other
+    # entities came (a zigbee2mqtt scene announced before its bulb's light); one without a device block is one anyway.
+    groups.update({k: k for k, r in by_part_key.items() if r.component == "scene" and r.device is not None})
     for planned in mapping.plan_ranked(device_id, parts, ranks, groups):
         members = [by_part_key[k] for k in planned.keys]
         for record in members:
@@ -249,7 +277,10 @@ def device_endpoints(records: Sequence[Record]) -> list[DeviceEndpoint]:
                                             _kind(planned.display_type, planned.capabilities))
         else:
             name, why = named
-        if named is not None and planned.split:
+        scene = members[0] if members[0].component == "scene" else None
+        if scene is not None and scene.name and naming.sayable_part(scene.name):
+            name = naming.sayable_part(scene.name)  # named by the scene ("Chill scene"), not by its device
+        elif named is not None and planned.split:
             lead = next((m for m in members if m.object_id == ROOM_GROUP), members[0])  # "Room temperature"
             name = naming.part_name(name, lead.name or lead.object_id)
         config = DeviceConfig(displayName=name, displayType=planned.display_type, capabilities=planned.capabilities,

@@ -15,12 +15,13 @@ are read.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from hubd.config.model import DoorbellConfig, HomeAssistantConfig
 from hubd.devices.model import Route
+from hubd.dialects import mapping
 from hubd.dialects.base import (
     MAINTENANCE_RULE,
     Announced,
@@ -35,7 +36,7 @@ from hubd.dialects.base import (
     Selection,
     Unexported,
 )
-from hubd.dialects.globs import Selected
+from hubd.dialects.globs import DoorbellReport, Selected
 from hubd.dialects.homeassistant.address import read_address
 from hubd.dialects.homeassistant.book import EntityBook
 from hubd.dialects.homeassistant.climate import Climate, as_sent, room_readings
@@ -64,13 +65,15 @@ from hubd.dialects.homeassistant.templates import Payload, TemplateError, Templa
 from hubd.dialects.homeassistant.vacuum import Vacuum
 from hubd.dialects.homeassistant.valve import Valve
 from hubd.dialects.homeassistant.water_heater import WaterHeater
-from hubd.dialects.payload import MAX_PAYLOAD_BYTES
+from hubd.dialects.payload import MAX_PAYLOAD_BYTES, json_object
 from hubd.dialects.topics import CommandTopics
+from hubd.dialects.wildcards import MAX_FILTERS, is_wildcard
+from hubd.errors import DeviceMessageInvalid
 
 log = logging.getLogger(__name__)
 
 MAX_ENTITIES = 20_000
-MAX_REFUSED = 1_000  # entities refused for their command topics listed on the devices page, the newest
+MAX_REFUSED = 1_000  # refused configs listed on the devices and status pages, the newest
 # Config keys hubd never reads (presentation, Home Assistant's own registry, options of features hubd does not
 # map): neither kept in memory nor written into the Route address. A key an entity starts to read must leave
 # these (the restore tests compare every fixture's routes and states before and after a restart).
@@ -96,7 +99,9 @@ class HomeAssistantDialect(Dialect):
     """Devices announced with Home Assistant MQTT discovery.
 
     Subscribe to `subscriptions()` on every connection, and after each `decode` to `pending_subscriptions()`
-    (the state and availability topics of entities just discovered; `#`-free topics, never under the prefix).
+    (the state and availability topics of entities just discovered, wildcard filters as given, never under the
+    prefix). Every config it refuses, for whatever reason, is listed by `unexported_devices` with the reason and the
+    discovery topic it came on, until a config it takes (or an empty one) comes on that topic.
     """
 
     name = DIALECT
@@ -115,9 +120,12 @@ class HomeAssistantDialect(Dialect):
             PublishRules(reserved=(f"{config.discovery_prefix}/",)), [*natives, self])
         self._max_entities = max_entities
         self._device_configs: dict[str, set[tuple[str, str]]] = {}  # device-based config topic → its entities
-        # Entities refused for their command topics (never kept as records), for the devices page: key → what it lists
+        # Configs refused (never kept as records), for the devices and status pages: (discovery topic, entity's
+        # discovery id, "" for the whole message) → what it lists; the newest MAX_REFUSED.
         self._refused: dict[tuple[str, str], Unexported] = {}
+        self._refused_on: dict[str, set[str]] = {}  # discovery topic → the entities refused on it (keys of _refused)
         self._book = EntityBook(self._prefix, self.templates, self._selected.doorbells)
+        self._book.seen = self._selected.record
 
     def subscriptions(self) -> list[tuple[str, int]]:
         """`<prefix>/#` and every state/availability topic known so far, at QoS 1."""
@@ -275,18 +283,59 @@ class HomeAssistantDialect(Dialect):
                     r.maintenance for r in records if r.entity.setting and r.included)
                 out.append(Unexported(device_id_of(records), name, tuple(
                     f"{r.label}: {kept_back_note(r)}" for r in records),
-                    _press_events(records), exposable, MAINTENANCE_RULE if maintenance else None))
-        listed = {u.endpoint_id for u in out} | set(self._book.endpoints)
-        out += [u for u in self._refused.values() if u.endpoint_id not in listed]
-        return sorted(out, key=lambda u: (u.name, u.endpoint_id))
+                    _press_events(records), exposable, MAINTENANCE_RULE if maintenance else None,
+                    self._config_topic(first)))
+        # A refused config joins its device's entry (two refused entities of one device: one entry, both reasons); one
+        # of a device that is exported is listed as the endpoint it would split off as, `<device id>-<object_id>`.
+        entries = {u.endpoint_id: u for u in out}
+        for (_, entity), item in self._refused.items():
+            if item.endpoint_id in self._book.endpoints:
+                item = replace(item, endpoint_id=f"{item.endpoint_id}-{entity.split(' ')[-1] or 'config'}")
+                if item.endpoint_id in self._book.endpoints:
+                    continue
+            known = entries.get(item.endpoint_id)
+            entries[item.endpoint_id] = item if known is None else replace(
+                known, reasons=known.reasons + item.reasons,
+                topic=known.topic if item.topic in known.topic.split(", ") else f"{known.topic}, {item.topic}")
+        return sorted(entries.values(), key=lambda u: (u.name, u.endpoint_id))
 
-    def _note_refused(self, record: Record, reason: str) -> None:
-        """List an entity refused for its command topics as not exported (the newest MAX_REFUSED of them)."""
-        self._refused.pop(record.key, None)
+    def _config_topic(self, record: Record) -> str:
+        """The discovery topic the record's config came on."""
+        if record.via is not None:
+            return f"{self._prefix}/{DEVICE_COMPONENT}/{record.via}/config"
+        node_id, _, object_id = record.key[1].rpartition(" ")
+        return f"{self._prefix}/{record.key[0]}/{node_id + '/' if node_id else ''}{object_id}/config"
+
+    def _refuse(self, topic: str, entity: str, reason: str, *, record: Record | None = None,
+                data: Any = None) -> None:
+        """List a refused config as not exported (the newest MAX_REFUSED): `entity` the discovery id of the entity
+        refused ("" for the whole message), with what is known of its device (the record, else the raw config)."""
+        self._forget_refused(topic, entity)
         if len(self._refused) >= MAX_REFUSED:
-            del self._refused[next(iter(self._refused))]
-        name = (record.device.name if record.device else None) or record.unique_id or record.label
-        self._refused[record.key] = Unexported(device_id_of([record]), name, (f"{record.label}: {reason}",))
+            self._forget_refused(*next(iter(self._refused)))
+        self._refused_on.setdefault(topic, set()).add(entity)
+        if record is not None:
+            name = (record.device.name if record.device else None) or record.unique_id or record.label
+            self._refused[(topic, entity)] = Unexported(device_id_of([record]), name, (f"{record.label}: {reason}",),
+                                                        topic=topic)
+            return
+        endpoint_id, name = _refused_device(topic, self._prefix, data)
+        self._refused[(topic, entity)] = Unexported(endpoint_id, name, (reason,), topic=topic)
+
+    def _accepted(self, topic: str, entity: str | None = None) -> None:
+        """A config came on `topic` that hubd takes: its refusals are no longer listed (`entity` None: every one of
+        the topic's, as for an empty config; else that entity's and the whole message's)."""
+        for refused in list(self._refused_on.get(topic, ())):
+            if entity is None or refused in ("", entity):
+                self._forget_refused(topic, refused)
+
+    def _forget_refused(self, topic: str, entity: str) -> None:
+        self._refused.pop((topic, entity), None)
+        entities = self._refused_on.get(topic)
+        if entities is not None:
+            entities.discard(entity)
+            if not entities:
+                del self._refused_on[topic]
 
     def reconfigure(self, selection: Selection) -> list[DeviceInput]:
         """New include/exclude and doorbells: every entity selected again, its device announced again or gone
@@ -294,6 +343,7 @@ class HomeAssistantDialect(Dialect):
         self._selected = Selected(selection.include, selection.exclude, selection.doorbells)
         self._book.declare(self._selected.doorbells)
         self._book.exposed = selection.exposed
+        self._book.seen = self._selected.record
         changed: dict[tuple[str, str], Record | None] = {}
         for key, record in self._book.records.items():
             included = self._selected.included(names_of(record))
@@ -303,6 +353,10 @@ class HomeAssistantDialect(Dialect):
                 record.included = included
                 changed[key] = record
         return self._book.apply(changed)
+
+    def doorbell_report(self) -> DoorbellReport:
+        """The declarations, and each device one matched with the events its entities announce."""
+        return self._selected.report()
 
     def doorbell_events(self, device_id: str) -> tuple[str, ...]:
         """The events the device's entities announce (event types, triggers' subtypes and payloads)."""
@@ -314,20 +368,28 @@ class HomeAssistantDialect(Dialect):
     # Discovery configs.
 
     def _discovery(self, topic: str, payload: bytes) -> list[DeviceInput]:
+        """A discovery message's inputs. Every refusal, whatever its reason, is an InputRejected (the status page's
+        problems) and an entry of `unexported_devices` with its topic (`_refuse`): none is only logged."""
         where = parse_topic(self._prefix, topic)
         if where is None:
             if topic.endswith("/config"):
-                return [InputRejected("config", f"{topic}: not <prefix>/<component>/[<node_id>/]<object_id>/config "
-                                                "with ids of A-Za-z0-9_-; fix the device's discovery topic")]
+                return self._refused_message(topic, payload, "not <prefix>/<component>/[<node_id>/]<object_id>/config "
+                                                             "with ids of A-Za-z0-9_-; fix the device's discovery "
+                                                             "topic")
             return []  # Home Assistant's own status topic and the like
         if where.component not in COMPONENTS and where.component != DEVICE_COMPONENT:
-            return [InputRejected("config", f"{topic}: unknown component {where.component!r}; Home Assistant's "
-                                            f"are {', '.join(sorted(COMPONENTS))}")]
+            return self._refused_message(topic, payload, f"unknown component {where.component!r}; Home Assistant's "
+                                                         f"are {', '.join(sorted(COMPONENTS))}")
         try:
-            configs = read_configs(where, payload)
+            configs = [c for entity in read_configs(where, payload) for c in (entity, *room_readings(entity))]
         except ConfigProblem as err:
-            return [InputRejected("config", f"{topic}: {err}")]
-        configs = [c for entity in configs for c in (entity, *room_readings(entity))]
+            known = self._device_configs.get(topic) if where.component == DEVICE_COMPONENT else \
+                where.key in self._book.records
+            if known:
+                return [InputRejected("config", f"{topic}: {err}")]  # its entities stay as they were
+            return self._refused_message(topic, payload, str(err))
+        if not payload.strip():
+            self._accepted(topic)
         announced = self._device_configs.setdefault(topic, set()) if where.component == DEVICE_COMPONENT else None
         via = f"{where.node_id}/{where.object_id}" if where.node_id else where.object_id
         if announced is not None and not payload.strip():
@@ -337,24 +399,28 @@ class HomeAssistantDialect(Dialect):
         for entity_config in configs:
             key = entity_config.topic.key
             record: Record | None = None
+            label = f"{key[0]}.{entity_config.topic.object_id}"
             try:
                 record = None if entity_config.config is None else \
                     self._record(entity_config, via if announced is not None else None)
                 if record is not None:
                     self._check_command_topics(record, changes)
+                    self._check_filters(record, changes)
             except ConfigProblem as err:  # the entity stays as it was: a bad update changes nothing
                 reason = as_sent(str(err), entity_config.sent_as)
-                out.append(InputRejected("config", f"{topic} ({key[0]}.{entity_config.topic.object_id}): {reason}"))
-                if record is not None and key not in self._book.records:
-                    self._note_refused(record, reason)
+                out.append(InputRejected("config", f"{topic} ({label}): {reason}"))
+                if key not in self._book.records:
+                    self._refuse(topic, key[1], reason if record is not None else f"{label}: {reason}",
+                                 record=record, data=entity_config.config)
                 continue
-            self._refused.pop(key, None)
+            self._accepted(topic, key[1])
             if record is None and key not in self._book.records:
                 continue
             if record is not None and key not in self._book.records and len(self._book.records) + len(changes) >= \
                     self._max_entities:
-                out.append(InputRejected("config", f"{topic}: more than {self._max_entities} entities; leave some "
-                                                   "out with homeassistant.exclude"))
+                reason = f"more than {self._max_entities} entities; leave some out with homeassistant.exclude"
+                out.append(InputRejected("config", f"{topic}: {reason}"))
+                self._refuse(topic, key[1], reason, record=record)
                 continue
             changes[key] = record
             if announced is not None:
@@ -362,6 +428,25 @@ class HomeAssistantDialect(Dialect):
         if announced is not None and not announced:
             del self._device_configs[topic]
         return out + self._book.apply(changes)
+
+    def _refused_message(self, topic: str, payload: bytes, reason: str) -> list[DeviceInput]:
+        """A whole discovery message refused (its topic, its JSON, its device-based form): listed, and a problem."""
+        self._accepted(topic)
+        if payload.strip():
+            self._refuse(topic, "", reason, data=_json_or_none(payload))
+        return [InputRejected("config", f"{topic}: {reason}")]
+
+    def _check_filters(self, record: Record, changes: Mapping[tuple[str, str], Record | None]) -> None:
+        """ConfigProblem when the entity's wildcard read filters would take the dialect past MAX_FILTERS distinct
+        ones (a filter another entity reads already costs nothing: one subscription, one index entry)."""
+        new = {t for t in _read_topics(record) if is_wildcard(t) and not self._book.has_filter(t)}
+        if not new:
+            return
+        pending = {t for other in changes.values() if other is not None for t in _read_topics(other)
+                   if is_wildcard(t) and not self._book.has_filter(t)}
+        if self._book.filters() + len(new | pending) > MAX_FILTERS:
+            raise ConfigProblem(f"{', '.join(sorted(new))}: more than {MAX_FILTERS} wildcard topic filters in all; "
+                                "give the device's exact state topic")
 
     def _record(self, entity_config: EntityConfig, via: str | None = None) -> Record | None:
         """The record of one entity config; None for one left to the native zigbee2mqtt import.
@@ -419,6 +504,40 @@ class HomeAssistantDialect(Dialect):
         if cls is Entity:
             entity.reason = f"no platform interface for {component} (not in the mapping table)"
         return entity
+
+
+def _read_topics(record: Record) -> list[str]:
+    """The topics an entity reads its state and availability from."""
+    return [t for t, _ in record.entity.topics()] + [s.topic for s in
+                                                     (record.availability.sources if record.availability else ())]
+
+
+def _json_or_none(payload: bytes) -> Any:
+    """The JSON object a refused message holds, checked as every device message is; None when it holds none."""
+    try:
+        return json_object(payload)
+    except DeviceMessageInvalid:
+        return None
+
+
+def _refused_device(topic: str, prefix: str, data: Any) -> tuple[str, str]:
+    """The endpointId and name a refused config's device would have, as far as its raw config says (its device's
+    first identifier or connection, else its unique_id), else the discovery topic's own ids."""
+    data = data if isinstance(data, dict) else {}
+    device = data.get("device", data.get("dev"))
+    device = device if isinstance(device, dict) else {}
+    ids = device.get("identifiers", device.get("ids"))
+    ids = [ids] if isinstance(ids, str | int) else ids if isinstance(ids, list) else []
+    connections = device.get("connections", device.get("cns"))
+    unique_id = data.get("unique_id", data.get("uniq_id"))
+    raw = next((str(i) for i in ids if isinstance(i, str | int)), None)
+    if raw is None and isinstance(connections, list) and connections and isinstance(connections[0], list):
+        raw = "_".join(str(c) for c in connections[0])
+    if raw is None and isinstance(unique_id, str | int):
+        raw = str(unique_id)
+    inner = topic.removeprefix(prefix + "/").removesuffix("/config")
+    name = device.get("name") if isinstance(device.get("name"), str) else None
+    return mapping.endpoint_id(raw if raw is not None else inner.replace("/", "_")), name or raw or inner
 
 
 def _press_events(records: Sequence[Record]) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ from typing import Any
 
 from hubd.dialects.homeassistant.abbreviations import ABBREVIATIONS, DEVICE_ABBREVIATIONS, ORIGIN_ABBREVIATIONS
 from hubd.dialects.payload import json_object
+from hubd.dialects.wildcards import filter_problem
 from hubd.errors import DeviceMessageInvalid
 
 TOPIC_BASE = "~"
@@ -138,12 +139,15 @@ class Conf:
         return self.text(key, default)
 
     def topic(self, key: str) -> str | None:
-        """A topic without wildcards (a subscription hubd makes, or where it publishes)."""
+        """A topic hubd reads from (a subscription it makes): a plain topic, or a wildcard filter
+        `hubd.dialects.wildcards` accepts (Theengs Gateway's `+/+/BTtoMQTT/<MAC>`). Never where it publishes."""
         value = self.text(key)
         if value is None:
             return None
-        if not value or "+" in value or "#" in value or "\x00" in value:
-            raise ConfigProblem(f"{key}: {value!r} is not a plain topic; give the exact topic, without + or #")
+        why = filter_problem(value)
+        if why is not None:
+            raise ConfigProblem(f"{key}: {value!r} {why}; give the topic the device publishes to (a + or # "
+                                "filter needs a literal level before #, never at the root nor on $ topics)")
         return value
 
     def number(self, key: str, default: float) -> float:

@@ -36,7 +36,7 @@ from hubd.dialects.base import (
     StateReceived,
     Unexported,
 )
-from hubd.dialects.globs import Selected
+from hubd.dialects.globs import DoorbellReport, Selected
 from hubd.dialects.tasmota.commands import command
 from hubd.dialects.tasmota.discovery import (
     DIALECT,
@@ -49,7 +49,7 @@ from hubd.dialects.tasmota.discovery import (
     state_object,
 )
 from hubd.dialects.tasmota.entities import Address, build, parse_address, part
-from hubd.dialects.tasmota.states import pressed, read
+from hubd.dialects.tasmota.states import pressed, read, released
 from hubd.dialects.topics import CommandTopics
 
 log = logging.getLogger(__name__)
@@ -140,7 +140,7 @@ class TasmotaDialect(Dialect):
                 continue
             cmnd = known.first.topics.cmnd
             out.append(Outgoing(cmnd + "STATE", b""))
-            if any(e.kind in ("sensor", "shutter") for _, where in known.endpoints for e in where.entities):
+            if any(e.kind in ("sensor", "shutter", "input") for _, where in known.endpoints for e in where.entities):
                 out.append(Outgoing(cmnd + "STATUS", b"10"))
         self._to_poll.clear()
         return out
@@ -230,7 +230,8 @@ class TasmotaDialect(Dialect):
     def unexported_devices(self) -> list[Unexported]:
         """Devices not imported, with why (left out, nothing exported, a config hubd cannot use), by name."""
         out = [Unexported(mapping.endpoint_id(mac), name, tuple(reasons),
-                          press_events(self._infos[mac]) if mac in self._infos else ())
+                          press_events(self._infos[mac]) if mac in self._infos else (),
+                          topic=f"{self._prefix}/{mac}/config")
                for mac, (name, reasons) in self._left_out.items()]
         return sorted(out, key=lambda u: (u.name, u.endpoint_id))
 
@@ -238,6 +239,10 @@ class TasmotaDialect(Dialect):
         """New include/exclude and doorbells: every device announced again where that changes it, or gone."""
         self._selected = Selected(selection.include, selection.exclude, selection.doorbells)
         return [item for mac in list(self._infos) for item in self._rebuild(mac)]
+
+    def doorbell_report(self) -> DoorbellReport:
+        """The declarations, and each device one matched with the actions its buttons and switches report."""
+        return self._selected.report()
 
     def doorbell_events(self, device_id: str) -> tuple[str, ...]:
         """The actions its buttons (SetOption73) and switches (SetOption114) report, for its own endpoint (its MAC:
@@ -268,8 +273,10 @@ class TasmotaDialect(Dialect):
                 self._left_out[mac] = (mac, [f"its discovery config cannot be used: {err}"])
             return [InputRejected("config", f"{topic}: {err}; the device stays as it was")]
         if mac not in self._infos and len(self._infos) >= self._max_devices:
-            return [InputRejected("config", f"{topic}: more than {self._max_devices} Tasmota devices; leave some out "
-                                            "with tasmota.exclude")]
+            reason = f"more than {self._max_devices} Tasmota devices; leave some out with tasmota.exclude"
+            if len(self._left_out) < self._max_devices:
+                self._left_out[mac] = (mac, [reason])
+            return [InputRejected("config", f"{topic}: {reason}")]
         self._infos[mac] = info
         return self._rebuild(mac)
 
@@ -291,7 +298,8 @@ class TasmotaDialect(Dialect):
         if not self._selected.included(names):
             self._left_out[mac] = (info.name(), ["left out by tasmota.include/exclude"])
             return self._drop(mac)
-        event = self._selected.doorbell([*names, mapping.endpoint_id(mac)])
+        event = self._selected.doorbell([*names, mapping.endpoint_id(mac)], device=info.name(),
+                                        announces=press_events(info) or None, key=mac)
         built = build(info, self._sensors.get(mac), event)
         if not built.configs:
             self._left_out[mac] = (info.name(), [built.reason])
@@ -419,6 +427,7 @@ class TasmotaDialect(Dialect):
         texts = known.first.texts
         for endpoint_id, where in known.endpoints:
             values: dict[str, StateValue] = {}
+            momentary = False
             for entity in where.entities:
                 if entity.kind == "doorbell":
                     if kind == "RESULT" and not retained and pressed(entity, data):
@@ -426,10 +435,13 @@ class TasmotaDialect(Dialect):
                     continue
                 found, problems = read(entity, texts, data)
                 values.update(found)
+                momentary = momentary or released(entity, found)
                 out += [InputRejected("state", f"{topic}: {problem}") for problem in problems]
             if values:
                 samples = tuple(StateSample(interface, value, when) for interface, value in values.items())
                 out.append(StateReceived(endpoint_id, samples))
+            if momentary:  # a push-on input (a PIR in SwitchMode 13/14) never says OFF: its motion was a moment's
+                out.append(StateReceived(endpoint_id, (StateSample("Switch", "Off", when),)))
         return out
 
 

@@ -3,12 +3,13 @@
 `entities()` reads a `TasmotaInfo` (and the `sn` of its sensors message) into `Entity`s: a relay (`rl` 1), a
 light (`rl` 2: a dimmer, cold/warm, RGB, RGBW or RGBCW by `lt_st`; split in an RGB and a white light when `lk` is
 0; one dimmer per channel with SetOption68; a plain on/off light with SetOption30 or an iFan's light), a shutter (a
-pair of `rl` 3), a button (SetOption73) or switch (SetOption114) declared as a doorbell, and each `Temperature` and
-`Humidity` reading; the rest are notes with why they are left out. `build()` puts them on endpoints with
-mapping.plan_ranked (the MAC is the device's own endpoint, the first relay or light on it, `<MAC>-<key>` for the
-others), names each endpoint (a split one by its own friendly name) and keeps in each Route address (JSON) all
-that reading states and sending commands need (`Address`), so a restart reads states before the configs come
-again.
+pair of `rl` 3), a switch input (SetOption114) in a sensor mode (follow, push-on, push-ignore: a PIR, a door
+contact) as a read-only on/off sensor, a button (SetOption73) or push-button switch input declared as a doorbell,
+and each `Temperature` and `Humidity` reading; the rest are notes with why they are left out. `build()` puts them
+on endpoints with mapping.plan_ranked (the MAC is the device's own endpoint, the first relay or light on it,
+`<MAC>-<key>` for the others: `<MAC>-switch1` for a PIR beside a relay), names each endpoint (a split one by its
+own friendly name, or the device's and its SwitchText) and keeps in each Route address (JSON) all that reading
+states and sending commands need (`Address`), so a restart reads states before the configs come again.
 """
 
 from __future__ import annotations
@@ -44,15 +45,24 @@ RANK_SENSOR = 1_000  # actuators rank by their relay number, so relay 1 (or the 
 _QUANTITIES = ("Temperature", "Humidity")  # the readings the platform takes, by their key in `sn`
 _OUTLET_WORDS = ("plug", "socket", "outlet")
 _IGNORED_SENSORS = ("Time", "TempUnit", "PressureUnit", "SpeedUnit", "Epoch")
+# SwitchModes whose input is a state, not a press (hatasmota's binary sensors less its push-buttons): follow (1),
+# inverted follow (2), their multi-change variants (9, 10), push-on (13, 14: a PIR, which sends only ON) and
+# push-ignore (15, 16). The others (toggle, the push-buttons, 0, 3..8, 11, 12) report presses: doorbell candidates.
+SENSOR_SWITCH_MODES = frozenset({1, 2, 9, 10, 13, 14, 15, 16})
+PUSH_ON_SWITCH_MODES = frozenset({13, 14})
+# What a switch input is, by the words of its name (SwitchText, `swn`): the device class of mapping.binary.
+_INPUT_CLASSES = (("motion", ("motion", "pir", "occupancy", "presence", "movement", "bewegung")),
+                  ("door", ("door", "window", "contact", "gate", "garage", "tür", "fenster")),
+                  ("moisture", ("leak", "water", "flood")), ("smoke", ("smoke",)))
 
 
 @dataclass(frozen=True, slots=True)
 class Entity:
     """One thing of a device the platform may get: its kind, key, number (relay, shutter, button) and options."""
 
-    kind: str  # "relay", "light", "shutter", "doorbell" or "sensor"
+    kind: str  # "relay", "light", "shutter", "doorbell", "input" (a switch input's state) or "sensor"
     key: str  # relay1, light2, shutter1, button1, switch1, AM2301-Temperature
-    index: int  # POWER<index+1>, Shutter<index+1>; -1 for a sensor
+    index: int  # POWER<index+1>, Shutter<index+1>, Switch<index+1>; -1 for a sensor
     opts: dict[str, Any] = field(default_factory=dict)
     label: str = ""  # its own name (a relay's friendly name), or what tells it apart ("Two", "Temperature")
     own_name: bool = False
@@ -100,7 +110,9 @@ def entities(info: TasmotaInfo, sensors: Mapping[str, Any] | None,
     notes: list[EntityNote] = []
     found += _relays_and_lights(info)
     found += _shutters(info, notes)
-    found += _doorbells(info, doorbell, notes)
+    bells = _doorbells(info, doorbell, notes)
+    found += bells
+    found += _inputs(info, {e.key for e in bells})
     found += _sensors(info, sensors or {}, notes)
     return found, notes
 
@@ -115,6 +127,8 @@ def part(entity: Entity) -> mapping.Part:
                              color=bool(opts.get("color")))
     if entity.kind == "shutter":
         return mapping.cover(position=True, set_position=True, open_close=True, stop=True)
+    if entity.kind == "input":
+        return mapping.binary(opts.get("class"))
     if entity.kind == "sensor":
         found = mapping.sensor("temperature" if opts["quantity"] == "Temperature" else "humidity", None)
         assert found is not None  # both quantities are in the mapping table
@@ -242,11 +256,15 @@ def _shutters(info: TasmotaInfo, notes: list[EntityNote]) -> list[Entity]:
 
 
 def _doorbells(info: TasmotaInfo, event: str | None, notes: list[EntityNote]) -> list[Entity]:
-    """The buttons (SetOption73) and switches (SetOption114) that report actions, when the device is declared in
-    `doorbells`: each rings on the declared action only."""
+    """The buttons (SetOption73) and push-button switch inputs (SetOption114) that report actions, when the device
+    is declared in `doorbells`: each rings on the declared action only. A switch input in a sensor mode (a PIR, a
+    contact) is a sensor, unless the device has no other input to ring (a bell push wired as a follow switch)."""
     sources = [(f"button{i + 1}", i, f"Button{i + 1}") for i, on in enumerate(info.buttons) if on]
-    sources += [(f"switch{i + 1}", i, (info.switch_names[i] if i < len(info.switch_names) else None)
-                 or f"Switch{i + 1}") for i, mode in enumerate(info.switch_modes) if mode >= 0]
+    switches = [(f"switch{i + 1}", i, _switch_name(info, i), mode in SENSOR_SWITCH_MODES)
+                for i, mode in enumerate(info.switch_modes) if mode >= 0]
+    sources += [(key, i, name) for key, i, name, sensor in switches if not sensor]
+    if event is not None and not sources:
+        sources = [(key, i, name) for key, i, name, _ in switches]
     if event is None:
         notes += [EntityNote(key, False, f"{source}'s actions are a DoorbellPress when the device is declared in "
                              "doorbells") for key, _, source in sources]
@@ -259,11 +277,40 @@ def _doorbells(info: TasmotaInfo, event: str | None, notes: list[EntityNote]) ->
     return [Entity("doorbell", key, index, {"source": source, "event": event}) for key, index, source in sources]
 
 
+def _inputs(info: TasmotaInfo, ringing: set[str]) -> list[Entity]:
+    """The switch inputs in a sensor mode (SetOption114): each a read-only on/off sensor, motion or contact by its
+    name (`swn`), read from its `{"<name>":{"Action":"ON"}}` in RESULT and `"<name>":"ON"` in SENSOR and STATUS10."""
+    out = []
+    for index, mode in enumerate(info.switch_modes):
+        key = f"switch{index + 1}"
+        if mode not in SENSOR_SWITCH_MODES or key in ringing:
+            continue
+        source = _switch_name(info, index)
+        custom = source != f"Switch{index + 1}"
+        label = source.replace("_", " ").strip() if custom else f"Input {spoken(str(index + 1))}"
+        opts = {"source": source, "class": _input_class(source), "push_on": mode in PUSH_ON_SWITCH_MODES}
+        out.append(Entity("input", key, index, opts, label))
+    return out
+
+
+def _switch_name(info: TasmotaInfo, index: int) -> str:
+    """The key a switch input's state and actions come under: its SwitchText (`swn`), else `Switch<n>`."""
+    named = info.switch_names[index] if index < len(info.switch_names) else None
+    return named or f"Switch{index + 1}"
+
+
+def _input_class(name: str) -> str | None:
+    words = name.replace("_", " ").casefold()
+    return next((cls for cls, marks in _INPUT_CLASSES if any(mark in words for mark in marks)), None)
+
+
 def _sensors(info: TasmotaInfo, sensors: Mapping[str, Any], notes: list[EntityNote]) -> list[Entity]:
     out: list[Entity] = []
     unit = sensors.get("TempUnit") if isinstance(sensors.get("TempUnit"), str) else "C"
+    inputs = {_switch_name(info, i) for i, mode in enumerate(info.switch_modes) if mode >= 0}
     for sensor, readings in sensors.items():
-        if sensor in _IGNORED_SENSORS or sensor.startswith("Shutter") or sensor.startswith("Switch"):
+        if sensor in _IGNORED_SENSORS or sensor.startswith("Shutter") or sensor.startswith("Switch") \
+                or sensor in inputs:  # a switch input's state (`"Motion":"ON"`): the input's, not a sensor's
             continue
         if not isinstance(readings, dict):
             notes.append(EntityNote(sensor, False, f"no platform interface for {sensor}"))
@@ -303,7 +350,8 @@ def _endpoint_name(device: str, entity: Entity, split: bool, relays: int) -> str
 
 
 def _note_name(entity: Entity) -> str:
-    return {"relay": "relay", "light": "light", "shutter": "shutter", "doorbell": "doorbell"}.get(
+    return {"relay": "relay", "light": "light", "shutter": "shutter", "doorbell": "doorbell",
+            "input": "binary_sensor"}.get(
         entity.kind, "sensor") + "." + entity.key
 
 

@@ -6,8 +6,11 @@ Tasmota reports power and light state in `stat/<topic>/RESULT` (after a command 
 and `Color` (hex or "r,g,b"); a shutter's `Shutter<n>` object (`Position` 0..100, `Direction`) in RESULT and in
 `tele/<topic>/SENSOR`; sensor readings in `tele/<topic>/SENSOR` in the shape of the discovery's `sn` (with
 `TempUnit`); and a button's or switch's action in RESULT as `{"Button1":{"Action":"SINGLE"}}` (SetOption73) or
-`{"Switch1":{"Action":"ON"}}` (SetOption114). `read` turns one message into an entity's values; `pressed`
-says whether it is the declared doorbell action.
+`{"Switch1":{"Action":"ON"}}` (SetOption114), which for a switch input in a sensor mode is its state (also in
+SENSOR and STATUS10 as `"Switch1":"ON"`, under its SwitchText when it has one: `{"Motion":{"Action":"ON"}}`).
+`read` turns one message into an entity's values; `pressed` says whether it is the declared doorbell action;
+`released` whether a push-on input (a PIR in SwitchMode 13 or 14, which sends ON only) is to be reported Off
+again at once, as Home Assistant turns its binary sensor off after a second.
 """
 
 from __future__ import annotations
@@ -35,7 +38,15 @@ def read(entity: Entity, texts: tuple[str, str], data: Mapping[str, Any]) -> tup
         _shutter(entity, data, values, problems)
     elif entity.kind == "sensor":
         _sensor(entity.opts, data, values, problems)
+    elif entity.kind == "input":
+        _input(entity.opts, texts, data, values)
     return values, problems
+
+
+def released(entity: Entity, values: Mapping[str, StateValue]) -> bool:
+    """Whether these values of a push-on switch input (SwitchMode 13, 14: it says ON, never OFF) are a moment's
+    motion, to be followed by Off."""
+    return entity.kind == "input" and bool(entity.opts.get("push_on")) and values.get("Switch") == "On"
 
 
 def pressed(entity: Entity, data: Mapping[str, Any]) -> bool:
@@ -45,6 +56,24 @@ def pressed(entity: Entity, data: Mapping[str, Any]) -> bool:
     report = data.get(entity.opts["source"])
     action = report.get("Action") if isinstance(report, dict) else None
     return isinstance(action, str) and action.casefold() == str(entity.opts["event"]).casefold()
+
+
+def _input(opts: Mapping[str, Any], texts: tuple[str, str], data: Mapping[str, Any],
+           values: dict[str, StateValue]) -> None:
+    """A switch input's state: its action in RESULT, its plain state in SENSOR and STATUS10 (not a push-on input's:
+    its pin's level there says nothing of motion, as Home Assistant ignores it too). TOGGLE, HOLD and the other
+    actions are presses, not states."""
+    report = data.get(str(opts.get("source")))
+    if isinstance(report, dict):
+        value = report.get("Action")
+    elif opts.get("push_on"):
+        return
+    else:
+        value = report
+    if value == texts[1]:
+        values["Switch"] = "On"
+    elif value == texts[0]:
+        values["Switch"] = "Off"
 
 
 def _power(index: int, texts: tuple[str, str], data: Mapping[str, Any], values: dict[str, StateValue],

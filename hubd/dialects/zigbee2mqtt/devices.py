@@ -2,7 +2,8 @@
 
 `read_entry` decides whether one entry is imported (interviewed, supported, not disabled, not the Coordinator,
 kept by include/exclude) and, if so, builds its `Z2mDevice`: the endpoints of mapping.plan_ranked (the device's
-own endpoint, the ieee_address, and a `<ieee>-<property>` one per feature whose interface is already taken),
+own endpoint, the ieee_address, and a `<ieee>-<property>` one per feature whose interface is already taken; a
+thermostat's room temperature and humidity together on `<ieee>-local_temperature`),
 each with its whole DeviceConfig, its Route (JSON: the ieee, the friendly name, the features' specs) and the
 Origin notes of every expose feature, exported or not and why. `device_from_routes` rebuilds what reading
 states needs from the kept routes after a restart.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ ADDRESS_VERSION = 1
 MAX_NAME_CHARS = 128
 MAX_ID_CHARS = 64
 _OUTLET_WORDS = ("plug", "socket", "outlet")
+ROOM_TEMPERATURE = "local_temperature"  # a thermostat's room temperature: its room readings' endpoint `<ieee>-<it>`
 
 
 
@@ -104,7 +106,8 @@ def read_entry(entry: Any, index: int, selected: Selected) -> Entry:
         return Entry(ieee, name, None, reason)
     exposes = read_exposes(definition.get("exposes"), outlet=_is_outlet(definition))
     # A doorbell is declared by name or identifier (the config), or by endpointId (the owner's devices page).
-    event = selected.doorbell((name, ieee, mapping.endpoint_id(ieee)))
+    event = selected.doorbell((name, ieee, mapping.endpoint_id(ieee)), device=name, announces=exposes.actions,
+                              key=ieee)
     device = build(ieee, name, entry, exposes, event)
     device.actions = exposes.actions or ()
     problems = tuple(f"{name} ({ieee}): {p}" for p in exposes.problems)
@@ -150,9 +153,13 @@ def build(ieee: str, name: str, entry: dict[str, Any], exposes: Exposes, event: 
     slots: list[Slot] = []
     configs: list[ConfigReceived] = []
     bell: tuple[str, str] | None = None
+    rooms = _room_groups(by_key)
     for planned in mapping.plan_ranked(mapping.endpoint_id(ieee), parts,
-                                         {k: mapping.ranked(f.rank, f.key, f.label) for k, f in by_key.items()}):
+                                         {k: mapping.ranked(f.rank, f.key, f.label) for k, f in by_key.items()},
+                                         rooms):
         members = tuple(by_key[k] for k in planned.keys)
+        if len(members) > 1 and members[0].key in rooms:  # a room sensor: named by its temperature
+            members = tuple(sorted(members, key=lambda f: f.key != rooms[f.key]))
         shown = [EntityNote(n, True, _exported_reason(f)) for f in members for n in f.notes]
         if not planned.split:
             shown += left_out
@@ -266,6 +273,22 @@ def _number_text(value: float) -> str:
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _room_groups(features: Mapping[str, Feature]) -> dict[str, str]:
+    """A thermostat's room readings, which split off together (`<ieee>-local_temperature`, CONTRACT section 6):
+    its `local_temperature` and, where it measures one, the room's `humidity` (Bosch's BTH-RM230Z); a humidity
+    without a room temperature splits off alone (`<ieee>-humidity`), never the thermostat's own."""
+    if not any(f.kind == "climate" for f in features.values()):
+        return {}
+    local = next((k for k, f in sorted(features.items()) if f.kind == "numeric"
+                  and f.opts.get("sensor") == "temperature" and k.startswith(ROOM_TEMPERATURE)), None)
+    humidity = next((k for k, f in sorted(features.items()) if f.kind == "numeric"
+                     and f.opts.get("sensor") == "humidity"), None)
+    rooms = {local: local} if local is not None else {}
+    if humidity is not None:
+        rooms[humidity] = local or humidity
+    return rooms
 
 
 def _spoken_label(label: str) -> str:

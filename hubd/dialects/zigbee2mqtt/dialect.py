@@ -14,6 +14,7 @@ action, and marks every device unreachable while the bridge is offline.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import zlib
@@ -38,7 +39,7 @@ from hubd.dialects.base import (
     StateReceived,
     Unexported,
 )
-from hubd.dialects.globs import Selected
+from hubd.dialects.globs import DoorbellReport, Selected
 from hubd.dialects.zigbee2mqtt.devices import (
     DIALECT,
     Address,
@@ -50,6 +51,7 @@ from hubd.dialects.zigbee2mqtt.devices import (
 )
 from hubd.dialects.zigbee2mqtt.exposes import Feature
 from hubd.dialects.zigbee2mqtt.features import command, lock_fault, part, read
+from hubd.dialects.zigbee2mqtt.groups import MAX_GROUPS, GroupEntry, build_group, group_key, read_groups
 from hubd.dialects.zigbee2mqtt.payloads import command_json, online_value, state_object
 from hubd.untrusted.arrays import NotAnArray, array_items
 
@@ -91,6 +93,11 @@ class Zigbee2MqttDialect(Dialect):
         self._listed = False  # a bridge/devices list was read
         self._entries: dict[str, tuple[bytes, Entry]] = {}  # ieee → its last entry's digest and reading
         self._early: dict[str, tuple[bytes, float]] = {}  # topic after the base → (payload, received at)
+        # bridge/groups (groups.py): the last list read (None: none yet, the kept groups stay), the keys of the
+        # groups among _devices, and the groups not exported (friendly_name → key, why not, no actions)
+        self._group_list: list[GroupEntry] | None = None
+        self._group_keys: set[str] = set()
+        self._groups_left_out: dict[str, tuple[str, str, tuple[str, ...]]] = {}
 
     def subscriptions(self) -> list[tuple[str, int]]:
         """Everything under the base topic, at QoS 1."""
@@ -112,6 +119,8 @@ class Zigbee2MqttDialect(Dialect):
                 continue
             grouped.setdefault(where.ieee, []).append((device_id, where))
         for ieee, endpoints in grouped.items():
+            if self._is_group_key(ieee):
+                self._group_keys.add(ieee)
             if ieee not in self._devices:
                 device = device_from_routes(ieee, sorted(endpoints, key=lambda e: e[0]))
                 self._devices[ieee] = device
@@ -127,6 +136,8 @@ class Zigbee2MqttDialect(Dialect):
         rest = topic[len(self._prefix):]
         if rest == "bridge/devices":
             return self._device_list(topic, payload)
+        if rest == "bridge/groups":
+            return self._groups(topic, payload)
         if rest == "bridge/state":
             online = online_value(topic, payload)
             if isinstance(online, InputRejected):
@@ -139,7 +150,7 @@ class Zigbee2MqttDialect(Dialect):
             if not self._listed and not rest.startswith("bridge/") and len(payload) <= MAX_EARLY_BYTES \
                     and (rest in self._early or len(self._early) < MAX_EARLY_MESSAGES):
                 self._early[rest] = (payload, received_at)  # perhaps a device of the list still to come
-            return []  # other bridge topics, groups, devices not imported
+            return []  # other bridge topics, devices and groups not imported
         ieee, sub = found
         if sub == "":
             return self._state(self._devices[ieee], topic, payload, received_at, retained)
@@ -186,7 +197,7 @@ class Zigbee2MqttDialect(Dialect):
     def unexported_devices(self) -> list[Unexported]:
         """Devices of the list that are not imported, with why (for the status page), by friendly name."""
         return [Unexported(mapping.endpoint_id(ieee), name, (reason,), actions)
-                for name, (ieee, reason, actions) in sorted(self._left_out.items())]
+                for name, (ieee, reason, actions) in sorted({**self._groups_left_out, **self._left_out}.items())]
 
     def reconfigure(self, selection: Selection) -> list[DeviceInput]:
         """New include/exclude and doorbells: the last device list read again with them (what it changes)."""
@@ -196,6 +207,10 @@ class Zigbee2MqttDialect(Dialect):
         self._entries = {}  # each entry's reading depends on the selection
         found = self._device_list(f"{self._prefix}bridge/devices", zlib.decompress(self._list))
         return [item for item in found if not isinstance(item, InputRejected)]  # said when the list came
+
+    def doorbell_report(self) -> DoorbellReport:
+        """The declarations, and each device one matched with the values its `action` announces."""
+        return self._selected.report()
 
     def doorbell_events(self, device_id: str) -> tuple[str, ...]:
         """The values the device's `action` announces, for its own endpoint (its ieee_address: a doorbell is never
@@ -288,6 +303,7 @@ class Zigbee2MqttDialect(Dialect):
         return entry
 
     def _apply(self, devices: dict[str, Z2mDevice]) -> list[DeviceInput]:
+        devices = self._with_groups(devices)
         out: list[DeviceInput] = []
         self._devices = devices
         self._by_name = {d.name: ieee for ieee, d in devices.items()}
@@ -314,6 +330,56 @@ class Zigbee2MqttDialect(Dialect):
             for ieee in [i for i in table if i not in devices]:
                 del table[ieee]
         return out + self._availability_changes(devices)
+
+    # bridge/groups (groups.py builds each group's endpoint from its members).
+
+    def _groups(self, topic: str, payload: bytes) -> list[DeviceInput]:
+        if len(payload) > self._max_list_bytes:
+            return [InputRejected("config", f"{topic}: {len(payload)} bytes; hubd reads at most {self._max_list_bytes} "
+                                            "(zigbee2mqtt.max_devices_bytes), so nothing changed")]
+        if not payload.strip():
+            return []  # the retained list cleared by hand: zigbee2mqtt publishes it again when it starts
+        try:  # element by element, as the device list: no more than MAX_GROUPS + 1 groups are ever built
+            data: Any = list(itertools.islice(array_items(payload), MAX_GROUPS + 1))
+        except NotAnArray as err:
+            return [InputRejected("config", f"{topic}: a {err.kind}, not the list of groups zigbee2mqtt publishes; "
+                                            "nothing changed")]
+        except (ValueError, RecursionError) as err:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+            return [InputRejected("config", f"{topic}: not the JSON group list zigbee2mqtt publishes "
+                                            f"({str(err)[:120]}); nothing changed")]
+        entries, problems = read_groups(data)
+        out: list[DeviceInput] = [InputRejected("config", f"{topic}: {p}") for p in problems]
+        self._group_list = entries
+        if self._listed:  # else the groups are built when the device list comes
+            out += self._apply({k: d for k, d in self._devices.items() if k not in self._group_keys})
+        return out
+
+    def _with_groups(self, devices: dict[str, Z2mDevice]) -> dict[str, Z2mDevice]:
+        """The devices, each group of the last bridge/groups added (built from these members); before any
+        bridge/groups, the groups kept from the last run stay as they were."""
+        devices = {k: d for k, d in devices.items() if k not in self._group_keys}
+        if self._group_list is None:
+            return {**devices, **{k: self._devices[k] for k in self._group_keys if k in self._devices}}
+        keys: set[str] = set()
+        left_out: dict[str, tuple[str, str, tuple[str, ...]]] = {}
+        out = dict(devices)
+        names = {d.name for d in devices.values()}
+        for entry in self._group_list:
+            key = group_key(self._base, entry.id)
+            if key in keys or entry.name in names:
+                continue  # zigbee2mqtt keeps group ids and names unique, devices' names included
+            built = build_group(key, entry, devices, self._selected)
+            if isinstance(built, str):
+                left_out[entry.name] = (key, built, ())
+                continue
+            keys.add(key)
+            out[key] = built
+        self._group_keys, self._groups_left_out = keys, left_out
+        return out
+
+    def _is_group_key(self, key: str) -> bool:
+        tail = key.rpartition("-group-")[2].split("-")[0]
+        return tail.isdigit() and group_key(self._base, int(tail)) == key
 
     # States, availability, presses.
 
