@@ -28,7 +28,7 @@ import aiohttp
 
 from hubd.errors import MqttRejected, MqttUnavailable
 from hubd.lifecycle import Backoff
-from hubd.mqtt.client import MqttClient, Will
+from hubd.mqtt.client import PACKET_HEADROOM_BYTES, MqttClient, Will
 from hubd.mqtt.inbox import Message
 from hubd.speaker import mixer
 from hubd.speaker.assistant import Assistant, AssistantFailed, make_assistant
@@ -66,6 +66,9 @@ class SpeakerAgent:
             password=config.mqtt.password.get_secret_value() if config.mqtt.password else None,
             tls=config.mqtt.tls, ca_file=str(config.mqtt.ca_file) if config.mqtt.ca_file else None,
             will=Will(self._topics["availability"], b"offline"), keepalive_s=config.mqtt.keepalive_s,
+            # The broker is asked (MQTT 5) never to send a larger message: a hostile one on the command topic
+            # costs the agent nothing.
+            max_packet_bytes=config.mqtt.max_message_bytes + PACKET_HEADROOM_BYTES,
         )
         self._jobs: asyncio.Queue[Job] = asyncio.Queue(config.queue_size)
         self._controls: asyncio.Queue[mixer.SetRequest] = asyncio.Queue(MAX_CONTROLS_WAITING)
