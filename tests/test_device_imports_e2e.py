@@ -134,7 +134,8 @@ async def test_api_devices_and_the_status_page_show_the_source_and_why_an_entity
         plant = await rig.hub.wait_for(plant_listed, what="the plant sensor under unexported")
         assert plant == [{"source": "homeassistant", "endpointId": "plant1", "name": "Fern Sensor",
                           "entities": ["sensor.battery: no platform interface for device_class battery"],
-                          "doorbellEvents": [], "topic": "homeassistant/sensor/plant1/battery/config",
+                          "doorbellEvents": [], "exposable": False, "keptBackRule": None,
+                          "topic": "homeassistant/sensor/plant1/battery/config",
                           "overrides": {"name": None, "room": None, "exposed": True, "doorbell": None},
                           "report": None}]
         assert "plant1" not in await devices(rig)

@@ -126,14 +126,13 @@ class Needed:
         self._wild = FilterIndex()
         for topic in wild:
             self._wild.add(topic)
-        held: dict[str, int] = {}
-        for topic in wild:  # a wildcard filter another covers (at a QoS as high) is not held; of two that cover
-            qos = self._qos[topic]  # each other, the first in order is
-            if not any(other != topic and self._qos[other] >= qos and covers(other, topic)
-                       and (not covers(topic, other) or other < topic) for other in wild):
-                held[topic] = qos
+        kept_wild = {topic for topic in wild if not any(  # of two that cover each other, the first in order is held
+            other != topic and self._qos[other] >= self._qos[topic] and covers(other, topic)
+            and (not covers(topic, other) or other < topic) for other in wild)}
+        held: dict[str, int] = {}  # in the order the dialects need them (the claim order: retained messages come so)
         for topic, qos in self._qos.items():
-            if not is_wildcard(topic) and not any(self._qos[f] >= qos for f in self._wild.matches(topic)):
+            if topic in kept_wild or (not is_wildcard(topic)
+                                      and not any(self._qos[f] >= qos for f in self._wild.matches(topic))):
                 held[topic] = qos
         self._held = held
         self._touched = None

@@ -69,7 +69,7 @@ class Subscriptions:
         The number of filters subscribed to."""
         self._needed.reset({dialect.name: dialect.subscriptions() for dialect in self._dialects})
         self._needed.take_touched()
-        filters = sorted(self._needed.held().items())
+        filters = list(self._needed.held().items())  # in the dialects' claim order
         needed = {topic for topic, _ in filters}
         # Counted afresh: what the pump subscribes to meanwhile (subscribe_now, run) is added as it goes, not lost.
         self._subscribed = set()
