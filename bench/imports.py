@@ -57,6 +57,13 @@ from bench.scenarios import Contender, Result, Rig
 from simulators.discovery_tasmota import tasmota_config
 
 IMPORTS = ("discovery", "zigbee2mqtt", "tasmota", "shelly")
+
+
+def label(name: str) -> str:
+    """An import's name in the report: its dialect's on the devices page (the table's), discovery's shortened."""
+    from hubd.dialects.enabled import labels
+
+    return "HA discovery" if name == "discovery" else labels()[name]["short"]
 DISCOVERY_PREFIX = "bench-ha"  # hubd's homeassistant.discovery_prefix in the discovery scenario
 Z2M_HA_BASE = "bench-z2m-ha"  # the base topic of the zigbee2mqtt that announces half the discovery devices
 Z2M_BASE = "bench-z2m"  # hubd's zigbee2mqtt.base_topic in the zigbee2mqtt scenario

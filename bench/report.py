@@ -11,6 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.imports import IMPORTS
+from bench.imports import label as import_label
+
 NAMES = {"hubd": "hubd", "forwarder": "bare forwarder", "node-red": "Node-RED"}
 
 
@@ -134,8 +137,6 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-IMPORTS = ("discovery", "zigbee2mqtt", "tasmota", "shelly")
-LABELS = {"discovery": "HA discovery", "zigbee2mqtt": "zigbee2mqtt", "tasmota": "Tasmota", "shelly": "Shelly"}
 GOAL = 0.7  # each import's throughput ÷ the native topics' of the same run (issue 19)
 
 
@@ -145,7 +146,7 @@ def _imports(results: dict[str, Any]) -> list[str]:
     if not present:
         return []
     columns = ("hubd", *IMPORTS)  # "throughput.hubd" etc.: hubd on its own topics
-    lines = ["", f"| hubd, devices imported | native topics | {' | '.join(LABELS[n] for n in IMPORTS)} | "
+    lines = ["", f"| hubd, devices imported | native topics | {' | '.join(import_label(n) for n in IMPORTS)} | "
                  f"{' | '.join(n + ' ÷ native' for n in IMPORTS)} |",
              "|---|---:|" + "---:|" * (2 * len(IMPORTS))]
     blank = " |" * len(IMPORTS)
