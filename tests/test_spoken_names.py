@@ -207,10 +207,18 @@ EXPECTED: dict[str, dict[str, str]] = {
     },
     "zigbee2mqtt/philips_7146060PH_hue_go": {
         "0x000b57fffec6a5b4": "bulb color Two",
+        "0x000b57fffec6a5b4-scene_1": "Chill scene",
+    },
+    "zigbee2mqtt/z2m_group_scenes": {
+        "0x000b57fffec6a5b4": "bulb color Two",
+        "0x000b57fffec6a5b4-scene_1": "Chill scene",
+        "zigbee2mqtt-group-9": "ha discovery group",
+        "zigbee2mqtt-group-9-scene_4": "Scene Four",
     },
     "zigbee2mqtt/z2m_groups_living_room": {
         "0x000b57fffec6a5b2": "bulb",
         "0x000b57fffec6a5b4": "bulb color Two",
+        "0x000b57fffec6a5b4-scene_1": "Chill scene",
         "zigbee2mqtt-group-1": "Living room",
     },
     "zigbee2mqtt/philips_9290012573A_colour_bulb": {
@@ -224,6 +232,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "zigbee2mqtt/z2m_2.12.1_testsuite": {
         "0x000b57fffec6a5b2": "bulb",
         "0x000b57fffec6a5b4": "bulb color Two",
+        "0x000b57fffec6a5b4-scene_1": "Chill scene",
         "0x000b57fffec6a5c2": "IKEA TRADFRI bulb",
         "0x0017880104e45522": "weather sensor",
         "0x0017880104e45524": "power plug",

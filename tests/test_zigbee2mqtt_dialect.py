@@ -58,8 +58,8 @@ def test_every_interviewed_supported_device_of_the_list_is_imported_and_the_rest
     dialect = make()
     found = configs(announce(dialect, suite()))
 
-    assert sorted(found) == sorted([BULB, HUE_GO, "0x000b57fffec6a5c2", WEATHER, PLUG, ZIGFRED,
-                                    *(f"{ZIGFRED}-state_l{n}" for n in range(2, 8))])
+    assert sorted(found) == sorted([BULB, HUE_GO, f"{HUE_GO}-scene_1", "0x000b57fffec6a5c2", WEATHER, PLUG, ZIGFRED,
+                                    *(f"{ZIGFRED}-state_l{n}" for n in range(2, 8))])  # the Hue Go's Chill scene
     left_out = {u.name: u.reasons for u in dialect.unexported_devices()}
     assert left_out["Coordinator"][0].startswith("the Coordinator")
     assert "not supported" in left_out["0x0017880104e45518"][0]
@@ -433,7 +433,7 @@ def test_malformed_entries_and_unknown_exposes_are_rejected_and_the_rest_imports
     assert any("type 'hologram'" in r and "weather_sensor (0x0017880104e45522)" in r for r in reasons)
     assert any("entry 10 is a int" in r for r in reasons)
     assert operations(configs(inputs)[WEATHER]) == {"Humidity": (), "Temperature": ()}
-    assert len(configs(inputs)) == 12  # the other devices import as without the bad entries
+    assert len(configs(inputs)) == 13  # the other devices import as without the bad entries (a scene included)
 
 
 def test_the_dialect_claims_only_its_base_topic() -> None:

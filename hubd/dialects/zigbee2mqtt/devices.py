@@ -3,10 +3,10 @@
 `read_entry` decides whether one entry is imported (interviewed, supported, not disabled, not the Coordinator,
 kept by include/exclude) and, if so, builds its `Z2mDevice`: the endpoints of mapping.plan_ranked (the device's
 own endpoint, the ieee_address, and a `<ieee>-<property>` one per feature whose interface is already taken; a
-thermostat's room temperature and humidity together on `<ieee>-local_temperature`),
-each with its whole DeviceConfig, its Route (JSON: the ieee, the friendly name, the features' specs) and the
-Origin notes of every expose feature, exported or not and why. `device_from_routes` rebuilds what reading
-states needs from the kept routes after a restart.
+thermostat's room temperature and humidity together on `<ieee>-local_temperature`; each scene of its endpoints on
+`<ieee>-scene_<id>`, scenes.py), each with its whole DeviceConfig, its Route (JSON: the ieee, the friendly name,
+the features' specs) and the Origin notes of every expose feature, exported or not and why. `device_from_routes`
+rebuilds what reading states needs from the kept routes after a restart.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from hubd.dialects.base import ConfigReceived
 from hubd.dialects.globs import Selected
 from hubd.dialects.zigbee2mqtt.exposes import ACTION, PUBLISHED, RANK_SENSOR, Exposes, Feature, read_exposes
 from hubd.dialects.zigbee2mqtt.features import part
+from hubd.dialects.zigbee2mqtt.scenes import device_scenes, scene_configs
 from hubd.spoken import spoken
 
 DIALECT = "zigbee2mqtt"
@@ -172,6 +173,10 @@ def build(ieee: str, name: str, entry: dict[str, Any], exposes: Exposes, event: 
         slots.append(Slot(planned.endpoint_id, members, frozenset(c.interface for c in planned.capabilities)))
         bell = bell or next(((planned.endpoint_id, str(f.opts["event"])) for f in members if f.kind == "doorbell"),
                             None)
+    for received, scene in scene_configs(ieee, name, spoken_name, device_scenes(entry), _info(entry, definition, ()),
+                                         lambda f: Route(DIALECT, address(ieee, name, [f]))):
+        configs.append(received)
+        slots.append(Slot(received.device_id, (scene,), frozenset(c.interface for c in received.config.capabilities)))
     return Z2mDevice(ieee, name, tuple(slots), bell, tuple(configs), _reads(by_key.values()))
 
 

@@ -23,7 +23,7 @@ from hubd.dialects import convert
 PUBLISHED, SETTABLE, GETTABLE = 1, 2, 4
 SPECIFIC_TYPES = frozenset({"light", "switch", "fan", "cover", "lock", "climate"})
 KNOWN_TYPES = SPECIFIC_TYPES | {"binary", "numeric", "enum", "text", "composite", "list"}
-KINDS = frozenset({*SPECIFIC_TYPES, "binary", "numeric", "doorbell"})
+KINDS = frozenset({*SPECIFIC_TYPES, "binary", "numeric", "doorbell", "scene"})  # scene: scenes.py
 # zigbee2mqtt's binary properties → the device classes of the shared mapping (Home Assistant's vocabulary).
 BINARY_CLASSES: Mapping[str, str] = {
     "contact": "door", "occupancy": "occupancy", "presence": "presence", "water_leak": "moisture",
@@ -49,7 +49,7 @@ class ExposeProblem(Exception):
 class Feature:
     """One exported piece of a device: its kind, the state properties it reads (by role), access and options."""
 
-    kind: str  # light, switch, cover, climate, fan, lock, binary, numeric or doorbell
+    kind: str  # light, switch, cover, climate, fan, lock, binary, numeric, doorbell or scene
     key: str  # its main property (unique on the device): the split-off endpoint is `<ieee>-<key>`
     props: dict[str, str]  # role → property in the state: {"state": "state_l1", "brightness": "brightness_l1"}
     access: dict[str, int]  # role → zigbee2mqtt access bits

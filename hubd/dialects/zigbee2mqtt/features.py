@@ -4,7 +4,8 @@
 the property behind each interface (no `/set`: no operations; published: proactively reported; published or
 `/get`: retrievable). `read` turns a device's state object (zigbee2mqtt publishes all of it each time) into
 interface values; `command` turns a control request into the `/set` object zigbee2mqtt takes (`{"state": "ON"}`,
-`{"brightness_l1": 128}`, `{"color": {"hex": "#ff8800"}}`, `{"occupied_heating_setpoint": 21}`); `lock_fault`
+`{"brightness_l1": 128}`, `{"color": {"hex": "#ff8800"}}`, `{"occupied_heating_setpoint": 21}`, a scene's
+`{"scene_recall": 1}`); `lock_fault`
 says when a lock is neither locked nor unlocked (its `lock_state` not_fully_locked...), which makes it
 unreachable.
 """
@@ -28,6 +29,7 @@ _ROLES: Mapping[str, Mapping[str, str]] = {
     "climate": {"Temperature": "target", "Mode": "mode", "Switch": "mode"},
     "fan": {"Switch": "state", "FanSpeed": "speed"},
     "numeric": {"Temperature": "value", "Humidity": "value"},
+    "scene": {"Switch": "scene"},
 }
 _ON_MODES = ("heat", "auto", "cool", "heat_cool", "dry", "fan_only")
 
@@ -61,6 +63,8 @@ def part(feature: Feature) -> mapping.Part | None:
         found = mapping.binary(str(opts.get("device_class")))
     elif feature.kind == "numeric":
         found = mapping.sensor(str(opts.get("sensor")), str(opts.get("unit") or ""))
+    elif feature.kind == "scene":
+        found = mapping.scene()
     else:
         found = mapping.doorbell()
     if found is None:
@@ -153,6 +157,13 @@ def command(feature: Feature, request: ControlRequest) -> dict[str, Any]:
     role = _ROLES.get(feature.kind, {}).get(interface)
     if feature.kind == "lock" and (interface != "Switch" or request.value != "On"):
         raise CommandRefused("hubd locks a door (Switch.On) but never unlocks one from the platform")
+    if feature.kind == "scene":
+        scene_id = opts.get("id")
+        if interface != "Switch" or request.value != "On":
+            raise CommandRefused("a scene can only be turned on")
+        if not isinstance(scene_id, int) or isinstance(scene_id, bool):
+            raise CommandRefused("the scene's route has no scene id; wait for zigbee2mqtt's device list again")
+        return {"scene_recall": scene_id}
     if role is None or feature.kind in ("binary", "numeric", "doorbell"):
         raise CommandRefused(f"a zigbee2mqtt {feature.kind} takes no {interface}.{request.operation}")
     if feature.kind == "fan" and interface == "FanSpeed" and "speed" not in props:

@@ -6,7 +6,8 @@ the members' endpoints). `read_groups` reads the already-parsed list (zigbee2mqt
 "members"}`, later 1.x and 2.x with `description` and `scenes` too); `build_group` makes one group a `Z2mDevice`
 of one endpoint, `<base>-group-<id>`, whose capabilities are its members' common ones (a group of dimmable bulbs
 is a dimmable light; of lights and plugs, a switch), or says why it is not exported (no members, no member
-imported, nothing in common). Its members stay their own endpoints.
+imported, nothing in common). Its members stay their own endpoints. Each scene of an exported group is its own
+endpoint `<base>-group-<id>-scene_<sid>` (scenes.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from hubd.dialects.globs import Selected
 from hubd.dialects.zigbee2mqtt.devices import DIALECT, MAX_NAME_CHARS, Slot, Z2mDevice, address
 from hubd.dialects.zigbee2mqtt.exposes import DEFAULT_BRIGHTNESS_MAX, DEFAULT_MIREDS, RANK_ACTUATOR, Feature
 from hubd.dialects.zigbee2mqtt.features import part
+from hubd.dialects.zigbee2mqtt.scenes import read_scenes, scene_configs
 
 MAX_GROUPS = 1_000
 MAX_MEMBERS = 1_000
@@ -32,11 +34,12 @@ _GROUPABLE = frozenset({"light", "switch", "cover"})
 
 @dataclass(frozen=True, slots=True)
 class GroupEntry:
-    """One bridge/groups entry: its id, friendly name and members (ieee_address, endpoint)."""
+    """One bridge/groups entry: its id, friendly name, members (ieee_address, endpoint) and scenes (id, name)."""
 
     id: int
     name: str
     members: tuple[tuple[str, int | None], ...]
+    scenes: tuple[tuple[int, str], ...] = ()
 
 
 def group_key(base_topic: str, group_id: int) -> str:
@@ -69,7 +72,7 @@ def read_groups(data: Any) -> tuple[list[GroupEntry], list[str]]:
             endpoint = member.get("endpoint") if isinstance(member, dict) else None
             if isinstance(ieee, str):
                 members.append((ieee, endpoint if isinstance(endpoint, int) else None))
-        out.append(GroupEntry(gid, name, tuple(members)))
+        out.append(GroupEntry(gid, name, tuple(members), tuple(read_scenes(raw.get("scenes")))))
     return out, problems
 
 
@@ -102,8 +105,15 @@ def build_group(key: str, entry: GroupEntry, devices: Mapping[str, Z2mDevice],
                                                    "capabilities; each member stays its own endpoint"),)
     route = Route(DIALECT, address(key, entry.name, [feature]))
     received = ConfigReceived(key, config, route, Origin(DIALECT, notes, why))
-    slot = Slot(key, (feature,), frozenset(c.interface for c in found_part.capabilities))
-    return Z2mDevice(key, entry.name, (slot,), None, (received,), frozenset(feature.props.values()))
+    slots = [Slot(key, (feature,), frozenset(c.interface for c in found_part.capabilities))]
+    configs = [received]
+    for scene_received, scene in scene_configs(key, entry.name, spoken_name, list(entry.scenes),
+                                               {"model": "zigbee2mqtt group"},
+                                               lambda f: Route(DIALECT, address(key, entry.name, [f]))):
+        configs.append(scene_received)
+        slots.append(Slot(scene_received.device_id, (scene,),
+                          frozenset(c.interface for c in scene_received.config.capabilities)))
+    return Z2mDevice(key, entry.name, tuple(slots), None, tuple(configs), frozenset(feature.props.values()))
 
 
 def _actuator(device: Z2mDevice, endpoint: int | None) -> Feature | None:
