@@ -126,13 +126,14 @@ def build(config: HubdConfig, environ: Mapping[str, str] | None = None, *, confi
     # The device dialects in claim order (hubd's own topics first, the native imports before discovery): each claims
     # its topics and turns messages into typed inputs; the first that claims a topic decodes it.
     dialects = build_dialects(config)
+    rules = publish_rules(config)  # where a device command, or a dialect's question to one device, may go
     bridge = MqttBridge(client, base_topic=config.mqtt.base_topic, dialects=dialects, sink=registry, routes=registry,
                         receipts=ReceiptBook(db), health=health, metrics=metrics,
                         inflight=InflightRecord(config.storage.path.with_name(config.storage.path.name + ".inflight")),
                         subscriptions=SubscriptionBook(db), subscribe_before_report=not config.mqtt.embedded,
-                        max_message_bytes=config.mqtt.max_message_bytes)
+                        max_message_bytes=config.mqtt.max_message_bytes, publish_rules=rules)
     components.append(bridge)
-    commands = DeviceCommands(dialects, bridge, publish_rules(config))
+    commands = DeviceCommands(dialects, bridge, rules)
     # What the dialects import and which buttons are doorbells: the config's, and the owner's doorbells (before the
     # first message is read, then whenever the devices page or SIGHUP changes them).
     selection = LiveSelection(config, bridge, registry)

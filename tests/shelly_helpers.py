@@ -50,8 +50,8 @@ def publish(dialect: ShellyDialect, topic: str, data: object, *, retained: bool 
 
 
 def asked(dialect: ShellyDialect) -> list[tuple[str, dict[str, Any]]]:
-    """The RPC requests the dialect's announcements carry, as (topic, frame)."""
-    return [(m.topic, json.loads(m.payload)) for m in dialect.announcements() if m.topic.endswith("/rpc")]
+    """The RPC requests the dialect asks (`requests`), as (topic, frame)."""
+    return [(m.topic, json.loads(m.payload)) for m in dialect.requests()]
 
 
 ASKED = ("Shelly.GetDeviceInfo", "Shelly.GetConfig", "Shelly.GetStatus")

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from shelly_helpers import (
+    ASKED,
     REPLIES,
     TWO_PM,
     answer,
@@ -63,16 +64,35 @@ def test_a_gen2_device_saying_online_is_asked_who_it_is_on_its_own_rpc_topic_wit
     assert dialect.claims(f"{TWO_PM}/online") and not dialect.claims("kitchen/online")
     assert publish(dialect, f"{TWO_PM}/online", "true", retained=True) == []
     assert dialect.pending_subscriptions() == [(f"{TWO_PM}/status/+", 1)]
-    sent = dialect.announcements()
-    assert [(m.topic, m.payload) for m in sent[:2]] == [("shellies/command", b"announce"),
-                                                         ("shellies/command", b"update")]
-    frames = [json.loads(m.payload) for m in sent[2:]]
-    assert {m.topic for m in sent[2:]} == {f"{TWO_PM}/rpc"}
+    sent = dialect.requests()  # questions to the device, not announcements: sent once the batch is subscribed
+    frames = [json.loads(m.payload) for m in sent]
+    assert {m.topic for m in sent} == {f"{TWO_PM}/rpc"}
     assert [f["method"] for f in frames] == ["Shelly.GetDeviceInfo", "Shelly.GetConfig", "Shelly.GetStatus"]
     assert {f["src"] for f in frames} == {"hubd-hubd"}
-    assert dialect.announcements() == []  # asked once a connection
+    assert dialect.requests() == []  # asked once a connection
+    assert publish(dialect, f"{TWO_PM}/online", "true", retained=True) == [] and dialect.requests() == []
+    # The announcements are only what every Gen1 device on the bus hears, once a connection.
+    assert [(m.topic, m.payload) for m in dialect.announcements()] == [("shellies/command", b"announce"),
+                                                                      ("shellies/command", b"update")]
+    assert dialect.announcements() == []
     assert (REPLIES, 1) in dialect.subscriptions()  # a new connection: Gen1 asked again
     assert [m.payload for m in dialect.announcements()] == [b"announce", b"update"]
+
+
+def test_a_device_saying_its_config_changed_again_and_again_has_at_most_three_questions_out() -> None:
+    dialect = make()
+    discover(dialect, TWO)
+    changed = {"src": TWO_PM, "method": "NotifyEvent",
+               "params": {"events": [{"component": "sys", "event": "config_changed"}]}}
+    publish(dialect, f"{TWO_PM}/events/rpc", changed)
+    requests = asked(dialect)
+    assert [f["method"] for _, f in requests] == list(ASKED)
+    for _ in range(5):  # unanswered yet: the answers will say the new config
+        publish(dialect, f"{TWO_PM}/events/rpc", changed)
+        assert asked(dialect) == []
+    answer(dialect, TWO, requests)
+    publish(dialect, f"{TWO_PM}/events/rpc", changed)  # answered: a new change is asked about again
+    assert len(asked(dialect)) == 3
 
 
 def test_a_2pm_gen3s_answers_make_the_device_and_its_second_switch_named_by_the_owner() -> None:

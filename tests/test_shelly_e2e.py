@@ -3,8 +3,9 @@ and a real hubd process, a simulated Gen2+ Shelly (simulators/discovery_shelly.p
 hubd's RPC on its `<id>/rpc` and notifies its changes, and a simulated Gen1 Shelly 1 on `shellies/<id>/`. The rig
 and the waiting helpers are tests/rig.py's.
 
-hubd asks a Gen2+ device who it is with its announcements, which go out at most once every 10 seconds while new
-devices keep appearing (hubd/mqtt/subscriptions.py), so the first import may take that long: FOUND_S.
+hubd asks a Gen2+ device who it is as soon as the batch that found it is subscribed (`Dialect.requests`,
+hubd/mqtt/requests.py), not at the pace of the announcements (at most once every 10 seconds): the tests wait for the
+device with the rig's usual timeout.
 """
 
 from __future__ import annotations
@@ -18,18 +19,17 @@ from simulators.discovery_shelly import ShellyGen1, ShellyPlus
 from simulators.platform_directives import DirectiveClient
 
 MakeRig = Callable[..., Awaitable[Rig]]
-FOUND_S = 25.0
 PLUS = "shellyplus1pm-a8032ab12345"
 GEN1 = "shelly1-ABCDEF"
 ON = {"shelly": {"enabled": True}}
 
 
 async def found(rig: Rig, endpoint: str, check: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-    """Wait until /api/devices lists the endpoint passing `check` (FOUND_S: a Gen2+ device is asked first)."""
+    """Wait until /api/devices lists the endpoint passing `check`."""
     async def listed() -> dict[str, Any] | None:
         device = (await devices(rig)).get(endpoint)
         return device if device is not None and check(device) else None
-    result: dict[str, Any] = await rig.hub.wait_for(listed, timeout_s=FOUND_S, what=f"{endpoint} in /api/devices")
+    result: dict[str, Any] = await rig.hub.wait_for(listed, what=f"{endpoint} in /api/devices")
     return result
 
 
@@ -90,7 +90,7 @@ async def test_a_shelly_also_announced_through_home_assistant_discovery_is_impor
 
         async def once() -> bool:
             return set(await devices(rig)) == {PLUS}
-        await rig.hub.wait_for(once, timeout_s=FOUND_S, what="the discovery device left to the Shelly import")
+        await rig.hub.wait_for(once, what="the discovery device left to the Shelly import")
         assert (await devices(rig))[PLUS]["displayName"] == "Porch"
         assert not await invalid_total(rig.hub, 1)
     finally:

@@ -197,7 +197,7 @@ async def run_demo(build: Callable[[HubdConfig], Supervisor], *, state_dir: Path
                 helpers.append(group.create_task(_tasmota_script(sim, tasmota, DirectiveClient(
                     hub_url, token=result.user_token, vendor_path=config.http.vendor_path)), name="demo.tasmota"))
                 helpers.append(group.create_task(_owner_script(sim, hub_url, admin), name="demo.owner"))
-                # Last to connect (see above): hubd asks a Shelly who it is with its next announcements.
+                # Last to connect (see above): hubd asks a Shelly who it is once subscribed to its topics.
                 helpers.append(group.create_task(_shelly_script(sim, hub_url, shelly, DirectiveClient(
                     hub_url, token=result.user_token, vendor_path=config.http.vendor_path)), name="demo.shelly"))
             except Exception as err:  # any setup failure ends the demo with one clear line

@@ -252,7 +252,7 @@ class Dialect(ABC):
     """One way devices speak MQTT. Stateful where the format needs it (discovery configs, a bridge's device list).
 
     The four abstract methods are what every dialect must say; the rest have the defaults most dialects want
-    (no state to restore, fixed subscriptions, nothing to announce, no speakers, nothing left out).
+    (no state to restore, fixed subscriptions, nothing to announce or ask, no speakers, nothing left out).
     """
 
     name: ClassVar[str]  # its row's name in the table: the Route's dialect, its devices' source ("native", ...)
@@ -300,8 +300,17 @@ class Dialect(ABC):
         return []
 
     def announcements(self) -> list[Outgoing]:
-        """What to publish once subscribed (on every connection and after new subscriptions): e.g. Home
-        Assistant's birth message, on which discovery devices announce themselves and send their states again."""
+        """What to publish once subscribed (on every connection and, while new subscriptions come, at most once every
+        10 s): what reaches every device on the bus at once, e.g. Home Assistant's birth message, on which discovery
+        devices announce themselves and send their states again. A question to one device is a `requests` one."""
+        return []
+
+    def requests(self) -> list[Outgoing]:
+        """Questions to single devices found since the last call (Shelly's GetDeviceInfo on `<prefix>/rpc`), to send
+        once the subscriptions of the batch that found them are made (their answers' topics): at once, not at the
+        announcements' pace, but at a bounded rate and each checked against the one publish rule like a device
+        command (`hubd.mqtt.requests`). Asked after every batch; what a connection did not send is dropped, so a
+        dialect asks its devices again on every connection (`subscriptions`). Default: none."""
         return []
 
     def encode_speaker(self, device_id: str, route: Route, command: dict[str, Any]) -> list[Outgoing]:

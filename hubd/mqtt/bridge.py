@@ -5,7 +5,8 @@ messages cause) -> manual PUBACK. Acking only after the sink returns is what mak
 broker handed over is lost" true across a SIGKILL: unacked QoS 1 messages are redelivered. A sink that
 waits out a disk refusing writes (the registry does) holds the batch unacked meanwhile: the broker keeps
 the rest, and the pump goes on once the commit went through.
-Downstream: `publish()` for set/command messages, waiting briefly for a connection.
+Downstream: `publish()` for set/command messages, waiting briefly for a connection; the dialects' questions to
+single devices go from a task of the session (`hubd.mqtt.requests`), after the subscriptions of their batch.
 Owns hubd's own status topic (`B/status`): `online` once subscribed, `offline` on stop and as the will.
 `reconfigure()` hands the dialects a new selection (include/exclude, doorbells: SIGHUP, the devices page) and the
 sink what that changes, as a batch of its own between two of the pump's, connected or not.
@@ -20,7 +21,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from hubd.devices.model import Route
-from hubd.dialects.base import Decoded, Dialect, InputRejected, Outgoing, Selection, input_kind
+from hubd.dialects.base import Decoded, Dialect, InputRejected, Outgoing, PublishRules, Selection, input_kind
+from hubd.dialects.topics import CommandTopics
 from hubd.errors import MqttRejected, MqttUnavailable, StoreError
 from hubd.failures import MessageFailures
 from hubd.lifecycle import Backoff, Clock, Health, SystemClock
@@ -28,6 +30,7 @@ from hubd.metrics import Metrics, event_stages
 from hubd.mqtt.client import MqttClient
 from hubd.mqtt.inbox import Message
 from hubd.mqtt.inflight import InflightRecord, Step
+from hubd.mqtt.requests import DeviceRequests
 from hubd.mqtt.subscriptions import Subscriptions, SubscriptionStore
 from hubd.store.receipts import Receipt, receipt
 
@@ -81,7 +84,8 @@ class MqttBridge:
                  health: Health, metrics: Metrics, routes: RouteBook | None = None, backoff: Backoff | None = None,
                  clock: Clock | None = None, receipts: ReceiptLookup | None = None,
                  inflight: InflightRecord | None = None, subscriptions: SubscriptionStore | None = None,
-                 subscribe_before_report: bool = True, max_message_bytes: int | None = None) -> None:
+                 subscribe_before_report: bool = True, max_message_bytes: int | None = None,
+                 publish_rules: PublishRules | None = None) -> None:
         self._client = client
         # Larger messages are refused unread, but on the dialects' large topics (the broker was asked for the
         # largest of all: MqttClient's max_packet_bytes). None: no bound (tests).
@@ -96,8 +100,13 @@ class MqttBridge:
         self._dialects = tuple(dialects)
         self._routes = routes
         self._clock: Clock = clock or SystemClock()
+        # The dialects' questions to single devices go where a device command may (the one rule, asked before each).
+        topics = CommandTopics(publish_rules if publish_rules is not None else PublishRules(base_topic),
+                               self._dialects)
         self._subscriptions = Subscriptions(client, self._dialects, clock=self._clock, metrics=metrics,
-                                            store=subscriptions, timeout_s=ANNOUNCE_TIMEOUT_S)
+                                            store=subscriptions, timeout_s=ANNOUNCE_TIMEOUT_S,
+                                            requests=DeviceRequests(client, topics, metrics=metrics,
+                                                                    timeout_s=ANNOUNCE_TIMEOUT_S))
         self._up_since: float | None = None
         self._base = base_topic
         self._sink = sink
@@ -219,8 +228,8 @@ class MqttBridge:
                     continue
                 if inputs:
                     decoded.append(Decoded(f"(the {dialect.name} selection)", now, True, inputs, dialect.name))
-            added, removed = self._subscriptions.changes()
-            self._subscriptions.later(added, removed)
+            changes = self._subscriptions.changes()
+            self._subscriptions.later(changes.added, changes.removed, changes.requests)
             if decoded:
                 await self._sink.handle(decoded)
         log.info("the dialects took their new selection (%s): %d changes handed on",
@@ -246,11 +255,13 @@ class MqttBridge:
     async def _serve(self, session_present: bool) -> None:
         """Pump and announce until the connection fails; raises the first MqttUnavailable."""
         failure: MqttUnavailable | None = None
+        self._subscriptions.new_session()
         try:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self._pump(), name="mqtt-pump")
                 group.create_task(self._announce(session_present), name="mqtt-announce")
                 group.create_task(self._subscriptions.run(), name="mqtt-subscribe")
+                group.create_task(self._subscriptions.ask(), name="mqtt-ask")
         except* MqttUnavailable as errors:
             failure = errors.exceptions[0]  # type: ignore[assignment]  # the only leaf type except* let through
         if failure is not None:
@@ -314,11 +325,11 @@ class MqttBridge:
         else:
             decoded = await self._decode(step.messages)
         decoded = self._pending_inputs() + decoded  # before: a device another dialect just took over
-        added, removed = self._subscriptions.changes()
+        added, removed, requests = self._subscriptions.changes()
         if added and self._subscribe_first:  # a device reaches the platform once its states reach hubd
-            await self._subscriptions.subscribe_now(added)
-            added = []
-        self._subscriptions.later(added, removed)
+            await self._subscriptions.subscribe_now(added, requests)  # subscribed first, then the devices asked
+            added, requests = [], []
+        self._subscriptions.later(added, removed, requests)
         await self._sink.handle(decoded, [receipt(m.mid, m.topic, m.payload) for m in step.messages if m.qos])
 
     async def _not_yet_stored(self, batch: Sequence[Message]) -> Sequence[Message]:

@@ -12,7 +12,11 @@ them, queued while hubd is away. `Subscriptions` keeps them right:
   deleted leave nothing behind on the broker;
 - the dialects' announcements (Home Assistant's birth message, on which every discovery device on the bus sends
   its config and states again) go out once per connection and, while new devices keep appearing, at most once
-  every BIRTH_EVERY_S: never once per device.
+  every BIRTH_EVERY_S: never once per device;
+- the dialects' questions to single devices (`Dialect.requests`: a Shelly asked who it is) are collected with the
+  subscriptions of the same batch (`changes()`) and handed to `hubd.mqtt.requests.DeviceRequests` once those are
+  made (subscribe first, then ask), and on a connection once its own subscriptions are: at once, at a bounded
+  rate, never at the birth message's pace.
 """
 
 from __future__ import annotations
@@ -20,19 +24,33 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable, Sequence
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
-from hubd.dialects.base import Dialect
+from hubd.dialects.base import Dialect, Outgoing, PublishRules
+from hubd.dialects.topics import CommandTopics
 from hubd.errors import StoreError
 from hubd.lifecycle import Clock
 from hubd.metrics import Metrics
 from hubd.mqtt.client import MqttClient
 from hubd.mqtt.overlaps import Needed
+from hubd.mqtt.requests import DeviceRequests
 
 log = logging.getLogger(__name__)
 
 BIRTH_EVERY_S = 10.0
 MAX_FILTERS_PER_PACKET = 500  # topics per SUBSCRIBE / UNSUBSCRIBE packet
+
+
+class Changes(NamedTuple):
+    """What the dialects learned since the last call: filters to subscribe to, topics to drop, and the questions to
+    single devices to send once `added` is subscribed ((dialect name, publish), in order)."""
+
+    added: list[tuple[str, int]]
+    removed: list[str]
+    requests: list[tuple[str, Outgoing]]
+
+
+Item = tuple[list[tuple[str, int]], list[str], bool, list[tuple[str, Outgoing]]]
 
 
 class SubscriptionStore(Protocol):
@@ -46,10 +64,11 @@ class SubscriptionStore(Protocol):
 
 
 class Subscriptions:
-    """The broker's subscriptions for hubd's session, and the dialects' announcements."""
+    """The broker's subscriptions for hubd's session, the dialects' announcements, and when their questions go."""
 
     def __init__(self, client: MqttClient, dialects: Sequence[Dialect], *, clock: Clock, metrics: Metrics,
-                 store: SubscriptionStore | None = None, timeout_s: float = 10.0) -> None:
+                 store: SubscriptionStore | None = None, timeout_s: float = 10.0,
+                 requests: DeviceRequests | None = None) -> None:
         self._client = client
         self._dialects = tuple(dialects)
         self._store = store
@@ -58,15 +77,28 @@ class Subscriptions:
         self._subscribed: set[str] = set()
         self._needed = Needed()  # what the dialects need; the session holds no filter another held one covers
         self._unsaved: set[str] = set()  # subscribed by subscribe_now, to be kept by run()
-        self._queue: asyncio.Queue[tuple[list[tuple[str, int]], list[str], bool]] = asyncio.Queue()
+        self._queue: asyncio.Queue[Item] = asyncio.Queue()
+        # The questions' sender (its rule: the fixed rules of a default config, when the bridge hands none).
+        self._requests = requests if requests is not None else DeviceRequests(
+            client, CommandTopics(PublishRules(), self._dialects), metrics=metrics, timeout_s=timeout_s)
         self._last_birth: float | None = None
         self._birth_due: float | None = None
         metrics.gauge("hubd_mqtt_subscriptions", "topic filters hubd's MQTT session is subscribed to",
                       lambda: float(len(self._subscribed)))
 
+    def new_session(self) -> None:
+        """A connection begins (before anything of it runs): the last one's unsent questions are dropped, and none
+        goes before `connected` has subscribed."""
+        self._requests.new_session()
+
+    async def ask(self) -> None:
+        """Send the dialects' questions as they are handed over (the session's task, beside `run()`)."""
+        await self._requests.run()
+
     async def connected(self, session_present: bool) -> int:
-        """Subscribe to everything the dialects need, drop what a kept session holds that none needs, announce.
-        The number of filters subscribed to."""
+        """Subscribe to everything the dialects need, drop what a kept session holds that none needs, let the
+        questions go (the dialects ask their known devices again on every connection), announce. The number of
+        filters subscribed to."""
         self._needed.reset({dialect.name: dialect.subscriptions() for dialect in self._dialects})
         self._needed.take_touched()
         filters = list(self._needed.held().items())  # in the dialects' claim order
@@ -83,12 +115,15 @@ class Subscriptions:
             await self._client.subscribe(chunk, timeout_s=self._timeout_s)
         self._subscribed |= needed
         await self._save(needed - kept, kept - needed)
+        self._requests.add(self._questions())
+        self._requests.open()
         await self._birth()
         return len(filters)
 
-    def changes(self) -> tuple[list[tuple[str, int]], list[str]]:
+    def changes(self) -> Changes:
         """What the dialects learned since the last call: filters to subscribe to, topics to drop (also those a
-        filter now held covers: the broker would send their messages twice)."""
+        filter now held covers: the broker would send their messages twice), and their questions to single devices,
+        to send once those filters are subscribed (`subscribe_now`, `later`)."""
         for dialect in self._dialects:
             self._needed.add(dialect.name, dialect.pending_subscriptions())
             self._needed.remove(dialect.name, dialect.pending_unsubscriptions())
@@ -103,21 +138,25 @@ class Subscriptions:
                 added.append((topic, qos))
             elif qos is None and topic in self._subscribed:
                 removed.append(topic)
-        return added, removed
+        return Changes(added, removed, self._questions())
 
-    async def subscribe_now(self, filters: list[tuple[str, int]]) -> None:
-        """Subscribe and await the SUBACK (the bridge does it before it commits the batch that needs them)."""
+    async def subscribe_now(self, filters: list[tuple[str, int]],
+                            requests: Sequence[tuple[str, Outgoing]] = ()) -> None:
+        """Subscribe and await the SUBACK (the bridge does it before it commits the batch that needs them), then hand
+        on the questions whose answers come there."""
         for chunk in _chunks(filters):
             await self._client.subscribe(chunk, timeout_s=self._timeout_s)
         self._subscribed |= {topic for topic, _ in filters}
         self._unsaved |= {topic for topic, _ in filters}
-        self._queue.put_nowait(([], [], True))  # to be kept, and announced (a new device appeared)
+        self._requests.add(requests)
+        self._queue.put_nowait(([], [], True, []))  # to be kept, and announced (a new device appeared)
         log.debug("subscribed to %d more topics", len(filters))
 
-    def later(self, added: list[tuple[str, int]], removed: list[str]) -> None:
-        """Subscribe to `added` and drop `removed` from `run()`'s task."""
-        if added or removed:
-            self._queue.put_nowait((added, removed, False))
+    def later(self, added: list[tuple[str, int]], removed: list[str],
+              requests: Sequence[tuple[str, Outgoing]] = ()) -> None:
+        """Subscribe to `added` and drop `removed` from `run()`'s task, then hand on `requests`."""
+        if added or removed or requests:
+            self._queue.put_nowait((added, removed, False, list(requests)))
 
     async def run(self) -> None:
         """Apply what `later` and `subscribe_now` queued, keep it, and send the announcements they call for."""
@@ -135,10 +174,10 @@ class Subscriptions:
                 items.append(self._queue.get_nowait())
             await self._apply(items)
 
-    async def _apply(self, items: list[tuple[list[tuple[str, int]], list[str], bool]]) -> None:
+    async def _apply(self, items: list[Item]) -> None:
         wanted: dict[str, int | None] = {}  # topic → qos to subscribe, None to drop; the last word wins
         announce = False
-        for added, removed, subscribed in items:
+        for added, removed, subscribed, _ in items:
             announce = announce or subscribed or bool(added)
             wanted.update((topic, qos) for topic, qos in added)
             wanted.update((topic, None) for topic in removed)
@@ -150,6 +189,7 @@ class Subscriptions:
             await self._client.unsubscribe(names, timeout_s=self._timeout_s)
         self._subscribed |= {topic for topic, _ in subscribe}
         self._subscribed -= set(drop)
+        self._requests.add(question for *_, questions in items for question in questions)  # now subscribed
         if subscribe or drop:
             log.debug("subscribed to %d more topics, unsubscribed from %d", len(subscribe), len(drop))
         kept, self._unsaved = {t for t, _ in subscribe} | (self._unsaved - set(drop)), set()
@@ -163,6 +203,9 @@ class Subscriptions:
         due = now if self._last_birth is None else self._last_birth + BIRTH_EVERY_S
         if self._birth_due is None or due < self._birth_due:
             self._birth_due = max(due, now)
+
+    def _questions(self) -> list[tuple[str, Outgoing]]:
+        return [(dialect.name, message) for dialect in self._dialects for message in dialect.requests()]
 
     async def _birth(self) -> None:
         self._last_birth = self._clock.monotonic()

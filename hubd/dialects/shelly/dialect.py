@@ -4,8 +4,9 @@ Gen2+ (Plus, Pro, Gen3, Gen4): a device says `true` on `<prefix>/online` (its pr
 `shellyplus1pm-a8032ab12345`) and notifies on `<prefix>/events/rpc` with its id in `src`. hubd subscribes to
 `+/online` and `+/events/rpc` (MQTT cannot match the start of a level, so the claim checks that the prefix is a
 Shelly id, or that the notification's `src` is one: a custom prefix of one level is found by its notifications),
-then asks the device who it is over RPC: `Shelly.GetDeviceInfo`, `Shelly.GetConfig` and `Shelly.GetStatus` on
-`<prefix>/rpc`, answered on hubd's own `hubd-<client id>/rpc`, the only reply topic it subscribes to. The
+then asks the device who it is over RPC (`requests`, sent as soon as the batch that found it is subscribed):
+`Shelly.GetDeviceInfo`, `Shelly.GetConfig` and `Shelly.GetStatus` on `<prefix>/rpc`, answered on hubd's own
+`hubd-<client id>/rpc`, the only reply topic it subscribes to. The
 answers make its endpoints (parts.py); its states come from NotifyStatus, NotifyFullStatus and
 `<prefix>/status/<component>:<n>` (states.py), an input's NotifyEvent is a doorbell press when declared, and
 commands are RPC on `<prefix>/rpc` (commands.py). Gen1: `shellies/announce` says who a device is (hubd asks with
@@ -131,7 +132,8 @@ class ShellyDialect(Dialect):
         self._left_out: dict[str, tuple[str, str, list[str], tuple[str, ...]]] = {}  # prefix → (id, name, why, events)
         self._generation = 0
         self._ids_of_requests = itertools.count(1)
-        self._requests: dict[int, tuple[str, str]] = {}  # RPC id → (prefix, method)
+        self._requests: dict[int, tuple[str, str]] = {}  # RPC id → (prefix, method), asked on this connection
+        self._unanswered: dict[str, int] = {}  # prefix → its questions in `_requests`
         self._to_ask: dict[str, None] = {}  # Gen2+ prefixes to ask who they are once subscribed
         self._asked: set[str] = set()  # prefixes asked on this connection
         self._subscribe: list[str] = []
@@ -146,6 +148,8 @@ class ShellyDialect(Dialect):
         Gen1's topics under `shellies/`. Called once per connection, which asks every device again."""
         self._ask_gen1 = True
         self._asked.clear()
+        self._requests.clear()  # what the last connection did not send is dropped: asked again
+        self._unanswered.clear()
         self._to_ask.update((p, None) for p, k in self._devices.items() if k.gen >= 2)
         return self._filters()
 
@@ -168,20 +172,26 @@ class ShellyDialect(Dialect):
         return [(t, 1) for t in added]
 
     def announcements(self) -> list[Outgoing]:
-        """Once per connection `announce` and `update` on `shellies/command` (Gen1 devices say who they are and
-        their states); each Gen2+ device found since: GetDeviceInfo, GetConfig and GetStatus on its `<prefix>/rpc`."""
+        """Once per connection `announce` and `update` on `shellies/command` (every Gen1 device says who it is and
+        its states)."""
+        if not self._ask_gen1:
+            return []
+        self._ask_gen1 = False
+        return [Outgoing(f"{GEN1}/command", b"announce"), Outgoing(f"{GEN1}/command", b"update")]
+
+    def requests(self) -> list[Outgoing]:
+        """Each Gen2+ device found since the last call (and every known one on a new connection): GetDeviceInfo,
+        GetConfig and GetStatus on its `<prefix>/rpc`, answered on hubd's reply topic."""
         out: list[Outgoing] = []
-        if self._ask_gen1:
-            self._ask_gen1 = False
-            out += [Outgoing(f"{GEN1}/command", b"announce"), Outgoing(f"{GEN1}/command", b"update")]
         for prefix in list(self._to_ask):
             for method in ASK:
                 request_id = next(self._ids_of_requests)
                 self._requests[request_id] = (prefix, method)
+                self._unanswered[prefix] = self._unanswered.get(prefix, 0) + 1
                 out.append(rpc(prefix, request_id, self._src, method))
         self._to_ask.clear()
         while len(self._requests) > MAX_REQUESTS:
-            del self._requests[next(iter(self._requests))]
+            self._answered(self._requests.pop(next(iter(self._requests)))[0])
         return out
 
     def restore(self, routes: Sequence[tuple[str, Route]]) -> None:
@@ -332,6 +342,11 @@ class ShellyDialect(Dialect):
         self._to_ask[prefix] = None
         self._subscribe.append(f"{prefix}/status/+")  # subscribed before the answers come: the asking follows
 
+    def _answered(self, prefix: str) -> None:
+        left = self._unanswered.pop(prefix, 1) - 1
+        if left > 0:
+            self._unanswered[prefix] = left
+
     def _reply(self, topic: str, payload: bytes, received_at: float) -> list[DeviceInput]:
         try:
             frame = read_frame(payload)
@@ -341,6 +356,7 @@ class ShellyDialect(Dialect):
         if asked is None:
             return []  # an answer to a command (its state comes as a notification), or to a request forgotten
         prefix, method = asked
+        self._answered(prefix)
         record = self._records.get(prefix)
         if record is None or record.gen < 2:  # `online` under shellies/ said nothing of its generation
             record = Record(2, online=record.online if record is not None else None)
@@ -398,9 +414,12 @@ class ShellyDialect(Dialect):
             if not isinstance(event, dict):
                 continue
             source, name = event.get("component"), event.get("event")
-            if source == "sys" and name == "config_changed" and prefix not in self._to_ask:
+            # Renamed or reconfigured: asked again after this batch, unless questions to it wait for their answers
+            # (which come after the change): however many times it says so, it has at most three questions out.
+            if source == "sys" and name == "config_changed" and prefix not in self._to_ask \
+                    and prefix not in self._unanswered:
                 self._asked.discard(prefix)
-                self._probe(prefix)  # renamed or reconfigured: asked again with the next announcement
+                self._probe(prefix)
                 continue
             for endpoint_id, where in known.endpoints:
                 for component in where.components:
