@@ -51,6 +51,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     },
     "homeassistant/rtl_433_honeywell_door_contact": {
     },
+    "homeassistant/rtl_433_door_temperature": {
+        "Generic-Door-1-4242": "Generic Door",
+    },
     "homeassistant/shelly_plusi4_CC7B5C8AEA2C": {
         "cc7b5c8aea2c": "PlusI Four",
         "cc7b5c8aea2c-input1-state": "PlusI Four BinaryIn Two",

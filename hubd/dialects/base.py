@@ -181,7 +181,8 @@ class PublishRules:
 class Selection:
     """What a dialect imports and which buttons are doorbells, as the config and the owner say now: its section's
     `include`/`exclude` globs and the `doorbells` declarations `(device glob, event)`, the config's and the owner's
-    (whose glob is an endpointId), and the endpointIds whose kept-back entities the owner exposed (`exposed`: a
+    (whose glob is an endpointId), and the endpointIds whose kept-back entities the owner exposed (`exposed`, a
+    device's, or one entity's split-off `<device id>-<object_id>` beside its exported device: a
     diagnostic or config entity that is a real device function is then exported, with the capabilities the dialect
     gives it; never a maintenance action). Handed to `Dialect.reconfigure` when it changes (SIGHUP, the devices
     page)."""
@@ -194,8 +195,9 @@ class Selection:
 
 @dataclass(frozen=True, slots=True)
 class Unexported:
-    """A device a dialect leaves out entirely (none of its entities reaches the platform), for the status page and the
-    owner's devices page: the endpointId it would have, its name, why not (per entity), the events a press of
+    """A device a dialect leaves out entirely (none of its entities reaches the platform), or one entity it keeps back
+    by rule of a device it exports (as the split-off it would become), for the status page and the owner's devices
+    page: the endpointId it would have, its name, why not (per entity), the events a press of
     its button could be (what it announces), to declare it a doorbell, and the topic its config came on.
     `exposable`: some entity is kept back by a rule the owner may lift (`{"exposed": true}`: a diagnostic or
     config entity with a platform interface); `rule`: the rule that keeps it back even from the owner (a

@@ -83,7 +83,8 @@ class Record:
     pinned: str | None = None
     restored: str | None = None
     fault: str | None = None  # what its last state said that makes its device unreachable (a jammed lock), if any
-    revealed: bool = False  # kept back by rule, but the owner exposed its device (`{"exposed": true}`)
+    revealed: bool = False  # kept back by rule, but the owner exposed it (`{"exposed": true}`)
+    alone: bool = False  # revealed as its own split-off endpoint (`<device id>-<object_id>`), its device exported
 
     @property
     def component(self) -> str:
@@ -185,11 +186,32 @@ def assign_doorbells(records: Sequence[Record], declared: Sequence[tuple[Globs, 
 
 
 def assign_revealed(records: Sequence[Record], exposed: frozenset[str]) -> None:
-    """Mark the device's kept-back entities the owner exposed (its endpointId is in `exposed`): exported from now on,
-    with the capabilities their component gives them."""
-    revealed = bool(exposed) and not exposed.isdisjoint(_endpoint_ids(records))
+    """Mark the device's kept-back entities the owner exposed: every one when the device's endpointId is in `exposed`
+    (a device kept back whole), else each whose split-off endpointId is (`split_off_id`: an entity of a device that
+    is exported, exported `alone` on that endpoint so that it never takes over the device's own). Exported from now
+    on, with the capabilities their component gives them."""
+    whole = bool(exposed) and not exposed.isdisjoint(_endpoint_ids(records))
     for record in records:
-        record.revealed = revealed and record.exposable
+        alone = bool(exposed) and not whole and record.exposable and split_off_id(records, record) in exposed
+        record.revealed = record.exposable and (whole or alone)
+        record.alone = alone
+
+
+def split_off_id(records: Sequence[Record], record: Record) -> str:
+    """The endpointId one entity of the device gets on its own (CONTRACT 6's split-off rule):
+    `<device id>-<object_id>` (`<object_id>_<component>` when two of the device's entities share the object_id)."""
+    return mapping.endpoint_id(f"{_held_id(records)}-{_own_key(records, record)}")
+
+
+def _own_key(records: Sequence[Record], record: Record) -> str:
+    shared = sum(1 for r in records if r.object_id == record.object_id) > 1
+    return f"{record.object_id}_{record.component}" if shared else record.object_id
+
+
+def _held_id(records: Sequence[Record]) -> str:
+    """The device's endpointId, or the one it was restored with while its records do not give it yet."""
+    pinned = next((r.pinned for r in sorted(records, key=lambda r: r.key) if r.pinned is not None), None)
+    return pinned or device_id_of(records)
 
 
 def _device_label(record: Record, device_id: str) -> str:
@@ -262,6 +284,9 @@ def device_endpoints(records: Sequence[Record]) -> list[DeviceEndpoint]:
     # A scene of a device is its own endpoint (`<device id>-<object_id>`), whether or not the device's other
     # entities came (a zigbee2mqtt scene announced before its bulb's light); one without a device block is one anyway.
     groups.update({k: k for k, r in by_part_key.items() if r.component == "scene" and r.device is not None})
+    # An entity kept back by rule that the owner exposed on its own is its own endpoint, `<device id>-<object_id>`: it
+    # never takes over the device's endpoint nor joins it (the listing offered it under that id).
+    groups.update({k: _own_key(records, r) for k, r in by_part_key.items() if r.alone})
     for planned in mapping.plan_ranked(device_id, parts, ranks, groups):
         members = [by_part_key[k] for k in planned.keys]
         for record in members:
@@ -377,8 +402,8 @@ def note_of(record: Record, again: str | None = None) -> EntityNote:
 
 
 def kept_back_note(record: Record) -> str:
-    """Why an entity of a device kept back whole is not exported: for one the owner may expose, the rule and that
-    exposing the device brings it back."""
+    """Why a kept-back entity is not exported (of a device kept back whole, or listed as its own split-off): for one
+    the owner may expose, the rule and that exposing it brings it back."""
     if record.exposable:
         return (f"{record.entity.category} entity (entity_category {record.entity.category}): kept back by rule; "
                 "expose it if it is a real device function")

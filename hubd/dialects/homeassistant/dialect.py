@@ -41,7 +41,14 @@ from hubd.dialects.homeassistant.address import read_address
 from hubd.dialects.homeassistant.book import EntityBook
 from hubd.dialects.homeassistant.climate import Climate, as_sent, room_readings
 from hubd.dialects.homeassistant.cover import Cover
-from hubd.dialects.homeassistant.devices import DIALECT, Record, device_id_of, kept_back_note, names_of
+from hubd.dialects.homeassistant.devices import (
+    DIALECT,
+    Record,
+    device_id_of,
+    kept_back_note,
+    names_of,
+    split_off_id,
+)
 from hubd.dialects.homeassistant.discovery import (
     COMPONENTS,
     DEVICE_COMPONENT,
@@ -267,7 +274,9 @@ class HomeAssistantDialect(Dialect):
         self.templates.close()
 
     def unexported_devices(self) -> list[Unexported]:
-        """Devices none of whose entities is exported, with each entity's reason (for the status page), by name."""
+        """Devices none of whose entities is exported, with each entity's reason (for the status page), by name; of a
+        device that is exported, each entity kept back by rule (a diagnostic or config entity the owner may expose, a
+        maintenance action) as the split-off endpoint it would become."""
         groups: dict[str, list[Record]] = {}
         for record in self._book.records.values():
             device = record.device
@@ -285,6 +294,8 @@ class HomeAssistantDialect(Dialect):
                     f"{r.label}: {kept_back_note(r)}" for r in records),
                     _press_events(records), exposable, MAINTENANCE_RULE if maintenance else None,
                     self._config_topic(first)))
+            else:
+                out += self._kept_back_entities(records)
         # A refused config joins its device's entry (two refused entities of one device: one entry, both reasons); one
         # of a device that is exported is listed as the endpoint it would split off as, `<device id>-<object_id>`.
         entries = {u.endpoint_id: u for u in out}
@@ -298,6 +309,21 @@ class HomeAssistantDialect(Dialect):
                 known, reasons=known.reasons + item.reasons,
                 topic=known.topic if item.topic in known.topic.split(", ") else f"{known.topic}, {item.topic}")
         return sorted(entries.values(), key=lambda u: (u.name, u.endpoint_id))
+
+    def _kept_back_entities(self, records: list[Record]) -> list[Unexported]:
+        """The entities of an exported device that hubd keeps back by rule, each as the split-off endpoint it would
+        become (`<device id>-<object_id>`): one the owner may expose (a diagnostic or config entity with a platform
+        interface), or a maintenance action, with the rule no owner lifts."""
+        out: list[Unexported] = []
+        first = records[0]
+        device = (first.device.name if first.device else None) or device_id_of(records)
+        for record in sorted(records, key=lambda r: r.key):
+            if record.endpoint is not None or not record.included or not (record.exposable or record.maintenance):
+                continue
+            out.append(Unexported(split_off_id(records, record), f"{device} {record.name or record.object_id}",
+                                  (f"{record.label}: {kept_back_note(record)}",), (), record.exposable,
+                                  None if record.exposable else MAINTENANCE_RULE, self._config_topic(record)))
+        return out
 
     def _config_topic(self, record: Record) -> str:
         """The discovery topic the record's config came on."""
