@@ -92,19 +92,27 @@ def hubd_version() -> str:
     raise SystemExit("debpkg: no __version__ in hubd/__init__.py")
 
 
-def build_wheels(out: Path, arch: Arch, work: Path) -> list[Path]:
-    """hubd's wheel and its dependencies' for `arch` in `out`."""
-    out.mkdir(parents=True)
-    pip = [sys.executable, "-m", "pip"]
-    source = work / "source"
-    source.mkdir()
+def build_hubd_wheel(out: Path, source: Path) -> Path:
+    """hubd's own wheel in `out`, built from a clean copy (in `source`, made afresh) of what it is made of: no venv,
+    caches or tests of the checkout get in. The system tests build theirs with it too."""
+    shutil.rmtree(source, ignore_errors=True)
+    source.mkdir(parents=True)
     for name in BUILD_FILES:
         if (REPO / name).is_dir():
             shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(REPO / name, source / name)
-    _run([*pip, "wheel", "-q", "--no-deps", "-w", str(out), str(source)], what="hubd's wheel")
-    (hubd_wheel,) = out.glob("hubd-*.whl")
+    _run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(source)], what="hubd's wheel")
+    shutil.rmtree(source)
+    (wheel,) = out.glob("hubd-*.whl")
+    return wheel
+
+
+def build_wheels(out: Path, arch: Arch, work: Path) -> list[Path]:
+    """hubd's wheel and its dependencies' for `arch` in `out`."""
+    out.mkdir(parents=True)
+    pip = [sys.executable, "-m", "pip"]
+    hubd_wheel = build_hubd_wheel(out, work / "source")
     extra = work / "pure"
     extra.mkdir()
     if arch.pure_wheels and importlib.util.find_spec("wheel") is None:
