@@ -188,3 +188,39 @@ def test_a_death_across_a_reboot_blames_no_message(tmp_path: Path) -> None:
     after.load()
     assert after.suspects == {} and after.careful
     assert [(s.messages, s.set_aside) for s in after.plan([B, A])] == [((B,), False), ((A,), False)]
+
+
+def _die_committing(record: InflightRecord, message: Msg) -> None:
+    """Read `message` alone and die once it is decoded, while its effects are committed (a kill from outside)."""
+    (step,) = record.plan([message])
+    record.begin(step)
+    record.decoded(step)
+
+
+def test_a_death_after_the_message_was_decoded_reads_it_again_alone_and_loses_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "hubd.db.inflight"
+    _die_committing(_start(path), A)
+
+    again = _start(path)
+    assert not again.suspects and again.careful
+    assert _read(again, [A, C], poisons=()) == [((A,), False), ((C,), False)]  # read, each alone, none set aside
+    assert _start(path).suspects == {} and not _on_disk(path).get("after_decode")
+
+
+def test_a_message_hubd_dies_on_twice_after_decoding_it_is_set_aside(tmp_path: Path) -> None:
+    path = tmp_path / "hubd.db.inflight"
+    _die_committing(_start(path), B)
+    _die_committing(_start(path), B)
+
+    third = _start(path)
+    assert third.suspects == {mark(B): 1}
+    assert _read(third, [A, B, C]) == [((A,), False), ((B,), True), ((C,), False)]
+
+
+def test_a_death_while_decoding_still_sets_the_message_aside_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "hubd.db.inflight"
+    record = _start(path)
+    (step,) = record.plan([B])
+    record.begin(step)  # dies while decoding: no `decoded`
+
+    assert _start(path).suspects == {mark(B): 1}

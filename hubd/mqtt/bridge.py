@@ -324,6 +324,8 @@ class MqttBridge:
             decoded = [self._set_aside(step.messages[0], step.deaths)]
         else:
             decoded = await self._decode(step.messages)
+        self._inflight.decoded(step)  # what follows is committing: a death now is most likely not these messages'
+
         decoded = self._pending_inputs() + decoded  # before: a device another dialect just took over
         added, removed, requests = self._subscriptions.changes()
         if added and self._subscribe_first:  # a device reaches the platform once its states reach hubd

@@ -8,10 +8,15 @@ a step of messages it writes their marks (topic, CRC-32 and length of each paylo
 database, and empties the list once the step is committed. At start, whatever the record names was in flight at
 the death:
 
-- one message alone in flight: it is set aside at its next delivery, after this one death: acknowledged unread,
-  listed under the status page's problems with its topic, and so whenever it comes again (a retained one comes at
-  every start) until its content changes. hubd cannot tell a poison from a kill from outside (`kill -9`) that lands
-  while a message is read alone: that one message is set aside too, listed under problems;
+- one message alone in flight while it was being decoded (where a payload is parsed: where poisons strike): it is
+  set aside at its next delivery, after this one death: acknowledged unread, listed under the status page's
+  problems with its topic, and so whenever it comes again (a retained one comes at every start) until its content
+  changes. hubd cannot tell a poison from a kill from outside (`kill -9`) that lands in that moment: that one
+  message is set aside too, listed under problems;
+- one message alone in flight after it was decoded (`decoded`: its effects were being committed, the likeliest
+  moment for a kill from outside, since decoding takes microseconds and a commit a disk's flush): it is read again,
+  alone, in a careful run, and set aside only if hubd dies on it alone a second time. So an ordinary `kill -9`
+  loses no state, and a poison that strikes only after its decoding costs two restarts;
 - several (a batch), or any number when the machine restarted meanwhile (a power cut is no poison): none is
   blamed, but the run is careful: for CAREFUL_S from its first message it reads every message alone, each with its
   own mark on disk before it is decoded (the broker's queued and retained messages come then). A poison among them
@@ -101,6 +106,8 @@ class InflightRecord:
         self.careful = False  # every message read alone (after a death in a batch), until `_careful_until`
         self._careful_until: float | None = None
         self._current: dict[Mark, int] = {}  # the step being read: mark → deaths so far
+        self._decoded = False  # the step being read is decoded: its effects are being committed
+        self._after_decode: set[Mark] = set()  # died on alone after decoding it once: set aside if it happens again
         self._tail_json: str | None = None  # all but `inflight` as the record writes it, until it changes
 
     def load(self) -> None:
@@ -117,11 +124,19 @@ class InflightRecord:
         data = _parse(text)
         suspects = {m: d for m, d in _marks(data.get("suspects")) if d > 0}
         died = _marks(data.get("inflight"))
+        after_decode = {m for m, _ in _marks([[*item, 0] for item in _list(data.get("after_decode"))])}
         boot = data.get("boot")
         rebooted = bool(self._boot) and isinstance(boot, str) and bool(boot) and boot != self._boot
+        first_after_decode = False
         if len(died) == 1 and not rebooted:  # alone in flight: it killed hubd (or hubd died reading it: the same)
             found, deaths = died[0]
-            suspects[found] = max(suspects.get(found, 0), deaths) + 1
+            if data.get("decoded") is True and found not in after_decode:
+                after_decode.add(found)  # decoded already: most likely a kill from outside; read alone once more
+                first_after_decode = True
+            else:
+                after_decode.discard(found)
+                suspects[found] = max(suspects.get(found, 0), deaths) + 1
+        self._after_decode = set(list(after_decode)[-MAX_SUSPECTS:])
         self.suspects = dict(list(suspects.items())[-MAX_SUSPECTS:])
         self._counted = {m for m, _ in _marks([[*item, 0] for item in _list(data.get("counted"))])
                          if m in self.suspects}
@@ -131,7 +146,11 @@ class InflightRecord:
         self.careful = bool(died) or data.get("careful") is True
         self._tail_json = None
         self._write(sync=True)
-        if rebooted and died:
+        if first_after_decode:
+            log.warning("hubd stopped while committing what one device message caused (%s, %d bytes), after reading "
+                        "it; it is read again, alone, and set aside only if hubd stops on it again", died[0][0][0],
+                        died[0][0][2])
+        elif rebooted and died:
             log.warning("the machine restarted while hubd read %d device message(s): no poison; for its first %d s "
                         "of messages hubd reads each alone", len(died), CAREFUL_S)
         elif len(died) == 1:
@@ -166,12 +185,22 @@ class InflightRecord:
     def begin(self, step: Step[Any]) -> None:
         """Before its messages are decoded: note them as in flight."""
         self._current = {mark(m): step.deaths for m in step.messages}
+        self._decoded = False
+        self._write()
+
+    def decoded(self, step: Step[Any]) -> None:
+        """Its messages are decoded; their effects are being committed (a death now is most likely not theirs)."""
+        self._decoded = True
         self._write()
 
     def end(self, step: Step[Any]) -> None:
         """Its effects are committed: nothing is in flight. One set aside stays set aside (a retained message comes
         at every start) until its content changes."""
+        if self._after_decode and not self._after_decode.isdisjoint(self._current):
+            self._after_decode -= set(self._current)  # read and committed again: no poison after all
+            self._tail_json = None
         self._current = {}
+        self._decoded = False
         self._write()
 
     def first_set_aside(self, message: _Message) -> bool:
@@ -187,6 +216,7 @@ class InflightRecord:
     def cancelled(self) -> None:
         """The step begun was cancelled (hubd stops): it is no longer in flight, and no death."""
         self._current = {}
+        self._decoded = False
         self._write()
 
     def close(self) -> None:
@@ -212,16 +242,18 @@ class InflightRecord:
     def _write(self, sync: bool = False) -> None:
         if self._broken:
             return
-        if not self._current and not self.suspects and not self.careful and not self.set_aside_total:
+        if not self._current and not self.suspects and not self.careful and not self.set_aside_total \
+                and not self._after_decode:
             body = b""
         else:
             if self._tail_json is None:
                 self._tail_json = (f'"suspects":{_json([[*m, d] for m, d in self.suspects.items()])},'
                                    f'"counted":{_json([list(m) for m in self._counted])},'
+                                   f'"after_decode":{_json([list(m) for m in self._after_decode])},'
                                    f'"total":{self.set_aside_total},"careful":{_json(self.careful)},'
                                    f'"boot":{_json(self._boot)}')
             inflight = _json([[*m, d] for m, d in self._current.items()])
-            body = f'{{"inflight":{inflight},{self._tail_json}}}'.encode()
+            body = f'{{"inflight":{inflight},"decoded":{_json(self._decoded)},{self._tail_json}}}'.encode()
         try:
             if self._fd is None:
                 assert self._path is not None
