@@ -3,10 +3,10 @@ hubd/mqtt/inflight.py): after the first death with it alone in flight, hubd ackn
 the status page's problems, and goes on; a retained one is set aside again at every later start, counted once.
 
 The poison is a zigbee2mqtt device list of 2,000 bulbs (8 MB, within hubd's limits: reading it takes about a second
-and some 20 MB more than receiving it). hubd dies while reading it, in one test by SIGKILL, sent as soon as the in-
-flight record names the message (as systemd's watchdog or a crash would), in the other by the kernel's OOM killer in a
-memory cgroup limited, once hubd has begun to read the list, to a little more than it holds then (a Raspberry Pi whose
-memory runs out). The test starts hubd again, as systemd's Restart=on-failure does: once is enough.
+and some 20 MB more than receiving it). hubd dies while reading it, in one test by SIGKILL, sent as soon as the
+in-flight record names the message (as systemd's watchdog or a crash would), in the other by the kernel's OOM killer
+in a memory cgroup limited, once hubd has begun to read the list, to a little more than it holds then (a Raspberry Pi
+whose memory runs out). The test starts hubd again, as systemd's Restart=on-failure does: once is enough.
 """
 
 from __future__ import annotations
