@@ -260,7 +260,10 @@ def test_a_restarted_dialect_reads_states_from_the_kept_routes_before_the_config
     assert ("tasmota_49A3BC/tele/STATE", 1) in restarted.subscriptions()
     assert states(publish(restarted, "tasmota_49A3BC/tele/STATE", {"POWER1": "OFF", "POWER2": "ON"})) == \
         {BASIC: {"Switch": "Off"}, f"{BASIC}-relay2": {"Switch": "On"}}
-    assert [m.topic for m in restarted.announcements()] == ["tasmota_49A3BC/cmnd/STATE"]  # asked for its state
+    assert [m.topic for m in restarted.requests()] == ["tasmota_49A3BC/cmnd/STATE"]  # asked for its state
+    assert restarted.announcements() == [] and restarted.requests() == []  # once
+    restarted.subscriptions()  # a new connection: asked again
+    assert [m.topic for m in restarted.requests()] == ["tasmota_49A3BC/cmnd/STATE"]
     again = configs(announce(restarted, BASIC, basic_config(rl=[1, 1])))
     assert {k: c.route for k, c in again.items()} == dict(routes)
 

@@ -63,6 +63,29 @@ async def test_a_tasmota_bulb_is_imported_reports_obeys_on_cmnd_and_goes_unavail
         await bulb.stop()
 
 
+async def test_a_tasmota_device_is_asked_for_its_state_once_found_and_again_after_a_broker_restart(
+        make_rig: MakeRig) -> None:
+    rig = await make_rig(hub_overrides={"tasmota": {"enabled": True}})
+    bulb = TasmotaBulb(rig.broker.host, rig.broker.port, mac=BULB, on=True, dimmer=60)
+
+    def asked() -> int:
+        return sum(m.topic == f"cmnd/{bulb.topic}/STATE" for m in bulb.commands)
+
+    async def asked_at_least(n: int) -> bool:
+        return asked() >= n
+
+    try:
+        await bulb.start()
+        await wait_devices(rig, BULB, check=lambda d: states_of(d).get("Switch") == "On")
+        await rig.hub.wait_for(lambda: asked_at_least(1), what="hubd asking the new bulb for its state")
+        before = asked()
+        rig.broker.restart()  # what the bulb said while hubd was away is not retained: hubd asks again
+        await rig.hub.wait_for(lambda: asked_at_least(before + 1), timeout_s=30,
+                               what="hubd asking the bulb for its state on its new connection")
+    finally:
+        await bulb.stop()
+
+
 async def test_a_colour_for_an_off_tasmota_light_turns_it_on_first(make_rig: MakeRig) -> None:
     rig = await make_rig(hub_overrides={"tasmota": {"enabled": True}})
     bulb = TasmotaBulb(rig.broker.host, rig.broker.port, mac=BULB, on=False)

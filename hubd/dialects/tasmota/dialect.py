@@ -117,7 +117,9 @@ class TasmotaDialect(Dialect):
         self._to_poll: dict[str, None] = {}  # MACs to ask for their state once subscribed
 
     def subscriptions(self) -> list[tuple[str, int]]:
-        """`<prefix>/#` and the topics of every device known so far, at QoS 1."""
+        """`<prefix>/#` and the topics of every device known so far, at QoS 1. Called once per connection, which
+        asks every known device for its state again (what it said while hubd was away is not retained)."""
+        self._to_poll.update((mac, None) for mac in self._devices)
         return [(f"{self._prefix}/#", 1), *((t, 1) for t in self._topics)]
 
     def pending_subscriptions(self) -> list[tuple[str, int]]:
@@ -130,9 +132,10 @@ class TasmotaDialect(Dialect):
         removed, self._unsubscribe = self._unsubscribe, []
         return [t for t in removed if t not in self._topics]
 
-    def announcements(self) -> list[Outgoing]:
-        """Once subscribed: ask each new device for its state (`cmnd/<topic>/STATE`) and, if it has sensors or
-        shutters, their readings (`STATUS 10`), rather than wait up to a TelePeriod for them."""
+    def requests(self) -> list[Outgoing]:
+        """Once subscribed: ask each new device (and, on a new connection, every device) for its state
+        (`cmnd/<topic>/STATE`) and, if it has sensors or shutters, their readings (`STATUS 10`), rather than wait up
+        to a TelePeriod for them: questions to single devices, sent at once at a bounded rate (hubd.mqtt.requests)."""
         out: list[Outgoing] = []
         for mac in list(self._to_poll):
             known = self._devices.get(mac)
