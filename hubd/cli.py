@@ -73,14 +73,19 @@ def _parser() -> argparse.ArgumentParser:
                    help="where the secret files go (default /etc/credstore, where the unit's LoadCredential= looks)")
     for flag, what in (("--public-url", "hubd's public https URL"), ("--base-url", "the platform's event API URL"),
                        ("--auth-url", "the platform's OAuth token host URL"), ("--client-id", "the clientId"),
-                       ("--mqtt-host", "the broker's host"), ("--mqtt-port", "the broker's port")):
+                       ("--mqtt-host", "the broker's host"), ("--mqtt-port", "the broker's port"),
+                       ("--mqtt-username", "the broker's username (\"\": none, anonymous)")):
         p.add_argument(flag, default=None, help=f"{what} (not asked)")
     p.add_argument("--client-secret-file", type=Path, default=None, help="a file holding the clientSecret (not asked)")
     p.add_argument("--password-file", type=Path, default=None,
                    help="a file holding the owner's new login password (not asked)")
+    p.add_argument("--mqtt-password-file", type=Path, default=None,
+                   help="a file holding the broker's password for --mqtt-username (not asked)")
     p.add_argument("--yes", action="store_true",
                    help="ask nothing: keep every value not given by an option (each must be set already)")
     p.add_argument("--no-start", action="store_true", help="write and check the config, start nothing")
+    p.add_argument("--start-anyway", action="store_true",
+                   help="start hubd even when the broker refuses its login (setup tries it first)")
     p.set_defaults(handler=_setup)
 
     p = sub.add_parser("check-config", help="validate a config file: prints ok, or one line per problem")
@@ -244,8 +249,9 @@ def _setup(args: argparse.Namespace) -> int:
     if os.geteuid() != 0 and args.config.is_relative_to("/etc"):
         raise HubdError(f"setup writes {args.config} and {args.secrets_dir}: run it as root (sudo hubd setup)")
     return Setup(args.config, secrets_dir=args.secrets_dir, answers={q.flag: getattr(args, q.flag) for q in QUESTIONS},
-                 client_secret_file=args.client_secret_file, password_file=args.password_file, assume_yes=args.yes,
-                 start=not args.no_start).run()
+                 client_secret_file=args.client_secret_file, password_file=args.password_file,
+                 mqtt_password_file=args.mqtt_password_file, assume_yes=args.yes, start=not args.no_start,
+                 start_anyway=args.start_anyway).run()
 
 
 def _check_config(args: argparse.Namespace) -> int:

@@ -37,7 +37,15 @@ class MqttUnavailable(HubdError):
 
 
 class MqttRejected(MqttUnavailable):
-    """The broker refused us (bad credentials, not authorised, bad client id)."""
+    """The broker refused us (bad credentials, not authorised, bad client id).
+
+    `code`: the CONNACK's reason code (MQTT 5's numbering, which paho maps MQTT 3.1.1's return codes to: 0x85 client
+    id, 0x86 bad username or password, 0x87 not authorised); None for a refusal other than the CONNACK's.
+    """
+
+    def __init__(self, message: str, *, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class MqttUnconfirmed(MqttUnavailable):

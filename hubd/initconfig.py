@@ -25,6 +25,7 @@ from hubd.driver.passwords import hash_password
 from hubd.errors import HubdError
 
 CLIENT_SECRET_FILE = "hubd.client-secret"  # noqa: S105 (a file name; it matches the unit's LoadCredential=)
+MQTT_PASSWORD_FILE = "hubd.mqtt-password"  # noqa: S105 (a file name; it matches the unit's LoadCredential=)
 SYSTEMD_STATE = Path("/var/lib/hubd/hubd.db")  # the unit's StateDirectory
 LOGIN_USER = "owner"
 
@@ -92,7 +93,7 @@ mqtt:
   host: 127.0.0.1                   # your broker (mosquitto)
   port: 1883
   # username: hubd                  # if your broker wants a login; its password in a file:
-  # password_file: ${{CREDENTIALS_DIRECTORY}}/hubd.mqtt-password
+  # password_file: ${{CREDENTIALS_DIRECTORY}}/{MQTT_PASSWORD_FILE}
 
 http:
   host: 127.0.0.1                   # behind your reverse proxy, which terminates TLS

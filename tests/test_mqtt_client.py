@@ -356,10 +356,12 @@ async def test_bad_credentials_are_rejected(make_mosquitto: Callable[..., Mosqui
     def make(**kwargs: object) -> MqttClient:
         return MqttClient(host=broker.host, port=broker.port, client_id="hub", **kwargs)  # type: ignore[arg-type]
 
-    with pytest.raises(MqttRejected, match=r"(?i)not authori[sz]ed|user name or password"):
+    with pytest.raises(MqttRejected, match=r"(?i)not authori[sz]ed|user name or password") as wrong:
         await make(username="hubd", password="wrong").connect()
-    with pytest.raises(MqttRejected):
+    assert wrong.value.code in (0x86, 0x87)  # the CONNACK's code, which hubd setup words for the owner
+    with pytest.raises(MqttRejected) as anonymous:
         await make().connect()  # anonymous
+    assert anonymous.value.code == 0x87  # not authorised
 
     good = make(username="hubd", password="right-password")
     await good.connect()

@@ -1,18 +1,21 @@
-"""`hubd setup`: scripted answers, the files and their modes, a re-run that changes only what is answered, and
-the systemctl calls (an injected runner stands for systemd here; tests/system/test_deb_package.py runs the real
-one)."""
+"""`hubd setup`: scripted answers, the files and their modes, a re-run that changes only what is answered, the
+broker login tried against a real mosquitto, and the systemctl calls (an injected runner stands for systemd here;
+tests/system/test_deb_package.py runs the real one)."""
 
 from __future__ import annotations
 
 import io
+import logging
+import socket
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 import yaml
+from mosquitto import Mosquitto, free_port
 
 from hubd.config.model import load_config
 from hubd.driver.passwords import verify_password
@@ -54,13 +57,16 @@ def _setup(tmp_path: Path, *, typed: Sequence[str] = (), secrets: Sequence[str] 
                   ask=lambda prompt: next(replies), ask_secret=lambda prompt: next(secret_replies), runner=runner,
                   answers=flags or {},
                   mosquitto_drop_in=tmp_path / "mosquitto" / "conf.d" / "hubd.conf",
-                  packaged_drop_in=tmp_path / "share" / "mosquitto-hubd.conf", active_timeout_s=5, **kwargs)  # type: ignore[arg-type]
+                  packaged_drop_in=tmp_path / "share" / "mosquitto-hubd.conf", active_timeout_s=5,
+                  **{"start_anyway": True, **kwargs})  # type: ignore[arg-type]
+    # start_anyway: the tests not about the broker start hubd whatever the machine's 127.0.0.1:1883 says.
     return setup, out, runner
 
 
 def _first_answers() -> list[str]:
-    # public URL, base URL, auth URL, clientId, broker host (Enter: 127.0.0.1), broker port (Enter: 1883)
-    return [PUBLIC, BASE, AUTH, "client-123", "", ""]
+    # public URL, base URL, auth URL, clientId, broker host (Enter: 127.0.0.1), broker port (Enter: 1883),
+    # broker username (Enter: none)
+    return [PUBLIC, BASE, AUTH, "client-123", "", "", ""]
 
 
 def test_first_setup_writes_the_config_and_secrets_with_their_modes_starts_hubd_and_runs_doctor(
@@ -99,7 +105,8 @@ def test_a_rerun_changes_only_what_is_answered_and_keeps_the_secrets(tmp_path: P
     secret_before = (tmp_path / "credstore" / "hubd.client-secret").read_text()
 
     # Enter everywhere but the broker's host; Enter for both secrets keeps them.
-    again, out, _ = _setup(tmp_path, typed=["", "", "", "", "192.168.1.5", ""], secrets=["", ""])
+    again, out, _ = _setup(tmp_path, typed=["", "", "", "", "192.168.1.5", "", ""], secrets=["", ""],
+                           start=False)  # no broker login tried on a LAN address from a test
     assert again.run() == 0, out.getvalue()
 
     after = yaml.safe_load(config.read_text())
@@ -152,5 +159,174 @@ def test_hubd_setup_has_a_flag_for_every_question() -> None:
     done = subprocess.run([sys.executable, "-m", "hubd", "setup", "--help"], capture_output=True, text=True,
                           timeout=60, check=False)
     for flag in ("--public-url", "--base-url", "--auth-url", "--client-id", "--client-secret-file", "--password-file",
-                 "--mqtt-host", "--yes"):
+                 "--mqtt-host", "--mqtt-port", "--mqtt-username", "--mqtt-password-file", "--start-anyway",
+                 "--yes"):
         assert flag in done.stdout, flag
+
+
+# The broker login: a real mosquitto that refuses anonymous clients (allow_anonymous false, a password_file made
+# with mosquitto_passwd -b -c), on a free port.
+
+MQTT_PASSWORD = "broker pass-word 7"
+
+
+def _with_login(broker: Mosquitto, username: str = "hubd") -> list[str]:
+    # as _first_answers, with the test broker's port and a username
+    return [PUBLIC, BASE, AUTH, "client-123", "", str(broker.port), username]
+
+
+def _never_shown(tmp_path: Path, out: io.StringIO, caplog: pytest.LogCaptureFixture, password: str) -> None:
+    """The broker's password is in its 0600 file and nowhere else: not in setup's output, its log, or the config."""
+    assert password not in out.getvalue()
+    assert password not in caplog.text
+    assert password not in (tmp_path / "etc" / "config.yaml").read_text()
+
+
+def test_a_broker_login_that_works_is_written_with_its_password_in_a_0600_file_and_hubd_is_started(
+        tmp_path: Path, make_mosquitto: Callable[..., Mosquitto], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    broker = make_mosquitto(users={"hubd": MQTT_PASSWORD})
+    setup, out, systemd = _setup(tmp_path, typed=_with_login(broker), start_anyway=False,
+                                 secrets=[MQTT_PASSWORD, "the-secret-from-the-console", "a long owner password"])
+    assert setup.run() == 0, out.getvalue()
+
+    credstore = tmp_path / "credstore"
+    stored = credstore / "hubd.mqtt-password"
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+    assert stored.read_text() == MQTT_PASSWORD + "\n"
+    text = (tmp_path / "etc" / "config.yaml").read_text()
+    assert "  username: hubd" in text
+    assert "  password_file: ${CREDENTIALS_DIRECTORY}/hubd.mqtt-password\n" in text  # as the unit's LoadCredential=
+    loaded = load_config(tmp_path / "etc" / "config.yaml", env={"CREDENTIALS_DIRECTORY": str(credstore)})
+    assert loaded.mqtt.port == broker.port and loaded.mqtt.username == "hubd"
+    assert loaded.mqtt.password is not None and loaded.mqtt.password.get_secret_value() == MQTT_PASSWORD
+    assert f"broker login: ok (127.0.0.1:{broker.port}, user 'hubd')" in out.getvalue()
+    assert ["systemctl", "restart", "--no-block", "hubd.service"] in systemd.calls
+    assert "hubd is running" in out.getvalue()
+    _never_shown(tmp_path, out, caplog, MQTT_PASSWORD)
+
+
+def test_a_wrong_broker_password_is_refused_in_one_line_with_the_fix_and_hubd_is_not_started(
+        tmp_path: Path, make_mosquitto: Callable[..., Mosquitto], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    broker = make_mosquitto(users={"hubd": MQTT_PASSWORD})
+    (tmp_path / "wrong").write_text("not the broker's password\n")
+    setup, out, systemd = _setup(tmp_path, typed=_with_login(broker), start_anyway=False,
+                                 mqtt_password_file=tmp_path / "wrong",
+                                 secrets=["the-secret-from-the-console", "a long owner password"])
+    assert setup.run() == 2, out.getvalue()
+
+    (line,) = [line for line in out.getvalue().splitlines() if line.startswith("broker login:")]
+    assert line.startswith(f"broker login: FAILED, refused: not authorised (127.0.0.1:{broker.port}, user 'hubd'); "
+                           "fix: check the password (`sudo mosquitto_passwd /etc/mosquitto/passwd hubd`"), line
+    assert "hubd was not started" in out.getvalue()
+    assert not any(call[:2] in (["systemctl", "enable"], ["systemctl", "restart"]) for call in systemd.calls)
+    _never_shown(tmp_path, out, caplog, "not the broker's password")
+
+    # --start-anyway: the same refusal said, and hubd started all the same.
+    anyway, out, systemd = _setup(tmp_path, assume_yes=True, start_anyway=True)
+    assert anyway.run() == 0, out.getvalue()
+    assert "broker login: FAILED, refused: not authorised" in out.getvalue()
+    assert ["systemctl", "restart", "--no-block", "hubd.service"] in systemd.calls
+
+
+def test_a_rerun_keeps_the_broker_login(tmp_path: Path, make_mosquitto: Callable[..., Mosquitto],
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    broker = make_mosquitto(users={"hubd": MQTT_PASSWORD})
+    (tmp_path / "mqtt-password").write_text(MQTT_PASSWORD + "\n")
+    (tmp_path / "secret").write_text("scripted-secret\n")
+    (tmp_path / "password").write_text("a scripted owner password\n")
+    first, out, _ = _setup(tmp_path, assume_yes=True, start_anyway=False,
+                           mqtt_password_file=tmp_path / "mqtt-password", client_secret_file=tmp_path / "secret",
+                           password_file=tmp_path / "password",
+                           flags={"public_url": PUBLIC, "base_url": BASE, "auth_url": AUTH, "client_id": "scripted",
+                                  "mqtt_port": str(broker.port), "mqtt_username": "hubd"})
+    assert first.run() == 0, out.getvalue()
+    config = tmp_path / "etc" / "config.yaml"
+    before = config.read_text()
+
+    # Asked again: Enter everywhere (the username's question shows it), Enter keeps the broker's password too.
+    prompts: list[str] = []
+    answers = iter(["", "", "", "", "", "", ""])
+    again, out, systemd = _setup(tmp_path, secrets=["", "", ""], start_anyway=False)
+    again.ask = lambda prompt: prompts.append(prompt) or next(answers)  # type: ignore[func-returns-value]
+    assert again.run() == 0, out.getvalue()
+    assert "the MQTT broker's username (none: it takes anonymous clients) [hubd; - for none]: " in prompts
+    assert config.read_text() == before
+    assert (tmp_path / "credstore" / "hubd.mqtt-password").read_text() == MQTT_PASSWORD + "\n"
+    assert "nothing changed" in out.getvalue()
+    assert f"broker login: ok (127.0.0.1:{broker.port}, user 'hubd')" in out.getvalue()
+    assert ["systemctl", "restart", "--no-block", "hubd.service"] in systemd.calls
+
+    # Scripted, --yes: kept as well.
+    scripted, out, _ = _setup(tmp_path, assume_yes=True, start_anyway=False)
+    assert scripted.run() == 0, out.getvalue()
+    assert config.read_text() == before and "broker login: ok" in out.getvalue()
+    _never_shown(tmp_path, out, caplog, MQTT_PASSWORD)
+
+
+def test_no_username_for_a_broker_that_takes_no_anonymous_client_says_to_give_one_and_leaves_the_login_out(
+        tmp_path: Path, make_mosquitto: Callable[..., Mosquitto]) -> None:
+    broker = make_mosquitto(users={"hubd": MQTT_PASSWORD})
+    (tmp_path / "mqtt-password").write_text(MQTT_PASSWORD + "\n")
+    first, out, _ = _setup(tmp_path, typed=_with_login(broker), mqtt_password_file=tmp_path / "mqtt-password",
+                           secrets=["the-secret-from-the-console", "a long owner password"], start_anyway=False)
+    assert first.run() == 0, out.getvalue()
+
+    # "-" answers none: anonymous; the login's lines are commented out again, as hubd init wrote them.
+    again, out, systemd = _setup(tmp_path, typed=["", "", "", "", "", "", "-"], secrets=["", ""],
+                                 start_anyway=False)
+    assert again.run() == 2, out.getvalue()
+    text = (tmp_path / "etc" / "config.yaml").read_text()
+    assert "  # username: hubd" in text and "  # password_file: ${CREDENTIALS_DIRECTORY}/hubd.mqtt-password" in text
+    loaded = load_config(tmp_path / "etc" / "config.yaml", env={"CREDENTIALS_DIRECTORY": str(tmp_path / "credstore")})
+    assert loaded.mqtt.username is None and loaded.mqtt.password is None
+    assert "changed: mqtt.username, mqtt.password_file" in out.getvalue()
+    assert (f"broker login: FAILED, refused: not authorised (127.0.0.1:{broker.port}, anonymous); fix: the broker "
+            "takes no anonymous client: give its username and password (--mqtt-username, --mqtt-password-file)"
+            in out.getvalue())
+    assert systemd.calls == []
+
+
+def test_a_broker_not_there_yet_is_a_warning_and_hubd_is_started_to_connect_once_it_is(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there: mosquitto not installed yet
+    setup, out, systemd = _setup(tmp_path, typed=[PUBLIC, BASE, AUTH, "client-123", "", str(port), ""],
+                                 secrets=["the-secret-from-the-console", "a long owner password"], start_anyway=False)
+    assert setup.run() == 0, out.getvalue()
+    assert (f"broker login: WARNING, connection refused (127.0.0.1:{port}: nothing listens there); fix: install or "
+            "start the broker" in out.getvalue())
+    assert ["systemctl", "restart", "--no-block", "hubd.service"] in systemd.calls
+
+
+def test_a_broker_that_never_answers_is_a_timeout_warning(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as silent:  # takes the connection, never a CONNACK
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        port = silent.getsockname()[1]
+        setup, out, systemd = _setup(tmp_path, typed=[PUBLIC, BASE, AUTH, "client-123", "", str(port), ""],
+                                     secrets=["the-secret-from-the-console", "a long owner password"],
+                                     start_anyway=False, broker_timeout_s=1.0)
+        assert setup.run() == 0, out.getvalue()
+    assert f"broker login: WARNING, timeout (no answer from 127.0.0.1:{port} within 1 s)" in out.getvalue()
+    assert ["systemctl", "restart", "--no-block", "hubd.service"] in systemd.calls
+
+
+def test_a_config_written_by_hand_gets_the_broker_login_added_to_its_mqtt_section(
+        tmp_path: Path, make_mosquitto: Callable[..., Mosquitto]) -> None:
+    broker = make_mosquitto(users={"1234": MQTT_PASSWORD})
+    first, out, _ = _setup(tmp_path, typed=_first_answers(), secrets=["the-secret", "a long owner password"],
+                           start=False)
+    assert first.run() == 0, out.getvalue()
+    config = tmp_path / "etc" / "config.yaml"
+    # Without hubd init's commented-out login lines, and the broker's port the last line of the section.
+    config.write_text("".join(line for line in config.read_text().splitlines(keepends=True)
+                              if "username: hubd" not in line and "hubd.mqtt-password" not in line))
+    (tmp_path / "mqtt-password").write_text(MQTT_PASSWORD + "\n")
+    again, out, _ = _setup(tmp_path, assume_yes=True, mqtt_password_file=tmp_path / "mqtt-password",
+                           flags={"mqtt_port": str(broker.port), "mqtt_username": "1234"}, start_anyway=False)
+    assert again.run() == 0, out.getvalue()
+    loaded = load_config(config, env={"CREDENTIALS_DIRECTORY": str(tmp_path / "credstore")})
+    assert loaded.mqtt.username == "1234"  # a string, though it looks like a number
+    assert loaded.mqtt.password is not None and loaded.mqtt.password.get_secret_value() == MQTT_PASSWORD
+    assert f"broker login: ok (127.0.0.1:{broker.port}, user '1234')" in out.getvalue()

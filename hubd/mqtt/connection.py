@@ -259,7 +259,8 @@ class Connection:
         if reason.value == 0:
             self.connack.set_result(bool(flags.session_present))
         elif reason.value in _CONNACK_REJECTED:
-            self.connack.set_exception(MqttRejected(f"MQTT broker refused the connection: {reason}"))
+            self.connack.set_exception(MqttRejected(f"MQTT broker refused the connection: {reason}",
+                                                       code=reason.value))
         else:
             self.connack.set_exception(MqttUnavailable(f"MQTT broker refused the connection: {reason}"))
 
