@@ -114,3 +114,27 @@ async def test_a_gen1_shelly_1_is_imported_from_its_announcement_and_obeys_its_r
         await wait_change(rig, GEN1, "Switch", "Off")
     finally:
         await relay.stop()
+
+
+async def test_a_gen2_shelly_at_a_declared_prefix_of_several_levels_is_found_reports_and_obeys_there(
+        make_rig: MakeRig) -> None:
+    porch = "home/shelly/porch"
+    rig = await make_rig(hub_overrides={"shelly": {"enabled": True, "prefixes": [porch]}})
+    plus = ShellyPlus(rig.broker.host, rig.broker.port, prefix=porch, on=False)
+    try:
+        await plus.start()
+        await found(rig, PLUS, lambda d: d["online"] is True and states_of(d).get("Switch") == "Off")
+        assert [r["method"] for r in plus.requests][:3] == \
+            ["Shelly.GetDeviceInfo", "Shelly.GetConfig", "Shelly.GetStatus"]  # on home/shelly/porch/rpc, its only
+        bound = await rig.bind()
+        await announced(rig, PLUS)
+
+        await plus.turn(True)  # NotifyStatus on home/shelly/porch/events/rpc
+        await wait_change(rig, PLUS, "Switch", "On")
+        async with DirectiveClient(rig.hub.url, token=bound.user_token) as client:
+            off = await client.control(PLUS, "Switch.Off")
+            assert off.states["Switch"] == "Off"
+            assert {k: plus.requests[-1][k] for k in ("method", "params")} == \
+                {"method": "Switch.Set", "params": {"id": 0, "on": False}}
+    finally:
+        await plus.stop()
