@@ -86,7 +86,7 @@ ASK = ("Shelly.GetDeviceInfo", "Shelly.GetConfig", "Shelly.GetStatus")
 # Gen1 topics hubd reads (after `shellies/<id>/`); their command topics are longer, so hubd never hears its own.
 # `events/rpc`: a Gen2+ device whose topic prefix was put under shellies/ (`shellies/plus1pm`) is found by it.
 _GEN1_FILTERS = ("announce", "online", "relay/+", "roller/+", "roller/+/pos", "light/+", "light/+/status",
-                 "input_event/+", "sensor/+", "events/rpc")
+                 "color/+", "color/+/status", "input_event/+", "sensor/+", "events/rpc")
 
 
 @dataclass
