@@ -341,7 +341,7 @@ class ShellyConfig(DialectConfig):
         return value
 
 
-def reserved_topic_prefixes(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _reserved_topic_prefixes(config: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The topic prefixes (without the trailing '/') hubd or another import owns, with whose they are, from the raw
     config (a value not yet checked counts as its default): no Shelly prefix may be one or under one. The same
     prefixes as the dialect table's publish rules (hubd.dialects.enabled.publish_rules)."""
@@ -371,7 +371,7 @@ def shelly_prefix_clashes(data: dict[str, Any]) -> list[tuple[KeyPath, str]]:
     prefixes = section.get("prefixes") if isinstance(section, dict) else None
     if not isinstance(prefixes, list):
         return []
-    reserved = reserved_topic_prefixes(data)
+    reserved = _reserved_topic_prefixes(data)
     found: list[tuple[KeyPath, str]] = []
     for i, prefix in enumerate(prefixes):
         if not isinstance(prefix, str) or shelly_prefix_problem(prefix) is not None:
