@@ -8,7 +8,9 @@ answers `-114`), and notifies its changes on `<prefix>/events/rpc` (`NotifyStatu
 `NotifyEvent`). With `discovery_script` it also runs Shelly's `shelly1p-mqtt-autodiscover` script: its Home
 Assistant discovery configs (identifiers `<id>-relay-0`) retained. Owns ShellyGen1: a Shelly 1 on
 `shellies/<id>/...` (`online`, `relay/0`, `input_event/0`), announcing itself on `shellies/announce` at connect and
-when `announce` comes on `shellies/command` (`update` republishes its state), obeying `relay/0/command`.
+when `announce` comes on `shellies/command` (`update` republishes its state), obeying `relay/0/command`. Owns
+ShellyPlusRGBW: a Plus RGBW PM in its RGBW profile (one `rgbw:0`: output, brightness, rgb, white), answering
+`RGBW.Set` and notifying the change as the relay does.
 Payload shapes: tests/fixtures/shelly. Must not import hubd.
 """
 
@@ -21,6 +23,7 @@ from simulators.discovery_session import DISCOVERY_PREFIX, DiscoveryDevice, Mess
 
 FIRMWARE = "20231107-164738/1.0.8-g8c7bb8d"
 PLUS_1PM_MODEL = "SNSW-001P16EU"
+PLUS_RGBW_PM_MODEL = "SNDC-0D4P10WW"
 
 
 class ShellyPlus(DiscoveryDevice):
@@ -132,6 +135,70 @@ class ShellyPlus(DiscoveryDevice):
             "relay-0", {"pl_on": "on", "pl_off": "off", "cmd_t": "~/command", "stat_t": "~", "~": relay})}
 
 
+class ShellyPlusRGBW(ShellyPlus):
+    """A Shelly Plus RGBW PM in its RGBW profile: one `rgbw:0` (the shape of tests/fixtures/shelly/plusrgbwpm_rgbw.json)
+    and its four button inputs' first."""
+
+    def __init__(self, host: str, port: int, *, mac: str = "A0A3B35C7024", name: str | None = None,
+                 prefix: str | None = None, on: bool = False, rgb: tuple[int, int, int] = (0, 0, 128),
+                 brightness: int = 50) -> None:
+        super().__init__(host, port, mac=mac, app="PlusRGBWPM", model=PLUS_RGBW_PM_MODEL, name=name, prefix=prefix,
+                         on=on)
+        self.rgb, self.brightness, self.white = list(rgb), brightness, 128
+
+    def config(self) -> dict[str, Any]:
+        """Shelly.GetConfig's result: its input, its rgbw:0 and its MQTT settings."""
+        found = super().config()
+        del found["switch:0"]
+        found["rgbw:0"] = {"id": 0, "name": None, "initial_state": "restore_last", "auto_on": False, "auto_off": False,
+                           "transition_duration": 3, "in_mode": "dim", "current_limit": 10}
+        return found
+
+    def status(self) -> dict[str, Any]:
+        """Shelly.GetStatus's result."""
+        return {"input:0": {"id": 0, "state": None}, "rgbw:0": self._light(), "mqtt": {"connected": True}}
+
+    async def paint(self, rgb: tuple[int, int, int]) -> None:
+        """Its colour changed from its app: NotifyStatus with the new rgb."""
+        self.rgb = list(rgb)
+        await self._notify_light({"id": 0, "rgb": self.rgb, "source": "WS_in"})
+
+    def _light(self) -> dict[str, Any]:
+        return {"id": 0, "source": "init", "output": self.on, "rgb": self.rgb, "brightness": self.brightness,
+                "white": self.white, "temperature": {"tC": 51.1, "tF": 124}, "apower": 0, "current": 0,
+                "voltage": 12.6}
+
+    async def _notify_light(self, changed: dict[str, Any]) -> None:
+        await self._publish(Message(f"{self.prefix}/events/rpc", _compact({
+            "src": self.device_id, "dst": f"{self.prefix}/events", "method": "NotifyStatus",
+            "params": {"ts": 1722607400.0, "rgbw:0": changed}}), 0))
+
+    async def _handle(self, message: Received) -> None:
+        try:
+            frame = message.json()
+        except ValueError:
+            return
+        if not isinstance(frame, dict) or frame.get("method") != "RGBW.Set" or not isinstance(frame.get("src"), str):
+            await super()._handle(message)
+            return
+        self.requests.append(frame)
+        params = frame.get("params") or {}
+        reply: dict[str, Any] = {"id": frame.get("id"), "src": self.device_id, "dst": frame["src"]}
+        if params.get("id") != 0 or ("on" not in params and "brightness" not in params):
+            reply["error"] = {"code": -103, "message": "Invalid argument: on or brightness required"}
+            await self._publish(Message(f"{frame['src']}/rpc", _compact(reply), 1))
+            return
+        reply["result"] = {}
+        self.on = bool(params.get("on", self.on))
+        self.brightness = int(params.get("brightness", self.brightness))
+        rgb = params.get("rgb")
+        if isinstance(rgb, list) and len(rgb) == 3:
+            self.rgb = [int(c) for c in rgb]
+        await self._publish(Message(f"{frame['src']}/rpc", _compact(reply), 1))
+        await self._notify_light({"id": 0, "output": self.on, "brightness": self.brightness, "rgb": self.rgb,
+                                  "source": "MQTT"})
+
+
 class ShellyGen1(DiscoveryDevice):
     """A Gen1 Shelly 1 (`SHSW-1`) on `shellies/<id>/`."""
 
@@ -192,4 +259,4 @@ def _compact(payload: dict[str, Any]) -> bytes:
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-__all__ = ["ShellyGen1", "ShellyPlus"]
+__all__ = ["ShellyGen1", "ShellyPlus", "ShellyPlusRGBW"]

@@ -1,7 +1,8 @@
 """Shelly devices imported natively (`shelly: {enabled: true}`), end to end: a real mosquitto, the platform simulator
 and a real hubd process, a simulated Gen2+ Shelly (simulators/discovery_shelly.py) that says `online`, answers
-hubd's RPC on its `<id>/rpc` and notifies its changes, and a simulated Gen1 Shelly 1 on `shellies/<id>/`. The rig
-and the waiting helpers are tests/rig.py's.
+hubd's RPC on its `<id>/rpc` and notifies its changes (also at a prefix of several levels listed in
+`shelly.prefixes`), a simulated Plus RGBW PM (a colour light), and a simulated Gen1 Shelly 1 on `shellies/<id>/`.
+The rig and the waiting helpers are tests/rig.py's.
 
 hubd asks a Gen2+ device who it is as soon as the batch that found it is subscribed (`Dialect.requests`,
 hubd/mqtt/requests.py), not at the pace of the announcements (at most once every 10 seconds): the tests wait for the
@@ -15,7 +16,7 @@ from typing import Any
 
 from rig import Rig, announced, devices, invalid_total, settle, states_of, wait_change
 
-from simulators.discovery_shelly import ShellyGen1, ShellyPlus
+from simulators.discovery_shelly import ShellyGen1, ShellyPlus, ShellyPlusRGBW
 from simulators.platform_directives import DirectiveClient
 
 MakeRig = Callable[..., Awaitable[Rig]]
@@ -114,3 +115,50 @@ async def test_a_gen1_shelly_1_is_imported_from_its_announcement_and_obeys_its_r
         await wait_change(rig, GEN1, "Switch", "Off")
     finally:
         await relay.stop()
+
+
+async def test_a_gen2_shelly_at_a_declared_prefix_of_several_levels_is_found_reports_and_obeys_there(
+        make_rig: MakeRig) -> None:
+    porch = "home/shelly/porch"
+    rig = await make_rig(hub_overrides={"shelly": {"enabled": True, "prefixes": [porch]}})
+    plus = ShellyPlus(rig.broker.host, rig.broker.port, prefix=porch, on=False)
+    try:
+        await plus.start()
+        await found(rig, PLUS, lambda d: d["online"] is True and states_of(d).get("Switch") == "Off")
+        assert [r["method"] for r in plus.requests][:3] == \
+            ["Shelly.GetDeviceInfo", "Shelly.GetConfig", "Shelly.GetStatus"]  # on home/shelly/porch/rpc, its only
+        bound = await rig.bind()
+        await announced(rig, PLUS)
+
+        await plus.turn(True)  # NotifyStatus on home/shelly/porch/events/rpc
+        await wait_change(rig, PLUS, "Switch", "On")
+        async with DirectiveClient(rig.hub.url, token=bound.user_token) as client:
+            off = await client.control(PLUS, "Switch.Off")
+            assert off.states["Switch"] == "Off"
+            assert {k: plus.requests[-1][k] for k in ("method", "params")} == \
+                {"method": "Switch.Set", "params": {"id": 0, "on": False}}
+    finally:
+        await plus.stop()
+
+
+async def test_a_shelly_rgbw_light_reports_its_colour_and_takes_color_set_as_rgbw_set(make_rig: MakeRig) -> None:
+    rig = await make_rig(hub_overrides=ON)
+    light = ShellyPlusRGBW(rig.broker.host, rig.broker.port, on=True)
+    rgbw = light.device_id
+    try:
+        await light.start()
+        await found(rig, rgbw, lambda d: d["online"] is True and states_of(d).get("Color") == 0x000080)
+        bound = await rig.bind()
+        endpoint = (await announced(rig, rgbw))[rgbw]
+        assert endpoint["displayType"] == "light"
+        assert {c["interface"] for c in endpoint["capabilities"]} >= {"Switch", "Brightness", "Color"}
+
+        await light.paint((255, 128, 0))  # NotifyStatus rgbw:0 rgb
+        await wait_change(rig, rgbw, "Color", 0xFF8000)
+        async with DirectiveClient(rig.hub.url, token=bound.user_token) as client:
+            red = await client.control(rgbw, "Color.Set", {"value": 0xFF0000})
+            assert red.states["Color"] == 0xFF0000
+        assert {k: light.requests[-1][k] for k in ("method", "params")} == \
+            {"method": "RGBW.Set", "params": {"id": 0, "on": True, "rgb": [255, 0, 0]}}
+    finally:
+        await light.stop()

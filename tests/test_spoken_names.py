@@ -137,6 +137,9 @@ EXPECTED: dict[str, dict[str, str]] = {
     "homeassistant/z2m_weather_WSDCGQ11LM": {
         "zigbee2mqtt_0x0017880104e45522": "weather sensor",
     },
+    "shelly/gen1_color_messages": {
+        "shellyrgbw2-11ABD9": "Shelly RGBW Two",
+    },
     "shelly/gen1_messages": {
         "shelly1": "Shelly One",
         "shellydimmer2-E09806966EFB": "Shelly Dimmer Two",
@@ -148,6 +151,12 @@ EXPECTED: dict[str, dict[str, str]] = {
     },
     "shelly/ha_2pm_gen3_cover": {
         "shelly2pmg3-aabbccddeeff": "Test Name",
+    },
+    "shelly/plusrgbwpm_rgb": {
+        "shellyplusrgbwpm-a0a3b35c7024": "My RGBW PM PLUS",
+    },
+    "shelly/plusrgbwpm_rgbw": {
+        "shellyplusrgbwpm-a0a3b35c7024": "My RGBW PM PLUS",
     },
     "tasmota/atomlite2_rgb_light": {
         "142B2F9FAF38": "AtomLite Two",

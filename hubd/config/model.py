@@ -289,11 +289,104 @@ class TasmotaConfig(DialectConfig):
         return _topic_prefix(value, "Tasmota's discovery prefix", "tasmota/discovery")
 
 
+MAX_SHELLY_PREFIXES = 256
+_MAX_SHELLY_PREFIX_CHARS = 200
+GEN1_TREE = "shellies"  # where Gen1 Shellies live; a Gen2+ prefix under it is found without shelly.prefixes
+
+
+def shelly_prefix_problem(prefix: str) -> str | None:
+    """Why `prefix` cannot be a Gen2+ Shelly's topic prefix as written (None: it can), the fix included."""
+    example = "e.g. 'home/shelly/porch', as the device's MQTT settings show it"
+    if not prefix.strip():
+        return f"is empty; write the device's topic prefix, {example}"
+    if len(prefix) > _MAX_SHELLY_PREFIX_CHARS:
+        return f"is {len(prefix)} characters; a topic prefix is at most {_MAX_SHELLY_PREFIX_CHARS}"
+    if "+" in prefix or "#" in prefix or "\x00" in prefix:
+        return f"holds a wildcard ('+', '#') or NUL; write the prefix itself, {example}"
+    if prefix.startswith("$"):
+        return "starts with '$', which names the broker's own topics, never a device's"
+    if prefix.startswith("/") or prefix.endswith("/"):
+        return f"has a leading or trailing '/'; write it without, {example}"
+    if "" in prefix.split("/"):
+        return f"has an empty level ('//'); {example}"
+    if prefix.split("/")[0] == GEN1_TREE:
+        return (f"is under {GEN1_TREE}/, where hubd reads Gen1 devices; a Gen2+ device at {GEN1_TREE}/<name> is "
+                "found without this key: leave it out")
+    return None
+
+
 class ShellyConfig(DialectConfig):
     """Shelly devices imported natively from their own MQTT (Gen2+ `<prefix>/online`, RPC on `<prefix>/rpc`; Gen1
     `shellies/announce`); the globs match a device's name, id (`shellyplus1pm-a8032ab12345`), MAC and model code."""
 
     glob_example: ClassVar[str] = "shellyplus1pm-*"
+    # Gen2+ topic prefixes the owner set by hand (`home/shelly/porch`): hubd subscribes to `<prefix>/online` and
+    # `<prefix>/events/rpc` of each, which `+/online` cannot reach for a prefix of several levels. A restart applies.
+    prefixes: list[str] = Field(default_factory=list)
+
+    @field_validator("prefixes")
+    @classmethod
+    def _prefixes(cls, value: list[str]) -> list[str]:
+        if len(value) > MAX_SHELLY_PREFIXES:
+            raise ValueError(f"{len(value)} prefixes; at most {MAX_SHELLY_PREFIXES}: list only the devices whose "
+                             "topic prefix you changed to several levels")
+        seen: set[str] = set()
+        for prefix in value:
+            why = shelly_prefix_problem(prefix)
+            if why is not None:
+                raise ValueError(f"{prefix[:60]!r} {why}")
+            if prefix in seen:
+                raise ValueError(f"{prefix[:60]!r} is listed twice; list each prefix once")
+            seen.add(prefix)
+        return value
+
+
+def _reserved_topic_prefixes(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The topic prefixes (without the trailing '/') hubd or another import owns, with whose they are, from the raw
+    config (a value not yet checked counts as its default): no Shelly prefix may be one or under one. The same
+    prefixes as the dialect table's publish rules (hubd.dialects.enabled.publish_rules)."""
+    def value(section: str, key: str, model: type[BaseModel]) -> str:
+        given = config.get(section)
+        found = given.get(key) if isinstance(given, Mapping) else None
+        default = model.model_fields[key].default
+        return found if isinstance(found, str) and found.strip("/") else str(default)
+
+    client_id = value("mqtt", "client_id", MqttConfig)
+    return [(value("mqtt", "base_topic", MqttConfig), "hubd's own topics (mqtt.base_topic)"),
+            (f"hubd-{client_id}", "hubd's own RPC reply topic (hubd-<mqtt.client_id>)"),
+            (value("zigbee2mqtt", "base_topic", Zigbee2MqttConfig), "zigbee2mqtt's topics (zigbee2mqtt.base_topic)"),
+            (value("tasmota", "discovery_prefix", TasmotaConfig), "Tasmota's discovery (tasmota.discovery_prefix)"),
+            (value("homeassistant", "discovery_prefix", HomeAssistantConfig),
+             "Home Assistant discovery (homeassistant.discovery_prefix)")]
+
+
+# Topic levels that address every device of a kind at once (Tasmota's group topic): never under a Shelly prefix.
+GROUP_LEVELS = ("tasmotas",)
+
+
+def shelly_prefix_clashes(data: dict[str, Any]) -> list[tuple[KeyPath, str]]:
+    """Each `shelly.prefixes` entry under a prefix hubd or another import owns, with the fix (a cross check: it
+    reads other sections). Entries whose own form is wrong are the field validator's."""
+    section = data.get("shelly")
+    prefixes = section.get("prefixes") if isinstance(section, dict) else None
+    if not isinstance(prefixes, list):
+        return []
+    reserved = _reserved_topic_prefixes(data)
+    found: list[tuple[KeyPath, str]] = []
+    for i, prefix in enumerate(prefixes):
+        if not isinstance(prefix, str) or shelly_prefix_problem(prefix) is not None:
+            continue
+        for owned, whose in reserved:
+            if prefix == owned or prefix.startswith(owned + "/"):
+                found.append((("shelly", "prefixes", i), f"{prefix[:60]!r} is under {owned}/, {whose}, where no "
+                              "device's commands may go; set the device's topic prefix elsewhere (its MQTT settings)"))
+                break
+        else:
+            group = next((level for level in prefix.split("/") if level in GROUP_LEVELS), None)
+            if group is not None:
+                found.append((("shelly", "prefixes", i), f"{prefix[:60]!r} has the level {group!r}, a group topic "
+                              "every device of its kind obeys; set the device's topic prefix elsewhere"))
+    return found
 
 
 class DoorbellConfig(_Model):
@@ -356,7 +449,7 @@ def parse_config(text: str, env: Mapping[str, str], source: str = "<config>", *,
     """Validate YAML text; raise ConfigError with `<key.path>: <problem> (line N)` lines, all in one pass.
     `credential_search`: where `${CREDENTIALS_DIRECTORY}/NAME` is looked for when `env` does not set it."""
     return parse_yaml_model(HubdConfig, text, env, source, top_level="sections (storage, mqtt, http, ...)",
-                            example="config.example.yaml", cross_checks=unfilled_placeholders,
+                            example="config.example.yaml", cross_checks=_cross_checks,
                             read_secrets=secrets, dir_fallbacks={CREDENTIALS_VAR: credential_search})
 
 
@@ -380,6 +473,10 @@ _PLACEHOLDER_HINTS: dict[KeyPath, str] = {
     ("platform", "client_secret"): "the clientSecret the platform's console shows with the clientId",
     ("mqtt", "password"): "the password of hubd's login on your broker",
 }
+
+
+def _cross_checks(data: dict[str, Any]) -> list[tuple[KeyPath, str]]:
+    return [*unfilled_placeholders(data), *shelly_prefix_clashes(data)]
 
 
 def unfilled_placeholders(data: dict[str, Any]) -> list[tuple[KeyPath, str]]:

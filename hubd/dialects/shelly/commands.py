@@ -1,10 +1,12 @@
 """A control request as Shelly commands (pure): RPC on a Gen2+ device's own `<prefix>/rpc`, Gen1 topics.
 
 Gen2+: one JSON-RPC request `{"id", "src", "method", "params"}` on `<prefix>/rpc` (its answer goes to hubd's own
-`<src>/rpc`): `Switch.Set {"id", "on"}`, `Light.Set {"id", "on", "brightness"}`, `Cover.Open`, `Cover.Close`,
+`<src>/rpc`): `Switch.Set {"id", "on"}`, `Light.Set {"id", "on", "brightness"}`, a colour light's `RGB.Set` or
+`RGBW.Set` (the same, and `"rgb": [r, g, b]` for a Color, which turns it on), `Cover.Open`, `Cover.Close`,
 `Cover.Stop`, `Cover.GoToPosition {"id", "pos"}`. Gen1: `shellies/<id>/relay/<n>/command` (`on`, `off`),
 `roller/<n>/command` (`open`, `close`, `stop`) and `roller/<n>/command/pos`, `light/<n>/set`
-(`{"turn", "brightness"}`).
+(`{"turn", "brightness"}`), a colour light's `color/<n>/command` (`on`, `off`) and `color/<n>/set` (`{"turn",
+"gain"}` for a brightness, `{"turn", "red", "green", "blue"}` for a colour).
 """
 
 from __future__ import annotations
@@ -12,8 +14,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hubd.dialects import convert
 from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
 from hubd.dialects.shelly.parts import Address, Component
+
+_LIGHT_METHODS = {"light": "Light.Set", "rgb": "RGB.Set", "rgbw": "RGBW.Set"}  # by Gen2+ component type
 
 
 def rpc(prefix: str, request_id: int, src: str, method: str, params: dict[str, Any] | None = None) -> Outgoing:
@@ -37,12 +42,15 @@ def _gen2(component: Component, request: ControlRequest) -> tuple[str, dict[str,
     interface, value, n = request.interface, request.value, component.n
     if component.kind == "switch" and interface == "Switch":
         return "Switch.Set", {"id": n, "on": value == "On"}
+    method = _LIGHT_METHODS.get(component.type, "Light.Set")
     if component.kind == "light" and interface == "Switch":
-        return "Light.Set", {"id": n, "on": value == "On"}
+        return method, {"id": n, "on": value == "On"}
     if component.kind == "light" and interface == "Brightness":
         level = _percent(request)
-        return ("Light.Set", {"id": n, "on": False}) if level <= 0 else \
-            ("Light.Set", {"id": n, "on": True, "brightness": level})
+        return (method, {"id": n, "on": False}) if level <= 0 else \
+            (method, {"id": n, "on": True, "brightness": level})
+    if component.kind == "light" and interface == "Color" and component.opts.get("color"):
+        return method, {"id": n, "on": True, "rgb": list(_color(request))}
     if component.kind == "cover":
         if interface == "Position":
             return "Cover.GoToPosition", {"id": n, "pos": _percent(request)}
@@ -60,7 +68,13 @@ def _gen1(where: Address, component: Component, request: ControlRequest) -> Outg
         return Outgoing(f"{base}/command", b"on" if value == "On" else b"off")
     if component.kind == "light" and interface == "Brightness":
         level = _percent(request)
-        data = {"turn": "off"} if level <= 0 else {"turn": "on", "brightness": level}
+        # A colour light's brightness in colour mode is its gain (docs/devices.md, "Shelly").
+        data: dict[str, Any] = {"turn": "off"} if level <= 0 else \
+            {"turn": "on", "gain" if component.opts.get("color") else "brightness": level}
+        return Outgoing(f"{base}/set", json.dumps(data, separators=(",", ":")).encode())
+    if component.kind == "light" and interface == "Color" and component.opts.get("color"):
+        red, green, blue = _color(request)
+        data = {"turn": "on", "red": red, "green": green, "blue": blue}
         return Outgoing(f"{base}/set", json.dumps(data, separators=(",", ":")).encode())
     if component.kind == "cover":
         if interface == "Position":
@@ -70,6 +84,13 @@ def _gen1(where: Address, component: Component, request: ControlRequest) -> Outg
         if interface == "MotionSwitch" and value == "Off":
             return Outgoing(f"{base}/command", b"stop")
     raise CommandRefused(f"a Shelly {component.type} takes no {interface}.{request.operation}")
+
+
+def _color(request: ControlRequest) -> tuple[int, int, int]:
+    value = request.value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CommandRefused(f"Color.{request.operation} needs a colour (a whole number 0..16777215)")
+    return convert.rgb_parts(int(min(max(value, 0), 0xFFFFFF)))
 
 
 def _percent(request: ControlRequest) -> int:

@@ -4,7 +4,9 @@ Gen2+ (Plus, Pro, Gen3, Gen4): a device says `true` on `<prefix>/online` (its pr
 `shellyplus1pm-a8032ab12345`) and notifies on `<prefix>/events/rpc` with its id in `src`. hubd subscribes to
 `+/online` and `+/events/rpc` (MQTT cannot match the start of a level, so the claim checks that the prefix is a
 Shelly id, or that the notification's `src` is one: a custom prefix of one level is found by its notifications),
-then asks the device who it is over RPC (`requests`, sent as soon as the batch that found it is subscribed):
+and `<prefix>/online` and `<prefix>/events/rpc` of each prefix the owner lists in `shelly.prefixes` (several levels,
+`home/shelly/porch`: claimed and read as any prefix, the device's id still its GetDeviceInfo `id`), then asks
+the device who it is over RPC (`requests`, sent as soon as the batch that found it is subscribed):
 `Shelly.GetDeviceInfo`, `Shelly.GetConfig` and `Shelly.GetStatus` on `<prefix>/rpc`, answered on hubd's own
 `hubd-<client id>/rpc`, the only reply topic it subscribes to. The
 answers make its endpoints (parts.py); its states come from NotifyStatus, NotifyFullStatus and
@@ -84,7 +86,7 @@ ASK = ("Shelly.GetDeviceInfo", "Shelly.GetConfig", "Shelly.GetStatus")
 # Gen1 topics hubd reads (after `shellies/<id>/`); their command topics are longer, so hubd never hears its own.
 # `events/rpc`: a Gen2+ device whose topic prefix was put under shellies/ (`shellies/plus1pm`) is found by it.
 _GEN1_FILTERS = ("announce", "online", "relay/+", "roller/+", "roller/+/pos", "light/+", "light/+/status",
-                 "input_event/+", "sensor/+", "events/rpc")
+                 "color/+", "color/+/status", "input_event/+", "sensor/+", "events/rpc")
 
 
 @dataclass
@@ -123,6 +125,8 @@ class ShellyDialect(Dialect):
         self._command_topics = topics if topics is not None else CommandTopics(
             PublishRules(reserved=(f"{self._src}/",)), [self])
         self._selected = Selected(config.include, config.exclude, ((d.device, d.event) for d in doorbells))
+        # Gen2+ prefixes the owner set by hand (shelly.prefixes, checked at load): found by their own `online`.
+        self._declared: dict[str, None] = dict.fromkeys(config.prefixes)
         self._max_devices = max_devices
         self._records: dict[str, Record] = {}  # prefix → what is known of the device there
         self._devices: dict[str, Known] = {}  # prefix → the device imported
@@ -144,8 +148,9 @@ class ShellyDialect(Dialect):
     # The seam.
 
     def subscriptions(self) -> list[tuple[str, int]]:
-        """Gen2+ `+/online`, `+/events/rpc` and hubd's own reply topic, the known devices' status topics, and
-        Gen1's topics under `shellies/`. Called once per connection, which asks every device again."""
+        """Gen2+ `+/online`, `+/events/rpc`, the declared prefixes' `online` and `events/rpc` and hubd's own reply
+        topic, the known devices' status topics, and Gen1's topics under `shellies/`. Called once per connection,
+        which asks every device again."""
         self._ask_gen1 = True
         self._asked.clear()
         self._requests.clear()  # what the last connection did not send is dropped: asked again
@@ -163,8 +168,9 @@ class ShellyDialect(Dialect):
 
     def _filters(self) -> list[tuple[str, int]]:
         gen2 = [f"{prefix}/status/+" for prefix, known in self._devices.items() if known.gen >= 2]
+        declared = [f"{prefix}/{rest}" for prefix in self._declared for rest in ("online", "events/rpc")]
         return [("+/online", 1), ("+/events/rpc", 1), (self._replies, 1), (f"{GEN1}/announce", 1),
-                *((f"{GEN1}/+/{t}", 1) for t in _GEN1_FILTERS), *((t, 1) for t in gen2)]
+                *((f"{GEN1}/+/{t}", 1) for t in _GEN1_FILTERS), *((t, 1) for t in gen2), *((t, 1) for t in declared)]
 
     def pending_subscriptions(self) -> list[tuple[str, int]]:
         """A new Gen2+ device's `<prefix>/status/+` (whole-component status, when its `status_ntf` is on)."""
@@ -218,16 +224,19 @@ class ShellyDialect(Dialect):
 
     def claims(self, topic: str) -> bool:
         """hubd's reply topic, `shellies/...` (but a device's that include/exclude leave out), `<Shelly id or known
-        prefix>/online`, `<prefix>/events/rpc`, and the
-        status topics of known devices."""
+        prefix>/online`, `<prefix>/events/rpc`, and the status topics of known devices; of a prefix of several
+        levels (shelly.prefixes, or a known device's), its `online`, `events/rpc` and `status/<component>`."""
         if topic.startswith(GEN1 + "/"):  # but a device left out by include/exclude: Home Assistant may import it
             return not self._excluded or topic.count("/") < 2 or \
                 f"{GEN1}/{topic.split('/', 2)[1]}" not in self._excluded or topic.endswith("/announce")
         if topic == self._replies:
             return True
+        if self._long_prefix(topic) is not None:
+            return True
         levels = topic.split("/")
         if len(levels) == 2:
-            return levels[1] == "online" and (levels[0] in self._devices or GEN2_ID_RE.match(levels[0]) is not None)
+            return levels[1] == "online" and (levels[0] in self._devices or levels[0] in self._declared
+                                              or GEN2_ID_RE.match(levels[0]) is not None)
         if len(levels) == 3:
             return (levels[1] == "events" and levels[2] == "rpc") or \
                 (levels[1] == "status" and levels[0] in self._devices)
@@ -240,6 +249,9 @@ class ShellyDialect(Dialect):
         if topic == self._replies:
             return self._reply(topic, payload, received_at)
         prefix, _, rest = topic.partition("/")
+        found = self._long_prefix(topic)
+        if found is not None:
+            prefix, rest = found
         return self._gen2(prefix, rest, topic, payload, received_at, retained)
 
     def encode_control(self, device_id: str, route: Route, request: ControlRequest) -> list[Outgoing]:
@@ -299,6 +311,18 @@ class ShellyDialect(Dialect):
         return _events(record) if record is not None else ()
 
     # Gen2+.
+
+    def _long_prefix(self, topic: str) -> tuple[str, str] | None:
+        """(prefix, rest) of a Gen2+ topic under a prefix of several levels: a declared one's `online` and
+        `events/rpc`, a declared or known one's `status/<component>`; None for any other topic."""
+        head, _, last = topic.rpartition("/")
+        if last == "online" and head.count("/") > 0 and head in self._declared:
+            return head, "online"
+        head, _, middle = head.rpartition("/")
+        if head.count("/") > 0 and ((middle == "events" and last == "rpc" and head in self._declared)
+                                    or (middle == "status" and head in self._devices)):
+            return head, f"{middle}/{last}"
+        return None
 
     def _gen2(self, prefix: str, rest: str, topic: str, payload: bytes, received_at: float,
               retained: bool) -> list[DeviceInput]:
@@ -395,7 +419,7 @@ class ShellyDialect(Dialect):
             return [InputRejected("state", f"{topic}: {err}")]
         known = self._devices.get(prefix)
         if known is None:
-            if GEN2_ID_RE.match(frame.src):
+            if GEN2_ID_RE.match(frame.src) or prefix in self._declared:
                 self._probe(prefix)
             return []
         if frame.method in ("NotifyStatus", "NotifyFullStatus"):

@@ -1,9 +1,10 @@
 """A Shelly device's components and endpoints (pure): what the platform gets of it, and the Route address.
 
-A Gen2+ device's components come from `Shelly.GetConfig` (their keys `switch:0`, `cover:0`, `light:0`,
-`input:0`, `temperature:0`, `humidity:0`, and each one's own `name`) and `Shelly.GetStatus` (a cover's
-`pos_control`); a Gen1 device's from the topics it publishes (`relay/<n>`, `roller/<n>`, `light/<n>`,
-`sensor/temperature`, `sensor/humidity`, `input_event/<n>`). `build()` puts them on endpoints with
+A Gen2+ device's components come from `Shelly.GetConfig` (their keys `switch:0`, `cover:0`, `light:0`, the
+colour lights `rgb:0` and `rgbw:0`, `input:0`, `temperature:0`, `humidity:0`, and each one's own `name`) and
+`Shelly.GetStatus` (a cover's `pos_control`); a Gen1 device's from the topics it publishes (`relay/<n>`,
+`roller/<n>`, `light/<n>`, a colour light's `color/<n>`, `sensor/temperature`, `sensor/humidity`,
+`input_event/<n>`). `build()` puts them on endpoints with
 mapping.plan_ranked: the device id is the device's own endpoint (its first switch, cover or light on it, then its
 sensors), another component `<id>-<component>-<n>` (`shellypro4pm-f008d1d8b8b8-switch-1`); an input is a
 doorbell only when the device is declared in `doorbells` (its events `single_push`..., Gen1's `S`, `L`...).
@@ -30,7 +31,9 @@ MAX_NAME_CHARS = 128
 GEN2_EVENTS = ("single_push", "double_push", "triple_push", "long_push", "btn_down", "btn_up")
 GEN1_EVENTS = ("S", "SS", "SSS", "L", "SL", "LS")
 # Gen2+ component types and Gen1 topic names, by what they are.
-ACTUATORS = {"switch": "switch", "relay": "switch", "cover": "cover", "roller": "cover", "light": "light"}
+ACTUATORS = {"switch": "switch", "relay": "switch", "cover": "cover", "roller": "cover", "light": "light",
+             "rgb": "light", "rgbw": "light"}
+COLOR_LIGHTS = ("rgb", "rgbw", "color")  # Gen2+ `rgb:<n>`, `rgbw:<n>`; Gen1 `color/<n>` (RGBW2, Bulb, Duo RGBW)
 SENSORS = {"temperature": "temperature", "humidity": "humidity"}
 _RANK_SENSOR, _RANK_INPUT = 1_000, 2_000
 
@@ -109,6 +112,8 @@ def gen2_components(config: dict[str, Any], status: dict[str, Any], outlet: bool
                 opts["position"] = isinstance(now, dict) and now.get("pos_control") is True
             elif kind_type == "light":
                 opts["dimmable"] = True
+            elif kind_type in COLOR_LIGHTS:
+                opts.update(dimmable=True, color=True)
             found.append(Component(kind_type, n, ACTUATORS[kind_type], opts, label.strip()))
         elif kind_type in SENSORS:
             found.append(Component(kind_type, n, SENSORS[kind_type], {}, label.strip()))
@@ -122,13 +127,16 @@ def gen2_components(config: dict[str, Any], status: dict[str, Any], outlet: bool
 
 
 def gen1_component(topic_type: str, n: int, outlet: bool) -> Component | None:
-    """The component a Gen1 topic (`relay`, `roller`, `light`, `temperature`, `humidity`) shows; None if not."""
+    """The component a Gen1 topic (`relay`, `roller`, `light`, `color`, `temperature`, `humidity`) shows; None if
+    not."""
     if topic_type == "relay":
         return Component("relay", n, "switch", {"outlet": outlet})
     if topic_type == "roller":
         return Component("roller", n, "cover", {"position": True})
     if topic_type == "light":
         return Component("light", n, "light", {"dimmable": True})
+    if topic_type == "color":
+        return Component("color", n, "light", {"dimmable": True, "color": True})
     if topic_type in SENSORS:
         return Component(topic_type, n, topic_type)
     return None
@@ -157,7 +165,8 @@ def part(component: Component) -> mapping.Part:
     if component.kind == "switch":
         return mapping.switch(outlet=bool(opts.get("outlet")))
     if component.kind == "light":
-        return mapping.light(dimmable=bool(opts.get("dimmable")), color_temperature=False, color=False)
+        return mapping.light(dimmable=bool(opts.get("dimmable")), color_temperature=False,
+                             color=bool(opts.get("color")))
     if component.kind == "cover":
         position = bool(opts.get("position"))
         return mapping.cover(position=position, set_position=position, open_close=True, stop=True)

@@ -35,13 +35,15 @@ MODEL_WORDS = {
     "SHPLG-1": "Plug", "SHPLG2-1": "Plug", "SHPLG-U1": "Plug US", "SHDM-1": "Dimmer", "SHDM-2": "Dimmer 2",
     "SHHT-1": "H&T", "SHBTN-1": "Button 1", "SHBTN-2": "Button 1", "SHIX3-1": "i3", "SHEM": "EM", "SHEM-3": "3EM",
     "SHWT-1": "Flood", "SHDW-1": "Door Window", "SHDW-2": "Door Window 2", "SHMOS-01": "Motion",
-    "SHBLB-1": "Bulb", "SHBDUO-1": "Duo", "SHVIN-1": "Vintage", "SHRGBW2": "RGBW2", "SHUNI-1": "Uni",
+    "SHBLB-1": "Bulb", "SHBDUO-1": "Duo", "SHVIN-1": "Vintage", "SHRGBW2": "RGBW2", "SHCB-1": "Duo RGBW",
+    "SHUNI-1": "Uni",
     # Gen2 (Plus, Pro)
     "SNSW-001X16EU": "Plus 1", "SNSW-001X8EU": "Plus 1 Mini", "SNSW-001P16EU": "Plus 1PM",
     "SNSW-001P8EU": "Plus 1PM Mini", "SNSW-002P16EU": "Plus 2PM", "SNSW-102P16EU": "Plus 2PM",
     "SNPL-00112EU": "Plus Plug S", "SNPL-00110IT": "Plus Plug IT", "SNPL-00112UK": "Plus Plug UK",
     "SNPL-00116US": "Plus Plug US", "SNSN-0013A": "Plus H&T", "SNSN-0024X": "Plus i4", "SNSN-0D24X": "Plus i4 DC",
     "SNDM-0013US": "Plus Wall Dimmer", "SNDM-00100WW": "Plus 0-10V Dimmer", "SNSN-0043X": "Plus Uni",
+    "SNDC-0D4P10WW": "Plus RGBW PM",
     "SPSW-001XE16EU": "Pro 1", "SPSW-001PE16EU": "Pro 1PM", "SPSW-002XE16EU": "Pro 2", "SPSW-002PE16EU": "Pro 2PM",
     "SPSW-003XE16EU": "Pro 3", "SPSW-004PE16EU": "Pro 4PM", "SPSW-104PE16EU": "Pro 4PM",
     # Gen3, Gen4

@@ -1,11 +1,15 @@
 """What a Shelly status says of one component (pure): interface values and the problems of unusable ones.
 
-Gen2+: a component's status object (GetStatus, NotifyFullStatus, `<prefix>/status/<component>:<n>`) or the
-changed part of it (NotifyStatus): a switch's or light's `output` (bool), a light's `brightness` (0..100), a
-cover's `current_pos` (0..100, with `pos_control`) and `state` (`open`, `closed`, `opening`, `closing`,
-`stopped`), a temperature sensor's `tC`, a humidity sensor's `rh`. Gen1: the text of `relay/<n>` and
-`light/<n>` (`on`/`off`), `roller/<n>` (`open`, `close`, `stop`) and `roller/<n>/pos`, `light/<n>/status`
-(`{"ison", "brightness"}`), `sensor/temperature` and `sensor/humidity` (numbers).
+Gen2+: a component's status object (GetStatus, NotifyFullStatus, `<prefix>/status/<component>:<n>`) or the changed
+part of it (NotifyStatus): a switch's or light's `output` (bool), a light's `brightness` (0..100), a colour light's
+(`rgb:<n>`, `rgbw:<n>`) `rgb` ([r, g, b], 0..255 each: the platform's Color; `rgbw`'s `white` is not a colour and is
+not read), a cover's `current_pos` (0..100, with `pos_control`) and `state` (`open`, `closed`, `opening`, `closing`,
+`stopped`), a temperature sensor's `tC`, a humidity sensor's `rh`. Gen1: the text of `relay/<n>`, `light/<n>` and
+`color/<n>` (`on`/`off`), `roller/<n>` (`open`, `close`, `stop`) and `roller/<n>/pos`, `light/<n>/status` (`{"ison",
+"brightness"}`), `color/<n>/status` (`{"ison", "mode", "red", "green", "blue", "white", "gain", "brightness"}`: in
+colour mode, or without a mode as an RGBW2 says it, Brightness is `gain` and Color is red, green and blue; in white
+mode, a Bulb's, Brightness is `brightness` and there is no colour), `sensor/temperature` and `sensor/humidity`
+(numbers).
 """
 
 from __future__ import annotations
@@ -33,8 +37,15 @@ def gen2(component: Component, status: Mapping[str, Any]) -> tuple[dict[str, Sta
             values["Switch"] = convert.on_off(output)
         elif output is not None:
             problems.append(f"{where}.output is {_show(output)}, not true or false")
-    if component.kind == "light" and (level := _number(status, "brightness", where, problems)) is not None:
-        values["Brightness"] = convert.percent_of(level, 0, 100)
+    if component.kind == "light":
+        if (level := _number(status, "brightness", where, problems)) is not None:
+            values["Brightness"] = convert.percent_of(level, 0, 100)
+        if component.opts.get("color") and "rgb" in status:
+            color = _rgb(status.get("rgb"))
+            if color is None:
+                problems.append(f"{where}.rgb is {_show(status.get('rgb'))}, not [red, green, blue] of 0..255")
+            else:
+                values["Color"] = color
     elif component.kind == "cover":
         position = _number(status, "current_pos", where, problems) if component.opts.get("position") else None
         if position is not None:
@@ -68,8 +79,15 @@ def gen1(component: Component, sub: str, payload: bytes) -> tuple[dict[str, Stat
         problems: list[str] = []
         if isinstance(data.get("ison"), bool):
             values["Switch"] = convert.on_off(data["ison"])
-        if (level := _number(data, "brightness", "status", problems)) is not None:
+        coloured = bool(component.opts.get("color")) and data.get("mode") != "white"
+        if (level := _number(data, "gain" if coloured else "brightness", "status", problems)) is not None:
             values["Brightness"] = convert.percent_of(level, 0, 100)
+        if coloured and any(key in data for key in ("red", "green", "blue")):
+            color = _rgb([data.get("red"), data.get("green"), data.get("blue")])
+            if color is None:
+                problems.append("status.red, green and blue are not three numbers of 0..255")
+            else:
+                values["Color"] = color
         return values, problems
     if kind == "cover" and sub == "pos":
         number = _parse_number(text)
@@ -97,6 +115,15 @@ def _number(data: Mapping[str, Any], key: str, where: str, problems: list[str]) 
         problems.append(f"{where}.{key} is {_show(value)}, not a number")
         return None
     return float(value)
+
+
+def _rgb(value: Any) -> int | None:
+    """[red, green, blue] (0..255 each) as the platform's Color; None if it is not that."""
+    if not isinstance(value, list) or len(value) != 3:
+        return None
+    if any(isinstance(c, bool) or not isinstance(c, int | float) or not 0 <= c <= 255 for c in value):
+        return None
+    return convert.rgb_value(*value)
 
 
 def _parse_number(text: str) -> float | None:

@@ -1,0 +1,176 @@
+"""`shelly.prefixes`: Gen2+ topic prefixes the owner set by hand (several levels, `home/shelly/porch`). Each one's
+`online` and `events/rpc` are subscribed and claimed, the device found there is asked over RPC on its own
+`<prefix>/rpc` as any other, its states read and its commands sent there; the key is checked at load (its form, and
+never under a prefix hubd or another import owns, as the dialect table's publish rules say). Real payloads: the 2PM
+Gen3 of tests/fixtures/shelly, whose cover profile's captured topic prefix has two levels."""
+
+from __future__ import annotations
+
+import pytest
+from shelly_helpers import REPLIES, TWO_PM, answer, asked, configs, discover, fixture, make, publish, rejected, states
+
+from hubd.config.model import MAX_SHELLY_PREFIXES, HubdConfig, ShellyConfig, parse_config
+from hubd.dialects.base import AvailabilityReceived, ControlRequest, topic_matches
+from hubd.dialects.enabled import publish_rules
+from hubd.errors import ConfigError
+
+TWO = fixture("ha_2pm_gen3")
+COVER = fixture("ha_2pm_gen3_cover")
+PORCH = "home/shelly/porch"
+
+
+def problems(text: str) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, {})
+    return info.value.problems
+
+
+def one_problem(prefix: str, rest: str = "") -> str:
+    found = problems(f"shelly:\n  enabled: true\n  prefixes: [{prefix!r}]\n{rest}")
+    assert len(found) == 1, found
+    return found[0]
+
+
+# The dialect.
+
+def test_a_device_at_a_declared_prefix_of_several_levels_is_asked_on_its_own_rpc_and_read() -> None:
+    dialect = make(prefixes=[PORCH])
+    filters = [f for f, _ in dialect.subscriptions()]
+    assert {f"{PORCH}/online", f"{PORCH}/events/rpc"} <= set(filters)
+    assert publish(dialect, f"{PORCH}/online", "true", retained=True) == []
+    requests = asked(dialect)
+    assert [(topic, frame["method"]) for topic, frame in requests] == \
+        [(f"{PORCH}/rpc", m) for m in ("Shelly.GetDeviceInfo", "Shelly.GetConfig", "Shelly.GetStatus")]
+    assert all(frame["src"] == REPLIES.removesuffix("/rpc") for _, frame in requests)
+    assert [t for t, _ in dialect.pending_subscriptions()] == [f"{PORCH}/status/+"]
+
+    found = answer(dialect, TWO, requests)
+    assert set(configs(found)) == {TWO_PM, f"{TWO_PM}-switch-1"}  # the id from GetDeviceInfo, the rules unchanged
+    assert AvailabilityReceived(TWO_PM, True) in found
+
+    notify = {"src": TWO_PM, "dst": f"{PORCH}/events", "method": "NotifyStatus",
+              "params": {"ts": 1747488800.0, "switch:0": {"id": 0, "output": True, "source": "button"}}}
+    assert states(publish(dialect, f"{PORCH}/events/rpc", notify)) == {TWO_PM: {"Switch": "On"}}
+    assert states(publish(dialect, f"{PORCH}/status/switch:1", TWO["status"]["switch:1"])) == \
+        {f"{TWO_PM}-switch-1": {"Switch": "Off"}}
+    assert AvailabilityReceived(TWO_PM, False) in publish(dialect, f"{PORCH}/online", "false", retained=True)
+    assert dialect.owns_command_topic(f"{PORCH}/rpc")
+    assert dialect.guards(f"{PORCH}/online") is not None
+
+
+def test_a_command_to_a_device_at_a_declared_prefix_is_rpc_on_that_prefix() -> None:
+    dialect = make(prefixes=[PORCH])
+    announced = configs(discover(dialect, TWO, PORCH))[TWO_PM]
+    request = dialect.encode_control(TWO_PM, announced.route, _control("Switch", "TurnOn", "On"))
+    assert [m.topic for m in request] == [f"{PORCH}/rpc"]
+    assert b'"method":"Switch.Set"' in request[0].payload and b'"params":{"id":0,"on":true}' in request[0].payload
+
+
+def test_the_captured_two_level_prefix_is_found_when_declared_and_not_otherwise() -> None:
+    prefix = COVER["config"]["mqtt"]["topic_prefix"]
+    assert prefix.count("/") == 1  # shellies-gen3/shelly-2pm-gen3-365730, as the device shows it
+
+    bare = make()
+    assert not bare.claims(f"{prefix}/online")
+    assert not any(topic_matches(f, f"{prefix}/online") for f, _ in bare.subscriptions())
+
+    dialect = make(prefixes=[prefix])
+    assert dialect.claims(f"{prefix}/online") and dialect.claims(f"{prefix}/events/rpc")
+    assert set(configs(discover(dialect, COVER, prefix))) == {COVER["shelly"]["id"]}
+
+
+def test_a_declared_prefix_is_found_by_a_notification_whatever_its_src() -> None:
+    dialect = make(prefixes=["porch"])  # one level: `+/events/rpc` hears it, the declaration vouches for it
+    notify = {"src": "porch-relay", "method": "NotifyStatus", "params": {"switch:0": {"output": True}}}
+    publish(dialect, "porch/events/rpc", notify)
+    assert [t for t, _ in asked(dialect)][:1] == ["porch/rpc"]
+    assert make().claims("porch/online") is False
+
+
+def test_an_answer_whose_id_is_not_its_src_is_refused_at_a_declared_prefix_too() -> None:
+    dialect = make(prefixes=[PORCH])
+    publish(dialect, f"{PORCH}/online", "true")
+    requests = asked(dialect)
+    info = next(frame for _, frame in requests if frame["method"] == "Shelly.GetDeviceInfo")
+    found = publish(dialect, REPLIES, {"id": info["id"], "src": "shellyplus1-000000000000", "dst": info["src"],
+                                       "result": TWO["shelly"]})
+    assert any("is not the src" in r for r in rejected(found))
+
+
+def test_topics_beside_a_declared_prefix_are_not_claimed() -> None:
+    dialect = make(prefixes=[PORCH])
+    for topic in ("home/shelly/online", "home/shelly/porch/x/online", "home/shelly/porch/status/switch:0",
+                  "home/shelly/porch/events/other", "home/shelly/porch/rpc"):
+        assert not dialect.claims(topic), topic
+
+
+def _control(interface: str, operation: str, value: str) -> ControlRequest:
+    return ControlRequest("c1", interface, operation, value, None, {})
+
+
+# The config.
+
+def test_prefixes_of_several_levels_load_and_default_to_none() -> None:
+    assert HubdConfig().shelly.prefixes == []
+    config = parse_config(f"shelly:\n  enabled: true\n  prefixes: [{PORCH}, porch, a/b]\n", {})
+    assert config.shelly.prefixes == [PORCH, "porch", "a/b"]
+
+
+@pytest.mark.parametrize(("prefix", "said"), [
+    ("home/+/porch", "wildcard"),
+    ("home/#", "wildcard"),
+    ("$SYS/porch", "starts with '$'"),
+    ("home//porch", "empty level"),
+    ("/home/porch", "leading or trailing '/'"),
+    ("home/porch/", "leading or trailing '/'"),
+    ("", "is empty"),
+    ("shellies/plus1pm", "found without this key"),
+])
+def test_a_prefix_of_a_wrong_form_is_refused_naming_the_field_and_the_fix(prefix: str, said: str) -> None:
+    problem = one_problem(prefix)
+    assert problem.startswith("shelly.prefixes: ") and said in problem and "(line 3)" in problem
+
+
+def test_a_prefix_listed_twice_is_refused() -> None:
+    found = problems(f"shelly:\n  prefixes: [{PORCH}, {PORCH}]\n")
+    assert len(found) == 1 and "listed twice" in found[0]
+
+
+def test_more_prefixes_than_the_cap_are_refused() -> None:
+    many = ", ".join(f"home/{i}" for i in range(MAX_SHELLY_PREFIXES + 1))
+    found = problems(f"shelly:\n  prefixes: [{many}]\n")
+    assert len(found) == 1 and f"at most {MAX_SHELLY_PREFIXES}" in found[0]
+    ShellyConfig(prefixes=[f"home/{i}" for i in range(MAX_SHELLY_PREFIXES)])
+
+
+@pytest.mark.parametrize(("prefix", "settings", "owner"), [
+    ("hubd/porch", "", "mqtt.base_topic"),
+    ("house/porch", "mqtt:\n  base_topic: house\n", "mqtt.base_topic"),
+    ("hubd-hub1", "mqtt:\n  client_id: hub1\n", "reply topic"),
+    ("zigbee2mqtt/porch", "", "zigbee2mqtt.base_topic"),
+    ("zb/porch", "zigbee2mqtt:\n  base_topic: zb\n", "zigbee2mqtt.base_topic"),
+    ("tasmota/discovery/porch", "", "tasmota.discovery_prefix"),
+    ("homeassistant", "", "homeassistant.discovery_prefix"),
+    ("home/tasmotas", "", "group topic"),
+])
+def test_a_prefix_under_one_hubd_or_another_import_owns_is_refused(prefix: str, settings: str, owner: str) -> None:
+    problem = one_problem(prefix, settings)
+    assert problem.startswith("shelly.prefixes[0]: ") and owner in problem and "(line 3)" in problem
+
+
+@pytest.mark.parametrize("settings", [
+    "",
+    "mqtt:\n  base_topic: house\n  client_id: hub1\nzigbee2mqtt:\n  base_topic: zb\ntasmota:\n"
+    "  discovery_prefix: tas/disc\nhomeassistant:\n  discovery_prefix: ha\n",
+])
+def test_every_prefix_the_dialect_table_reserves_or_owns_is_refused_at_load(settings: str) -> None:
+    config = parse_config(settings, {})
+    rules = publish_rules(config)
+    owned = [rules.base_topic + "/", *rules.reserved, *(tree for tree, _ in rules.trees)]
+    for prefix in owned:
+        under = prefix + "porch"
+        assert rules.refusal(f"{under}/rpc", "x", "shelly") is not None  # the table refuses its commands...
+        found = problems(f"{settings}shelly:\n  prefixes: [{under}]\n")  # ...and the config the prefix
+        assert len(found) == 1 and found[0].startswith("shelly.prefixes[0]: "), (under, found)
+    for level in rules.groups:
+        assert problems(f"{settings}shelly:\n  prefixes: [home/{level}/porch]\n")
