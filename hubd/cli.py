@@ -256,9 +256,11 @@ def _setup(args: argparse.Namespace) -> int:
 
 def _check_config(args: argparse.Namespace) -> int:
     config = _load_with_secrets(args)  # what `hubd run` needs, secrets included
+    from hubd.dialects.enabled import config_problems as dialect_problems
     from hubd.driver.policy import config_problems
 
-    problems = config_problems(config)  # what `hubd run` refuses at start: callback hosts, accounts, proxies
+    # What `hubd run` refuses at start: callback hosts, accounts, proxies; a dialect's topics the table forbids.
+    problems = [*config_problems(config), *dialect_problems(config)]
     if problems:
         raise ConfigError(problems)
     print("ok")

@@ -6,12 +6,16 @@ Gen3 of tests/fixtures/shelly, whose cover profile's captured topic prefix has t
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from shelly_helpers import REPLIES, TWO_PM, answer, asked, configs, discover, fixture, make, publish, rejected, states
 
 from hubd.config.model import MAX_SHELLY_PREFIXES, HubdConfig, ShellyConfig, parse_config
 from hubd.dialects.base import AvailabilityReceived, ControlRequest, topic_matches
-from hubd.dialects.enabled import publish_rules
+from hubd.dialects.enabled import build_dialects, config_problems, publish_rules
 from hubd.errors import ConfigError
 
 TWO = fixture("ha_2pm_gen3")
@@ -143,19 +147,30 @@ def test_more_prefixes_than_the_cap_are_refused() -> None:
     ShellyConfig(prefixes=[f"home/{i}" for i in range(MAX_SHELLY_PREFIXES)])
 
 
+def clashes(text: str) -> list[str]:
+    """What the dialect table says of the config's Shelly section (`hubd check-config`; `hubd run` refuses it)."""
+    config = parse_config(text, {})
+    found = config_problems(config)
+    if found:
+        with pytest.raises(ConfigError):
+            build_dialects(config)
+    return found
+
+
 @pytest.mark.parametrize(("prefix", "settings", "owner"), [
-    ("hubd/porch", "", "mqtt.base_topic"),
-    ("house/porch", "mqtt:\n  base_topic: house\n", "mqtt.base_topic"),
-    ("hubd-hub1", "mqtt:\n  client_id: hub1\n", "reply topic"),
-    ("zigbee2mqtt/porch", "", "zigbee2mqtt.base_topic"),
-    ("zb/porch", "zigbee2mqtt:\n  base_topic: zb\n", "zigbee2mqtt.base_topic"),
-    ("tasmota/discovery/porch", "", "tasmota.discovery_prefix"),
-    ("homeassistant", "", "homeassistant.discovery_prefix"),
-    ("home/tasmotas", "", "group topic"),
+    ("hubd/porch", "", "hubd's own topics"),
+    ("house/porch", "mqtt:\n  base_topic: house\n", "hubd's own topics"),
+    ("hubd-hub1", "mqtt:\n  client_id: hub1\n", "under hubd-hub1/"),
+    ("zigbee2mqtt/porch", "", "another import (zigbee2mqtt"),
+    ("zb/porch", "zigbee2mqtt:\n  base_topic: zb\n", "another import (zigbee2mqtt"),
+    ("tasmota/discovery/porch", "", "under tasmota/discovery/"),
+    ("homeassistant", "", "under homeassistant/"),
+    ("home/tasmotas", "", "group topic 'tasmotas'"),
 ])
 def test_a_prefix_under_one_hubd_or_another_import_owns_is_refused(prefix: str, settings: str, owner: str) -> None:
-    problem = one_problem(prefix, settings)
-    assert problem.startswith("shelly.prefixes[0]: ") and owner in problem and "(line 3)" in problem
+    found = clashes(f"shelly:\n  enabled: true\n  prefixes: [{prefix!r}]\n{settings}")
+    assert len(found) == 1 and found[0].startswith("shelly.prefixes[0]: ") and owner in found[0], found
+    assert "set the device's topic prefix elsewhere" in found[0]
 
 
 @pytest.mark.parametrize("settings", [
@@ -164,13 +179,27 @@ def test_a_prefix_under_one_hubd_or_another_import_owns_is_refused(prefix: str, 
     "  discovery_prefix: tas/disc\nhomeassistant:\n  discovery_prefix: ha\n",
 ])
 def test_every_prefix_the_dialect_table_reserves_or_owns_is_refused_at_load(settings: str) -> None:
-    config = parse_config(settings, {})
-    rules = publish_rules(config)
+    rules = publish_rules(parse_config(settings, {}))
     owned = [rules.base_topic + "/", *rules.reserved, *(tree for tree, _ in rules.trees)]
     for prefix in owned:
         under = prefix + "porch"
-        assert rules.refusal(f"{under}/rpc", "x", "shelly") is not None  # the table refuses its commands...
-        found = problems(f"{settings}shelly:\n  prefixes: [{under}]\n")  # ...and the config the prefix
+        found = clashes(f"{settings}shelly:\n  enabled: true\n  prefixes: [{under}]\n")
         assert len(found) == 1 and found[0].startswith("shelly.prefixes[0]: "), (under, found)
     for level in rules.groups:
-        assert problems(f"{settings}shelly:\n  prefixes: [home/{level}/porch]\n")
+        assert clashes(f"{settings}shelly:\n  enabled: true\n  prefixes: [home/{level}/porch]\n")
+    assert clashes(f"{settings}shelly:\n  enabled: true\n  prefixes: [home/shelly/porch]\n") == []
+
+
+def test_check_config_names_a_prefix_under_another_imports_topics_and_run_refuses_to_start(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    example = (Path(__file__).resolve().parents[1] / "config.example.yaml").read_text(encoding="utf-8")
+    section = example.split("\nshelly:", 1)[1].split("\n\n", 1)[0]
+    assert "  enabled: false" in section and "  prefixes: []" in section
+    ours = section.replace("  enabled: false", "  enabled: true").replace("  prefixes: []",
+                                                                         "  prefixes: [zigbee2mqtt/porch]")
+    config.write_text(example.replace(section, ours), encoding="utf-8")
+    for command in ("check-config", "run"):
+        result = subprocess.run([sys.executable, "-m", "hubd", command, "-c", str(config)], capture_output=True,
+                                text=True, timeout=60, check=False, cwd=tmp_path)
+        assert result.returncode == 2, (command, result.stderr[-2000:])
+        assert "shelly.prefixes[0]: 'zigbee2mqtt/porch'" in result.stderr and "Traceback" not in result.stderr

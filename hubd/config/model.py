@@ -341,54 +341,6 @@ class ShellyConfig(DialectConfig):
         return value
 
 
-def _reserved_topic_prefixes(config: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The topic prefixes (without the trailing '/') hubd or another import owns, with whose they are, from the raw
-    config (a value not yet checked counts as its default): no Shelly prefix may be one or under one. The same
-    prefixes as the dialect table's publish rules (hubd.dialects.enabled.publish_rules)."""
-    def value(section: str, key: str, model: type[BaseModel]) -> str:
-        given = config.get(section)
-        found = given.get(key) if isinstance(given, Mapping) else None
-        default = model.model_fields[key].default
-        return found if isinstance(found, str) and found.strip("/") else str(default)
-
-    client_id = value("mqtt", "client_id", MqttConfig)
-    return [(value("mqtt", "base_topic", MqttConfig), "hubd's own topics (mqtt.base_topic)"),
-            (f"hubd-{client_id}", "hubd's own RPC reply topic (hubd-<mqtt.client_id>)"),
-            (value("zigbee2mqtt", "base_topic", Zigbee2MqttConfig), "zigbee2mqtt's topics (zigbee2mqtt.base_topic)"),
-            (value("tasmota", "discovery_prefix", TasmotaConfig), "Tasmota's discovery (tasmota.discovery_prefix)"),
-            (value("homeassistant", "discovery_prefix", HomeAssistantConfig),
-             "Home Assistant discovery (homeassistant.discovery_prefix)")]
-
-
-# Topic levels that address every device of a kind at once (Tasmota's group topic): never under a Shelly prefix.
-GROUP_LEVELS = ("tasmotas",)
-
-
-def shelly_prefix_clashes(data: dict[str, Any]) -> list[tuple[KeyPath, str]]:
-    """Each `shelly.prefixes` entry under a prefix hubd or another import owns, with the fix (a cross check: it
-    reads other sections). Entries whose own form is wrong are the field validator's."""
-    section = data.get("shelly")
-    prefixes = section.get("prefixes") if isinstance(section, dict) else None
-    if not isinstance(prefixes, list):
-        return []
-    reserved = _reserved_topic_prefixes(data)
-    found: list[tuple[KeyPath, str]] = []
-    for i, prefix in enumerate(prefixes):
-        if not isinstance(prefix, str) or shelly_prefix_problem(prefix) is not None:
-            continue
-        for owned, whose in reserved:
-            if prefix == owned or prefix.startswith(owned + "/"):
-                found.append((("shelly", "prefixes", i), f"{prefix[:60]!r} is under {owned}/, {whose}, where no "
-                              "device's commands may go; set the device's topic prefix elsewhere (its MQTT settings)"))
-                break
-        else:
-            group = next((level for level in prefix.split("/") if level in GROUP_LEVELS), None)
-            if group is not None:
-                found.append((("shelly", "prefixes", i), f"{prefix[:60]!r} has the level {group!r}, a group topic "
-                              "every device of its kind obeys; set the device's topic prefix elsewhere"))
-    return found
-
-
 class DoorbellConfig(_Model):
     """A button whose press is a DoorbellPress: `device` globs over its name or identifiers, `event` is the press."""
 
@@ -449,7 +401,7 @@ def parse_config(text: str, env: Mapping[str, str], source: str = "<config>", *,
     """Validate YAML text; raise ConfigError with `<key.path>: <problem> (line N)` lines, all in one pass.
     `credential_search`: where `${CREDENTIALS_DIRECTORY}/NAME` is looked for when `env` does not set it."""
     return parse_yaml_model(HubdConfig, text, env, source, top_level="sections (storage, mqtt, http, ...)",
-                            example="config.example.yaml", cross_checks=_cross_checks,
+                            example="config.example.yaml", cross_checks=unfilled_placeholders,
                             read_secrets=secrets, dir_fallbacks={CREDENTIALS_VAR: credential_search})
 
 
@@ -473,10 +425,6 @@ _PLACEHOLDER_HINTS: dict[KeyPath, str] = {
     ("platform", "client_secret"): "the clientSecret the platform's console shows with the clientId",
     ("mqtt", "password"): "the password of hubd's login on your broker",
 }
-
-
-def _cross_checks(data: dict[str, Any]) -> list[tuple[KeyPath, str]]:
-    return [*unfilled_placeholders(data), *shelly_prefix_clashes(data)]
 
 
 def unfilled_placeholders(data: dict[str, Any]) -> list[tuple[KeyPath, str]]:

@@ -2,7 +2,8 @@
 
 A row (`DialectKind`) says how to build the dialect, its config section (a `hubd.config.model.DialectConfig`: whether
 it is enabled, its include/exclude, which keys a reload applies live), the labels the status and devices pages
-give its devices' source, the topic prefixes no device command may go under (`publish_rules`) and the block
+give its devices' source, the topic prefixes no device command may go under (`publish_rules`), what of its section
+the fixed rules forbid (`config_problems`: `hubd check-config`, and `hubd run` refuses to start) and the block
 `hubd init` writes for its section. Whoever needs one of these facts (the reload, the pages, `hubd init`) walks
 the table, so a new dialect is its folder, its section's class and one row here, and nothing else names it.
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from hubd.config.model import DialectConfig, HubdConfig
 from hubd.dialects.base import Dialect, PublishRules, Selection
 from hubd.dialects.topics import CommandTopics
+from hubd.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +36,9 @@ class DialectKind:
     page, `short` on the devices page. `reserved` gives the topic prefixes hubd never publishes a device command
     under (`publish_rules`), enabled or not, and `trees` the topic trees it owns with the dialects that may publish
     there (zigbee2mqtt's base topic: its own devices and those it announces through discovery), and `groups` the
-    topic levels that reach every device of its kind at once (Tasmota's `tasmotas`); `init` is the block
-    `hubd init` writes for its section."""
+    topic levels that reach every device of its kind at once (Tasmota's `tasmotas`); `problems` says what of its
+    section the fixed rules of the whole table forbid (Shelly's declared prefixes under another's topics), one
+    `<key>: <why and the fix>` line each; `init` is the block `hubd init` writes for its section."""
 
     name: str
     label: str
@@ -47,6 +50,7 @@ class DialectKind:
     reserved: Callable[[HubdConfig], tuple[str, ...]] = lambda config: ()
     trees: Callable[[HubdConfig], tuple[tuple[str, tuple[str, ...]], ...]] = lambda config: ()
     groups: tuple[str, ...] = ()  # topic levels that address every device of its kind at once (never published to)
+    problems: Callable[[HubdConfig, PublishRules], list[str]] = lambda config, rules: []
     init: str = ""
 
     @property
@@ -109,6 +113,12 @@ def _shelly(config: HubdConfig, before: Sequence[Dialect], topics: CommandTopics
     return ShellyDialect(config.shelly, config.doorbells, client_id=config.mqtt.client_id, topics=topics)
 
 
+def _shelly_problems(config: HubdConfig, rules: PublishRules) -> list[str]:
+    from hubd.dialects.shelly.dialect import prefix_problems
+
+    return prefix_problems(config.shelly, rules)
+
+
 def _homeassistant(config: HubdConfig, before: Sequence[Dialect], topics: CommandTopics) -> Dialect:
     from hubd.dialects.homeassistant.dialect import HomeAssistantDialect
 
@@ -127,7 +137,7 @@ KINDS: tuple[DialectKind, ...] = (
                 init="tasmota:\n"
                      "  enabled: true                     # Tasmota devices, from Tasmota's own discovery\n"),
     DialectKind("shelly", "Shelly", "Shelly", _shelly,
-                reserved=lambda config: (f"hubd-{config.mqtt.client_id}/",),
+                reserved=lambda config: (f"hubd-{config.mqtt.client_id}/",), problems=_shelly_problems,
                 init="shelly:\n"
                      "  enabled: true                     # Shelly devices, Gen2+ over RPC and Gen1, from their own "
                      "MQTT\n"),
@@ -155,9 +165,19 @@ def labels() -> dict[str, dict[str, str]]:
     return {kind.name: {"label": kind.label, "short": kind.short} for kind in KINDS}
 
 
+def config_problems(config: HubdConfig) -> list[str]:
+    """What the enabled dialects' sections ask that the table's fixed rules forbid, one line each (`hubd
+    check-config`; `build_dialects` refuses to build with any)."""
+    rules = publish_rules(config)
+    return [line for kind in KINDS if kind.enabled(config) for line in kind.problems(config, rules)]
+
+
 def build_dialects(config: HubdConfig) -> list[Dialect]:
     """The enabled dialects, in claim order (the first that claims a topic decodes it), bound to one rule of where
-    their devices' commands may go (`hubd.dialects.topics`)."""
+    their devices' commands may go (`hubd.dialects.topics`); ConfigError with `config_problems`, if any."""
+    problems = config_problems(config)
+    if problems:
+        raise ConfigError(problems)
     topics = CommandTopics(publish_rules(config))
     built: list[Dialect] = []
     for kind in KINDS:

@@ -112,6 +112,18 @@ class Known:
     endpoints: tuple[tuple[str, Address], ...]
 
 
+
+def prefix_problems(config: ShellyConfig, rules: PublishRules) -> list[str]:
+    """Each declared prefix (`shelly.prefixes`) whose `<prefix>/rpc` the fixed rules forbid commands on (under hubd's
+    own topics or reply topic, another import's tree or prefix, a group topic), with the fix."""
+    found: list[str] = []
+    for i, prefix in enumerate(config.prefixes):
+        why = rules.refusal(f"{prefix}/rpc", None, DIALECT)
+        if why is not None:
+            found.append(f"shelly.prefixes[{i}]: {prefix[:60]!r}: hubd would send its RPC there, but {why}; set the "
+                         "device's topic prefix elsewhere (its MQTT settings) and list that")
+    return found
+
 class ShellyDialect(Dialect):
     """Shelly devices, Gen2+ over RPC and Gen1 by their `shellies/` topics."""
 
