@@ -2,7 +2,8 @@
 docs: https://shelly-api-docs.shelly.cloud/gen2/ComponentsAndServices/RGB and .../RGBW) and a Gen1 RGBW2 or Bulb on
 `shellies/<id>/color/<n>` (https://shelly-api-docs.shelly.cloud/gen1/#shelly-rgbw2-color-mqtt). Each is a light with
 Switch, Brightness and Color (the platform's RGB integer); Gen2+ commands are `RGB.Set` / `RGBW.Set` on the device's
-own `<prefix>/rpc`, Gen1's `color/<n>/command` and `color/<n>/set` (brightness as `gain`)."""
+own `<prefix>/rpc`, Gen1's `color/<n>/command` and `color/<n>/set` (brightness as `gain` in colour mode, `brightness` in
+white mode)."""
 
 from __future__ import annotations
 
@@ -87,7 +88,8 @@ def test_gen1_colour_commands_go_to_the_devices_own_color_topics() -> None:
     announced = configs(found)[GEN1]
     base = f"shellies/{GEN1}/color/0"
     assert control(dialect, announced, "Switch", "On", "On") == [(f"{base}/command", "on")]
-    assert control(dialect, announced, "Brightness", "Set", 30) == [(f"{base}/set", {"turn": "on", "gain": 30})]
+    assert control(dialect, announced, "Brightness", "Set", 30) == \
+        [(f"{base}/set", {"turn": "on", "gain": 30, "brightness": 30})]  # colour mode reads gain, white mode brightness
     assert control(dialect, announced, "Brightness", "Set", 0) == [(f"{base}/set", {"turn": "off"})]
     assert control(dialect, announced, "Color", "Set", 0x00FF7F) == \
         [(f"{base}/set", {"turn": "on", "red": 0, "green": 255, "blue": 127})]

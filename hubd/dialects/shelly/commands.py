@@ -4,9 +4,10 @@ Gen2+: one JSON-RPC request `{"id", "src", "method", "params"}` on `<prefix>/rpc
 `<src>/rpc`): `Switch.Set {"id", "on"}`, `Light.Set {"id", "on", "brightness"}`, a colour light's `RGB.Set` or
 `RGBW.Set` (the same, and `"rgb": [r, g, b]` for a Color, which turns it on), `Cover.Open`, `Cover.Close`,
 `Cover.Stop`, `Cover.GoToPosition {"id", "pos"}`. Gen1: `shellies/<id>/relay/<n>/command` (`on`, `off`),
-`roller/<n>/command` (`open`, `close`, `stop`) and `roller/<n>/command/pos`, `light/<n>/set`
-(`{"turn", "brightness"}`), a colour light's `color/<n>/command` (`on`, `off`) and `color/<n>/set` (`{"turn",
-"gain"}` for a brightness, `{"turn", "red", "green", "blue"}` for a colour).
+`roller/<n>/command` (`open`, `close`, `stop`) and `roller/<n>/command/pos`, `light/<n>/set` (`{"turn",
+"brightness"}`), a colour light's `color/<n>/command` (`on`, `off`) and `color/<n>/set` (`{"turn", "gain",
+"brightness"}` for a brightness: colour mode reads the one, white mode the other; `{"turn", "red", "green", "blue"}`
+for a colour).
 """
 
 from __future__ import annotations
@@ -68,9 +69,12 @@ def _gen1(where: Address, component: Component, request: ControlRequest) -> Outg
         return Outgoing(f"{base}/command", b"on" if value == "On" else b"off")
     if component.kind == "light" and interface == "Brightness":
         level = _percent(request)
-        # A colour light's brightness in colour mode is its gain (docs/devices.md, "Shelly").
+        # A colour light's brightness is its gain in colour mode and its brightness in white mode (a Bulb's, a Duo
+        # RGBW's); each mode ignores the other's key (an RGBW2 has no white mode here), so both go: the level holds
+        # in whichever mode the light is in, which hubd need not remember (docs/devices.md, "Shelly").
         data: dict[str, Any] = {"turn": "off"} if level <= 0 else \
-            {"turn": "on", "gain" if component.opts.get("color") else "brightness": level}
+            {"turn": "on", "gain": level, "brightness": level} if component.opts.get("color") else \
+            {"turn": "on", "brightness": level}
         return Outgoing(f"{base}/set", json.dumps(data, separators=(",", ":")).encode())
     if component.kind == "light" and interface == "Color" and component.opts.get("color"):
         red, green, blue = _color(request)
