@@ -39,7 +39,8 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from hubd.config.model import LOGIN_PASSWORD_FILE, PLACEHOLDER, MqttConfig, load_config
+from hubd.config.model import LOGIN_PASSWORD_FILE, PLACEHOLDER, MqttConfig, broker_host_problem, load_config
+from hubd.config.yamlfile import read_secret_file
 from hubd.driver.passwords import hash_password
 from hubd.errors import ConfigError, HubdError, MqttRejected, MqttUnavailable
 from hubd.initconfig import CLIENT_SECRET_FILE, LOGIN_USER, MQTT_PASSWORD_FILE, init_config
@@ -57,6 +58,7 @@ MQTT_PASSWORD_REF = f"${{CREDENTIALS_DIRECTORY}}/{MQTT_PASSWORD_FILE}"
 NONE = "-"  # typed for an optional answer: none (the broker's username: anonymous)
 # CONNACK refusals (MQTT 5's reason codes; paho maps MQTT 3.1.1's to them), in the owner's words.
 BAD_LOGIN, NOT_AUTHORISED = 0x86, 0x87
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # in a password: the wrong file, or one no broker was given
 
 Runner = Callable[[Sequence[str]], "subprocess.CompletedProcess[str]"]
 
@@ -97,7 +99,14 @@ def _nonempty(value: str) -> str | None:
 
 
 def _port(value: str) -> str | None:
-    return None if value.isdigit() and 0 < int(value) < 65536 else "not a port number"
+    # ASCII digits as YAML reads them back: not str.isdigit ("²" is one to it, int() refuses it; "١٨٨٣" is written
+    # as YAML's string, which the config refuses), no leading zero (`0777` is YAML 1.1's octal 511).
+    return None if re.fullmatch(r"[1-9][0-9]{0,4}", value) and int(value) < 65536 else "not a port number (1..65535)"
+
+
+def _host(value: str) -> str | None:
+    problem = broker_host_problem(value)
+    return None if problem is None and PLACEHOLDER.lower() not in value.lower() else problem or "the placeholder"
 
 
 QUESTIONS = (
@@ -109,7 +118,7 @@ QUESTIONS = (
              _url(False)),
     Question("client_id", ("platform", "client_id"), "the clientId (the console, once state reporting is on)",
              _nonempty),
-    Question("mqtt_host", ("mqtt", "host"), "the MQTT broker's host (127.0.0.1: mosquitto on this Pi)", _nonempty),
+    Question("mqtt_host", ("mqtt", "host"), "the MQTT broker's host (127.0.0.1: mosquitto on this Pi)", _host),
     Question("mqtt_port", ("mqtt", "port"), "the MQTT broker's port", _port),
     Question("mqtt_username", ("mqtt", "username"), "the MQTT broker's username (none: it takes anonymous clients)",
              _nonempty, optional=True),
@@ -266,15 +275,22 @@ class Setup:
         default: `where` holds one). `exact`: the secret as given (a file's trailing newline aside, as the config's
         `_file` keys read it), not stripped of spaces."""
         if given is not None:
-            read = given.read_text(encoding="utf-8")
-            value = read.rstrip("\r\n") if exact else read.strip()
-            if len(value) < minimum or PLACEHOLDER.lower() in value.lower() or (exact and "\n" in value):
-                raise HubdError(f"{given}: {what}: empty, the placeholder, more than one line, or shorter than "
-                                f"{minimum} characters")
+            try:
+                read = read_secret_file(given)  # as hubd reads the config's `_file` keys: UTF-8, bounded
+            except ValueError as err:
+                raise HubdError(f"{flag}: {what}: {err}") from None
+            value = read if exact else read.strip()
+            if len(value) < minimum or not value.strip() or PLACEHOLDER.lower() in value.lower() or \
+                    (exact and _CONTROL_RE.search(value)):
+                raise HubdError(f"{given}: {what}: empty, blank, the placeholder, more than one line or a control "
+                                f"character (NUL, CR...), or shorter than {minimum} characters")
             return value
         unset = f"not set yet in {where}" if kept is None else "not set yet"
         if kept is None:
-            kept = where.exists() and PLACEHOLDER.lower() not in where.read_text(encoding="utf-8").lower()
+            try:
+                kept = where.exists() and PLACEHOLDER.lower() not in read_secret_file(where).lower()
+            except ValueError:
+                kept = False  # unreadable, not text: a new one is needed
         if self.assume_yes:
             if not kept:
                 raise HubdError(f"{what}: {unset}; give it with {flag}")

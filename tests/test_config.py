@@ -79,6 +79,29 @@ def test_secret_file_errors_name_the_file_key(tmp_path: Path) -> None:
     ]
 
 
+def test_a_secret_file_not_utf8_or_of_any_size_is_a_problem_naming_the_key_never_a_traceback_or_its_content(
+        tmp_path: Path) -> None:
+    latin = tmp_path / "latin1"
+    latin.write_bytes("s3cr\xe9t\n".encode("latin-1"))  # written by an editor in another encoding
+    huge = tmp_path / "huge"
+    huge.write_bytes(b"s3cret" * 20_000)  # the wrong file: a dump, a key ring
+    found = problems(f"mqtt:\n  username: hubd\n  password_file: {latin}\nplatform:\n  client_secret_file: {huge}\n")
+    assert found == [
+        f"mqtt.password_file: {latin} is not UTF-8 text (byte 5 is not); write the secret as text (line 3)",
+        f"platform.client_secret_file: {huge} is over 65536 bytes; a secret's file holds the secret alone, on one "
+        "line (line 5)",
+    ]
+    # /dev/zero would never end: it is read no further than the limit.
+    assert problems("mqtt:\n  username: hubd\n  password_file: /dev/zero\n") == [
+        "mqtt.password_file: /dev/zero is over 65536 bytes; a secret's file holds the secret alone, on one line "
+        "(line 3)"]
+    config = tmp_path / "c.yaml"
+    config.write_text(f"mqtt:\n  username: hubd\n  password_file: {latin}\n")
+    result = run_cli("check-config", "-c", str(config))
+    assert result.returncode == 2 and "Traceback" not in result.stderr and "s3cr" not in result.stderr, result.stderr
+    assert "mqtt.password_file: " in result.stderr and "is not UTF-8 text" in result.stderr
+
+
 def test_every_problem_is_reported_in_one_pass() -> None:
     found = problems(
         "mqtt:\n  port: ${HUBD_NO_SUCH_VAR}\n  prot: 1883\n"

@@ -17,9 +17,9 @@ import pytest
 import yaml
 from mosquitto import Mosquitto, free_port
 
-from hubd.config.model import load_config
+from hubd.config.model import load_config, parse_config
 from hubd.driver.passwords import verify_password
-from hubd.errors import HubdError
+from hubd.errors import ConfigError, HubdError
 from hubd.setup import Setup
 
 PUBLIC = "https://hub.example.com"
@@ -330,3 +330,66 @@ def test_a_config_written_by_hand_gets_the_broker_login_added_to_its_mqtt_sectio
     assert loaded.mqtt.username == "1234"  # a string, though it looks like a number
     assert loaded.mqtt.password is not None and loaded.mqtt.password.get_secret_value() == MQTT_PASSWORD
     assert f"broker login: ok (127.0.0.1:{broker.port}, user '1234')" in out.getvalue()
+
+
+def test_a_broker_host_given_as_a_url_with_a_port_or_spaces_is_asked_again_and_never_written(tmp_path: Path) -> None:
+    typed = [PUBLIC, BASE, AUTH, "client-123", "mqtt://broker.lan:1883", "broker.lan:1883", "my broker", "[::1]",
+             "broker.lan", "", ""]
+    setup, out, _ = _setup(tmp_path, typed=typed, secrets=["the-secret", "a long owner password"], start=False)
+    assert setup.run() == 0, out.getvalue()
+    said = out.getvalue()
+    assert "'mqtt://broker.lan:1883' is not a host name or IP address alone: write 'broker.lan'" in said
+    assert "'broker.lan:1883' is not a host name or IP address alone: write 'broker.lan'" in said
+    assert "'my broker' is not a host name or IP address" in said and "write '::1'" in said
+    assert load_config(tmp_path / "etc" / "config.yaml", env={"CREDENTIALS_DIRECTORY": str(tmp_path / "credstore")}
+                       ).mqtt.host == "broker.lan"
+    scripted, _, _ = _setup(tmp_path, assume_yes=True, flags={"mqtt_host": "tcp://broker.lan"})
+    with pytest.raises(HubdError) as refused:
+        scripted.run()
+    assert str(refused.value).startswith("--mqtt-host tcp://broker.lan: 'tcp://broker.lan' is not a host name or IP "
+                                         "address alone: write 'broker.lan'")
+    # And a config written by hand says so at load, not as a connection that can never be made.
+    with pytest.raises(ConfigError) as info:
+        parse_config("mqtt:\n  host: mqtt://broker.lan\n", {})
+    assert info.value.problems == [
+        "mqtt.host: 'mqtt://broker.lan' is not a host name or IP address alone: write 'broker.lan' (the "
+        "port goes in mqtt.port, TLS in mqtt.tls) (line 2)"]
+
+
+@pytest.mark.parametrize("port", ["²", "١٨٨٣", "0777", "01883", "65536"])
+def test_a_port_in_other_scripts_digits_or_with_a_leading_zero_is_asked_again_never_a_traceback(
+        tmp_path: Path, port: str) -> None:
+    typed = [PUBLIC, BASE, AUTH, "client-123", "", port, "1884", ""]
+    setup, out, _ = _setup(tmp_path, typed=typed, secrets=["the-secret", "a long owner password"], start=False)
+    assert setup.run() == 0, out.getvalue()
+    assert f"  {port!r}: not a port number (1..65535)" in out.getvalue()
+    assert load_config(tmp_path / "etc" / "config.yaml", env={"CREDENTIALS_DIRECTORY": str(tmp_path / "credstore")}
+                       ).mqtt.port == 1884
+    scripted, _, _ = _setup(tmp_path, assume_yes=True, flags={"mqtt_port": port})
+    with pytest.raises(HubdError, match="not a port number"):
+        scripted.run()
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    ("s3cr\xe9t-latin1\n".encode("latin-1"), "is not UTF-8 text (byte 5 is not)"),  # an editor's other encoding
+    (b"s3cret" * 20_000, "is over 65536 bytes"),  # the wrong file
+    (b"   \n", "blank"),  # typed, spaces alone are no password: from a file neither
+    (b"s3cret\x00tail\n", "a control character"),  # a binary file; no broker's password file holds a NUL
+    (b"s3cret-first\r\ns3cret-second\r\n", "more than one line"),
+])
+def test_a_broker_password_file_not_one_line_of_text_is_refused_naming_the_flag_and_never_shown(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes, said: str) -> None:
+    caplog.set_level(logging.DEBUG)
+    first, out, _ = _setup(tmp_path, typed=_first_answers(), secrets=["the-secret", "a long owner password"],
+                           start=False)
+    assert first.run() == 0, out.getvalue()
+    config = (tmp_path / "etc" / "config.yaml").read_text()
+    (tmp_path / "mqtt-password").write_bytes(content)
+    again, out, systemd = _setup(tmp_path, assume_yes=True, mqtt_password_file=tmp_path / "mqtt-password",
+                                 flags={"mqtt_username": "hubd"})
+    with pytest.raises(HubdError) as info:
+        again.run()
+    assert said in str(info.value) and str(tmp_path / "mqtt-password") in str(info.value), str(info.value)
+    assert "s3cr" not in str(info.value) + out.getvalue() + caplog.text
+    assert (tmp_path / "etc" / "config.yaml").read_text() == config and systemd.calls == []
+    assert not (tmp_path / "credstore" / "hubd.mqtt-password").exists()

@@ -266,6 +266,25 @@ def test_bad_messages_are_refused_naming_the_field() -> None:
     assert publish(dialect, "shellies/shellyswitch-559F55/relay/power", "0.00") == []  # a Shelly 2's, no component
 
 
+def test_component_numbers_that_are_not_ascii_digits_are_no_components_and_never_fail_the_dialect() -> None:
+    # `"²".isdigit()` is true, but int("²") raises; "١" (Arabic-Indic one) and "01" would alias component 1.
+    dialect = make()
+    for topic, payload in messages("gen1_messages")[:7]:
+        publish(dialect, topic, payload)
+    for number in ("²", "١", "01", "٠"):
+        for sub in ("", "/status"):
+            assert publish(dialect, f"shellies/shelly1/color/{number}{sub}", "on") == []
+            assert publish(dialect, f"shellies/shelly1/relay/{number}{sub}", "on") == []
+    hostile = copy.deepcopy(TWO)
+    for key in ("switch:²", "switch:١", "switch:01", "light:٣"):
+        hostile["config"][key] = {"id": 1, "name": "alias"}
+        hostile["status"][key] = {"id": 1, "output": True}
+    found = configs(discover(dialect, hostile))
+    assert set(found) == {TWO_PM, f"{TWO_PM}-switch-1"}  # the device as it is, no component of the odd keys
+    assert found[f"{TWO_PM}-switch-1"].config.displayName == configs(discover(make(), TWO))[
+        f"{TWO_PM}-switch-1"].config.displayName
+
+
 def test_an_rpc_error_leaves_the_device_out_with_the_reason() -> None:
     dialect = make()
     publish(dialect, f"{TWO_PM}/online", "true")

@@ -190,6 +190,29 @@ def test_every_prefix_the_dialect_table_reserves_or_owns_is_refused_at_load(sett
     assert clashes(f"{settings}shelly:\n  enabled: true\n  prefixes: [home/shelly/porch]\n") == []
 
 
+@pytest.mark.parametrize(("prefixes", "refused", "read_from"), [
+    (["home/events"], 0, "+/events/rpc"),  # its RPC topic is every one-level prefix's notifications
+    ([PORCH, f"{PORCH}/events"], 1, f"{PORCH}/events/rpc"),  # the porch device's own notifications
+    ([PORCH, f"{PORCH}/status"], 1, f"{PORCH}/status/+"),  # the porch device's status topics
+    ([f"{TWO_PM}/status"], 0, f"{TWO_PM}/status/+"),  # a Shelly id's status topics, at its default prefix
+])
+def test_a_prefix_whose_rpc_topic_shelly_devices_are_read_from_is_refused_at_load(
+        prefixes: list[str], refused: int, read_from: str) -> None:
+    listed = ", ".join(prefixes)
+    found = clashes(f"shelly:\n  enabled: true\n  prefixes: [{listed}]\n")
+    assert len(found) == 1 and found[0].startswith(f"shelly.prefixes[{refused}]: "), found
+    assert f"where Shelly devices are read from ({read_from})" in found[0] and "elsewhere" in found[0]
+    # What the load refuses is what hubd would refuse at run time: no question ever goes there.
+    dialect = make(prefixes=prefixes)
+    discover(dialect, TWO, prefixes[0] if refused else TWO_PM)
+    assert dialect.guards(f"{prefixes[refused]}/rpc") is not None
+
+
+def test_prefixes_beside_each_other_that_read_nothing_of_one_another_load() -> None:
+    assert clashes(f"shelly:\n  enabled: true\n  prefixes: [{PORCH}, {PORCH}/lamp, {PORCH}/online, home/status]\n") \
+        == []
+
+
 def test_check_config_names_a_prefix_under_another_imports_topics_and_run_refuses_to_start(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     example = (Path(__file__).resolve().parents[1] / "config.example.yaml").read_text(encoding="utf-8")

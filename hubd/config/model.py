@@ -8,6 +8,7 @@ hubd.config.yamlfile's.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import ssl
@@ -42,6 +43,31 @@ class StorageConfig(_Model):
     synchronous: Literal["full", "normal"] = "full"
 
 
+def broker_host_problem(host: str) -> str | None:
+    """Why `host` is not a broker's host as hubd connects to it (a host name or an IP address alone), with the fix;
+    None when it is."""
+    if _is_host(host):
+        return None
+    shown = host[:60]
+    try:
+        bare = urlsplit(host if "//" in host else f"//{host}").hostname or ""
+    except ValueError:  # an unclosed `[`
+        bare = ""
+    if _is_host(bare):
+        return (f"{shown!r} is not a host name or IP address alone: write {bare!r} (the port goes in mqtt.port, TLS "
+                "in mqtt.tls)")
+    return (f"{shown!r} is not a host name or IP address (letters, digits, '-' and '.', punycode for other scripts; "
+            "no spaces), e.g. 127.0.0.1")
+
+
+def _is_host(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return is_host_name(host)
+    return True
+
+
 class MqttConfig(_Model):
     """The broker connection."""
 
@@ -68,6 +94,14 @@ class MqttConfig(_Model):
             raise ValueError(f"{value} holds no PEM CA certificate ({err.reason or err})") from err
         except OSError as err:
             raise ValueError(f"cannot read {value}: {err.strerror or err}") from err
+        return value
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        problem = broker_host_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
     @field_validator("base_topic")

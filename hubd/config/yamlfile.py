@@ -28,6 +28,8 @@ from hubd.errors import ConfigError, HubdError
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _DIR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}/([^$]+)")  # `${VAR}/NAME`: a file in a directory VAR names
 
+MAX_SECRET_FILE_BYTES = 65_536  # a `<key>_file` secret is a line; a bigger file is the wrong one (/dev/urandom)
+
 M = typing.TypeVar("M", bound=BaseModel)
 # Problems one key cannot show alone, read from the raw values: (key path, message) each.
 CrossChecks = typing.Callable[[dict[str, Any]], list[tuple[KeyPath, str]]]
@@ -333,12 +335,31 @@ def _read_secret_file(
         problems.paths.add(value_path)  # and not again as "field required"
         return
     try:
-        data[name] = Path(str(given)).read_text(encoding="utf-8").rstrip("\r\n")
-    except OSError as err:
-        problems.add(file_path, f"cannot read {given}: {err.strerror or err}", lines.get(file_path))
+        data[name] = read_secret_file(Path(str(given)))
+    except ValueError as err:
+        problems.add(file_path, str(err), lines.get(file_path))
         problems.paths.add(value_path)
         return
     lines[value_path] = lines.get(file_path, 0)
+
+
+def read_secret_file(path: Path) -> str:
+    """A `<key>_file` secret: the file's UTF-8 text, its trailing line break aside. ValueError naming the file and the
+    fix (never quoting its content) where it cannot be read, is not UTF-8 or is over MAX_SECRET_FILE_BYTES."""
+    try:
+        with path.open("rb") as file:
+            raw = file.read(MAX_SECRET_FILE_BYTES + 1)
+    except OSError as err:
+        raise ValueError(f"cannot read {path}: {err.strerror or err}") from None
+    if len(raw) > MAX_SECRET_FILE_BYTES:
+        raise ValueError(f"{path} is over {MAX_SECRET_FILE_BYTES} bytes; a secret's file holds the secret alone, on "
+                         "one line")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path} is not UTF-8 text (byte {err.start + 1} is not); write the secret as text") \
+            from None
+    return text.rstrip("\r\n")
 
 
 def _loc(error: Any) -> KeyPath:

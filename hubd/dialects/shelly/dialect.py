@@ -58,6 +58,7 @@ from hubd.dialects.shelly.parts import (
     Address,
     Component,
     build,
+    component_number,
     gen1_component,
     gen1_input,
     gen2_components,
@@ -113,16 +114,33 @@ class Known:
 
 
 
+def read_filters(declared: Sequence[str]) -> list[str]:
+    """The topics the dialect reads Gen2+ devices from whatever devices are on the bus: `+/online`, `+/events/rpc`,
+    Gen1's `shellies/...`, and each declared prefix's `online`, `events/rpc` and `status/+` (its device's)."""
+    return ["+/online", "+/events/rpc", f"{GEN1}/#",
+            *(f"{prefix}/{rest}" for prefix in declared for rest in ("online", "events/rpc", "status/+"))]
+
+
 def prefix_problems(config: ShellyConfig, rules: PublishRules) -> list[str]:
     """Each declared prefix (`shelly.prefixes`) whose `<prefix>/rpc` the fixed rules forbid commands on (under hubd's
-    own topics or reply topic, another import's tree or prefix, a group topic), with the fix."""
+    own topics or reply topic, another import's tree or prefix, a group topic) or the dialect itself reads devices
+    from (`x/events`: its `x/events/rpc` is every one-level prefix's notifications; `a/b/status` beside `a/b`: the
+    status topics of a/b's device; `<Shelly id>/status`), with the fix: at run time no question would ever go there."""
     found: list[str] = []
+    filters = read_filters(config.prefixes)
     for i, prefix in enumerate(config.prefixes):
-        why = rules.refusal(f"{prefix}/rpc", None, DIALECT)
+        topic = f"{prefix}/rpc"
+        why = rules.refusal(topic, None, DIALECT)
+        parent, _, last = prefix.rpartition("/")
+        read = next((f for f in filters if topic_matches(f, topic)), None) or \
+            (f"{parent}/status/+" if last == "status" and GEN2_ID_RE.match(parent) else None)
+        if why is None and read is not None:
+            why = f"{topic!r} is where Shelly devices are read from ({read})"
         if why is not None:
             found.append(f"shelly.prefixes[{i}]: {prefix[:60]!r}: hubd would send its RPC there, but {why}; set the "
                          "device's topic prefix elsewhere (its MQTT settings) and list that")
     return found
+
 
 class ShellyDialect(Dialect):
     """Shelly devices, Gen2+ over RPC and Gen1 by their `shellies/` topics."""
@@ -510,9 +528,10 @@ class ShellyDialect(Dialect):
             kind, number, sub = levels[3], "0", ""
         else:
             number, sub = levels[3], "/".join(levels[4:])
-        if not number.isdigit() or len(number) > 2:
+        found = component_number(number, 2)
+        if found is None:
             return []  # not a component's topic: relay/power, relay/energy of a Shelly 2, ...
-        n = int(number)
+        n = found
         record = self._records.get(prefix)
         if record is None:
             if len(self._records) >= self._max_devices:

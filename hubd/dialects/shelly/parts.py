@@ -15,6 +15,7 @@ states before the device is asked again.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,9 @@ from hubd.spoken import spoken
 
 ADDRESS_VERSION = 1
 MAX_COMPONENTS = 64
+# A component's number as Shelly writes it (`switch:0`, `temperature:100`, Gen1 `relay/1`): ASCII digits, no leading
+# zero. Not str.isdigit: "²" is a digit to it (and int() refuses it), "١" and "01" would be another name of 1.
+_NUMBER_RE = re.compile(r"0|[1-9][0-9]*")
 MAX_NAME_CHARS = 128
 # What a button input reports (Gen2+ NotifyEvent; Gen1 input_event/<n> `event`), to declare one a doorbell.
 GEN2_EVENTS = ("single_push", "double_push", "triple_push", "long_push", "btn_down", "btn_up")
@@ -98,9 +102,10 @@ def gen2_components(config: dict[str, Any], status: dict[str, Any], outlet: bool
     notes: list[EntityNote] = []
     for key in sorted(config):
         kind_type, _, number = key.partition(":")
-        if not number.isdigit() or len(found) >= MAX_COMPONENTS:
+        n = component_number(number, 3)
+        if n is None or len(found) >= MAX_COMPONENTS:
             continue
-        n, own = int(number), config[key]
+        own = config[key]
         given = own.get("name") if isinstance(own, dict) else None
         label = given if isinstance(given, str) else ""
         if kind_type in ACTUATORS:
@@ -124,6 +129,12 @@ def gen2_components(config: dict[str, Any], status: dict[str, Any], outlet: bool
                            "voltmeter", "smoke", "script"):
             notes.append(EntityNote(key, False, f"no platform interface for a Shelly {kind_type}"))
     return found, notes
+
+
+def component_number(text: str, digits: int) -> int | None:
+    """The number of a component (`switch:<n>`, Gen1 `relay/<n>`) written as Shelly writes it, of at most `digits`
+    digits; None for any other text, which names no component."""
+    return int(text) if len(text) <= digits and _NUMBER_RE.fullmatch(text) else None
 
 
 def gen1_component(topic_type: str, n: int, outlet: bool) -> Component | None:
