@@ -39,7 +39,14 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from hubd.config.model import LOGIN_PASSWORD_FILE, PLACEHOLDER, MqttConfig, broker_host_problem, load_config
+from hubd.config.model import (
+    LOGIN_PASSWORD_FILE,
+    PLACEHOLDER,
+    MqttConfig,
+    broker_host_problem,
+    broker_username_problem,
+    load_config,
+)
 from hubd.config.yamlfile import read_secret_file
 from hubd.driver.passwords import hash_password
 from hubd.errors import ConfigError, HubdError, MqttRejected, MqttUnavailable
@@ -104,6 +111,10 @@ def _port(value: str) -> str | None:
     return None if re.fullmatch(r"[1-9][0-9]{0,4}", value) and int(value) < 65536 else "not a port number (1..65535)"
 
 
+def _username(value: str) -> str | None:
+    return _nonempty(value) or broker_username_problem(value)
+
+
 def _host(value: str) -> str | None:
     problem = broker_host_problem(value)
     return None if problem is None and PLACEHOLDER.lower() not in value.lower() else problem or "the placeholder"
@@ -121,7 +132,7 @@ QUESTIONS = (
     Question("mqtt_host", ("mqtt", "host"), "the MQTT broker's host (127.0.0.1: mosquitto on this Pi)", _host),
     Question("mqtt_port", ("mqtt", "port"), "the MQTT broker's port", _port),
     Question("mqtt_username", ("mqtt", "username"), "the MQTT broker's username (none: it takes anonymous clients)",
-             _nonempty, optional=True),
+             _username, optional=True),
 )
 
 

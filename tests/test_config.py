@@ -102,6 +102,23 @@ def test_a_secret_file_not_utf8_or_of_any_size_is_a_problem_naming_the_key_never
     assert "mqtt.password_file: " in result.stderr and "is not UTF-8 text" in result.stderr
 
 
+def test_a_broker_login_mqtt_cannot_carry_is_a_config_problem_never_a_connect_that_fails_or_a_traceback() -> None:
+    # A NUL in a username: the broker closes the connection (hubd would retry it for ever, setup said "check the
+    # host"); over 65,535 bytes: paho's CONNECT raised struct.error.
+    long_password = "s3cr\u00e9t" * 9_400  # 56,400 characters, 65,800 bytes
+    assert problems(f'mqtt:\n  username: "hu\\0bd"\n  password: {long_password}\n') == [
+        "mqtt.username: holds a control character (NUL, a line break, a tab...); give the username as the broker "
+        "has it (line 2)",
+        "mqtt.password: is over 65535 bytes, MQTT's limit; give the password the broker has (line 3)",
+    ]
+    assert "s3cr" not in " ".join(problems(f"mqtt:\n  password: {long_password}\n"))  # never quoted back
+    assert problems(f"mqtt:\n  username: {'u' * 65_536}\n") == [
+        "mqtt.username: is over 65535 bytes, MQTT's limit; give the username as the broker has it (line 2)"]
+    assert problems('mqtt:\n  username: "hubd\\n"\n')[0].startswith("mqtt.username: holds a control character")
+    assert parse_config("mqtt:\n  username: Jörg-ünd-ß\n  password: 'p a\\ss # w'\n", {}).mqtt.username == \
+        "Jörg-ünd-ß"
+
+
 def test_every_problem_is_reported_in_one_pass() -> None:
     found = problems(
         "mqtt:\n  port: ${HUBD_NO_SUCH_VAR}\n  prot: 1883\n"

@@ -393,3 +393,16 @@ def test_a_broker_password_file_not_one_line_of_text_is_refused_naming_the_flag_
     assert "s3cr" not in str(info.value) + out.getvalue() + caplog.text
     assert (tmp_path / "etc" / "config.yaml").read_text() == config and systemd.calls == []
     assert not (tmp_path / "credstore" / "hubd.mqtt-password").exists()
+
+
+def test_a_broker_username_with_a_control_character_is_refused_naming_the_option(tmp_path: Path) -> None:
+    first, out, _ = _setup(tmp_path, typed=_first_answers(), secrets=["the-secret", "a long owner password"],
+                           start=False)
+    assert first.run() == 0, out.getvalue()
+    config = (tmp_path / "etc" / "config.yaml").read_text()
+    for username in ("hu\tbd", "hubd\nmqtt:"):
+        again, _, _ = _setup(tmp_path, assume_yes=True, flags={"mqtt_username": username})
+        with pytest.raises(HubdError) as info:
+            again.run()
+        assert str(info.value).startswith(f"--mqtt-username {username}: holds a control character"), str(info.value)
+        assert (tmp_path / "etc" / "config.yaml").read_text() == config

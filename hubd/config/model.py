@@ -60,6 +60,23 @@ def broker_host_problem(host: str) -> str | None:
             "no spaces), e.g. 127.0.0.1")
 
 
+MQTT_STRING_BYTES = 65_535  # MQTT's longest string or binary field (a 16-bit length)
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def broker_username_problem(username: str) -> str | None:
+    """Why `username` cannot be an MQTT username (a NUL, which MQTT forbids and the broker answers by closing the
+    connection, another control character, a line break; over 65,535 bytes, which no CONNECT can carry), with the fix;
+    None when it can."""
+    if _CONTROL_RE.search(username):
+        return "holds a control character (NUL, a line break, a tab...); give the username as the broker has it"
+    if not username.strip():
+        return "is blank; give the broker's username, or none for anonymous"
+    if len(username.encode("utf-8", errors="surrogatepass")) > MQTT_STRING_BYTES:
+        return f"is over {MQTT_STRING_BYTES} bytes, MQTT's limit; give the username as the broker has it"
+    return None
+
+
 def _is_host(host: str) -> bool:
     try:
         ipaddress.ip_address(host)
@@ -102,6 +119,22 @@ class MqttConfig(_Model):
         problem = broker_host_problem(value)
         if problem is not None:
             raise ValueError(problem)
+        return value
+
+    @field_validator("username")
+    @classmethod
+    def _username(cls, value: str | None) -> str | None:
+        problem = None if value is None else broker_username_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+    @field_validator("password")
+    @classmethod
+    def _password(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value().encode("utf-8", errors="surrogatepass")) > \
+                MQTT_STRING_BYTES:
+            raise ValueError(f"is over {MQTT_STRING_BYTES} bytes, MQTT's limit; give the password the broker has")
         return value
 
     @field_validator("base_topic")
