@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 from typing import Any
 
+import pytest
 from shelly_helpers import (
     ASKED,
     REPLIES,
@@ -195,6 +197,27 @@ def test_a_bus_naming_ever_new_shelly_ids_gets_at_most_max_devices_questions() -
         publish(dialect, f"shellyplus1-00000000000{n}/online", "true")
     assert len({t for t, _ in asked(dialect)}) == 2
     assert len(dialect.pending_subscriptions()) == 2
+
+
+def test_fake_ids_answering_errors_connection_after_connection_leave_at_most_max_devices_listed_and_one_log_line(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # Each connection asks anew (up to max devices); what answered an error is listed left out. Without a bound the
+    # list (the status and devices pages) grew by max devices a reconnection, and each fake id past the cap logged
+    # a line of its own.
+    dialect = make_bounded(3)
+    for connection in range(4):
+        dialect.subscriptions()
+        with caplog.at_level(logging.WARNING, logger="hubd.dialects.shelly.dialect"):
+            caplog.clear()
+            for n in range(10):
+                publish(dialect, f"shellyplus1-{connection:02x}00000000{n:02x}/online", "true")
+            assert len([r for r in caplog.records if "not asked" in r.getMessage()]) == 1
+        for topic, frame in asked(dialect):
+            error = {"id": frame["id"], "src": topic.removesuffix("/rpc"), "error": {"code": -1, "message": "no"}}
+            publish(dialect, REPLIES, error)
+        assert len(dialect.unexported_devices()) <= 3
+    assert {u.endpoint_id[-4:] for u in dialect.unexported_devices()} == {"0000", "0001", "0002"}  # the last asked
+    assert any(u.endpoint_id.startswith("shellyplus1-03") for u in dialect.unexported_devices())
 
 
 def test_a_cover_without_position_control_opens_closes_and_stops() -> None:

@@ -172,6 +172,7 @@ class ShellyDialect(Dialect):
         self._asked: set[str] = set()  # prefixes asked on this connection
         self._subscribe: list[str] = []
         self._ask_gen1 = True
+        self._told_cap = False  # the cap of devices logged on this connection
         self._presses: dict[tuple[str, int], int] = {}  # Gen1 (prefix, input) → its last event_cnt
         self._excluded: set[str] = set()  # Gen1 prefixes left out by include/exclude: their topics are not claimed
 
@@ -182,6 +183,7 @@ class ShellyDialect(Dialect):
         topic, the known devices' status topics, and Gen1's topics under `shellies/`. Called once per connection,
         which asks every device again."""
         self._ask_gen1 = True
+        self._told_cap = False
         self._asked.clear()
         self._requests.clear()  # what the last connection did not send is dropped: asked again
         self._unanswered.clear()
@@ -386,7 +388,10 @@ class ShellyDialect(Dialect):
         if prefix in self._asked or prefix in self._to_ask:
             return
         if prefix not in self._records and max(len(self._records), len(self._asked)) >= self._max_devices:
-            log.warning("%s: not asked: more than %d Shelly devices on the bus", prefix, self._max_devices)
+            if not self._told_cap:  # once a connection: every fake id past the cap would be a line of the log
+                self._told_cap = True
+                log.warning("%s and any other new prefix: not asked: more than %d Shelly devices on the bus "
+                            "(said once a connection)", prefix, self._max_devices)
             return  # a bus that names ever new Shelly ids gets neither questions nor subscriptions without end
         why = self._command_topics.refusal(f"{prefix}/rpc", dialect=DIALECT)
         if why is not None:
@@ -415,7 +420,7 @@ class ShellyDialect(Dialect):
         if record is None or record.gen < 2:  # `online` under shellies/ said nothing of its generation
             record = Record(2, online=record.online if record is not None else None)
         if frame.error is not None:
-            self._left_out[prefix] = (frame.src, frame.src, [f"{method} answered an error: {frame.error}"], ())
+            self._leave_out(prefix, (frame.src, frame.src, [f"{method} answered an error: {frame.error}"], ()))
             return [InputRejected("config", f"{topic}: {prefix} answered {method} with an error: {frame.error}; "
                                             "check the device's MQTT settings (RPC over MQTT on, no password)")]
         try:
@@ -431,7 +436,7 @@ class ShellyDialect(Dialect):
             else:
                 record.status = frame.result
         except ConfigProblem as err:
-            self._left_out[prefix] = (frame.src, frame.src, [f"its answer to {method} cannot be used: {err}"], ())
+            self._leave_out(prefix, (frame.src, frame.src, [f"its answer to {method} cannot be used: {err}"], ()))
             return [InputRejected("config", f"{topic}: {prefix}'s answer to {method}: {err}")]
         self._records[prefix] = record
         out = self._rebuild(prefix)
@@ -613,7 +618,7 @@ class ShellyDialect(Dialect):
             return []
         names = self._names(record)
         if not self._selected.included(names):
-            self._left_out[prefix] = (info.id, info.name()[0], ["left out by shelly.include/exclude"], _events(record))
+            self._leave_out(prefix, (info.id, info.name()[0], ["left out by shelly.include/exclude"], _events(record)))
             self._excluded.add(prefix)
             return self._drop(prefix)
         self._excluded.discard(prefix)
@@ -628,7 +633,7 @@ class ShellyDialect(Dialect):
                 components += gen1_input(n, event, notes)
         built = build(info, prefix, components, notes)
         if not built.configs:
-            self._left_out[prefix] = (info.id, info.name()[0], [built.reason], _events(record))
+            self._leave_out(prefix, (info.id, info.name()[0], [built.reason], _events(record)))
             return self._drop(prefix)
         out: list[DeviceInput] = []
         other = self._ids.get(info.id)
@@ -655,6 +660,14 @@ class ShellyDialect(Dialect):
         if before is None and record.online is not None:
             out += [AvailabilityReceived(endpoint_id, record.online) for endpoint_id, _ in known.endpoints]
         return out
+
+    def _leave_out(self, prefix: str, entry: tuple[str, str, list[str], tuple[str, ...]]) -> None:
+        """List a device left out, and why; at most max devices listed (the oldest go first): every connection asks
+        anew, and fake ids answering errors would otherwise add as many again each time."""
+        self._left_out.pop(prefix, None)
+        self._left_out[prefix] = entry
+        while len(self._left_out) > self._max_devices:
+            del self._left_out[next(iter(self._left_out))]
 
     def _use(self, prefix: str, known: Known) -> None:
         before = self._devices.get(prefix)
