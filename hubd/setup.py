@@ -47,7 +47,7 @@ from hubd.config.model import (
     broker_username_problem,
     load_config,
 )
-from hubd.config.yamlfile import read_secret_file
+from hubd.config.yamlfile import read_config_file, read_secret_file
 from hubd.driver.passwords import hash_password
 from hubd.errors import ConfigError, HubdError, MqttRejected, MqttUnavailable
 from hubd.initconfig import CLIENT_SECRET_FILE, LOGIN_USER, MQTT_PASSWORD_FILE, init_config
@@ -166,8 +166,8 @@ class Setup:
         if not self.config.exists():
             made = init_config(self.config, secrets_dir=self.secrets_dir)
             self.say(f"wrote {made.config} and the secrets {made.client_secret}, {made.login_password} (mode 0600)")
-        current = yaml.safe_load(self.config.read_text(encoding="utf-8")) or {}
-        text = self.config.read_text(encoding="utf-8")
+        text = read_config_file(self.config, "config file")
+        current = _current(self.config, text)
         changed: list[str] = []
         answered: dict[str, str] = {}
         for question in QUESTIONS:
@@ -439,6 +439,22 @@ def _read_back(text: str, answers: dict[tuple[str, str], str]) -> None:
         if (None if value is None else str(value)) != (answer or None):
             raise HubdError(f"{'.'.join(path)}: the config would not say {answer!r} after editing: set it by hand "
                             "(docs/configuration.md)")
+
+
+def _current(path: Path, text: str) -> dict[str, Any]:
+    """The config as it is, to edit: a HubdError naming the line where it is no YAML mapping setup can edit (never
+    quoting it: a secret may be written inline)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise HubdError(f"{path} is not valid YAML{where}: {getattr(err, 'problem', None) or 'unreadable'}; fix it "
+                        "(hubd check-config says where) or move it away, then run hubd setup again") from None
+    if data is not None and not isinstance(data, dict):
+        raise HubdError(f"{path} is not a config (its top level is not `key: value` lines); fix it or move it away, "
+                        "then run hubd setup again")
+    return data or {}
 
 
 def _get(data: Any, path: tuple[str, str]) -> Any:

@@ -119,6 +119,17 @@ def test_a_broker_login_mqtt_cannot_carry_is_a_config_problem_never_a_connect_th
         "Jörg-ünd-ß"
 
 
+def test_a_config_file_not_utf8_is_a_problem_naming_its_line_never_a_traceback(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_bytes("log:\n  level: info\nmqtt:\n  host: caf\xe9.lan\n".encode("latin-1"))  # another encoding
+    for command in ("check-config", "run"):
+        result = run_cli(command, "-c", str(config))
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.splitlines() == [
+            f"{config}: the config file is not UTF-8 text (line 4); save it as UTF-8 (an editor's other encoding, or "
+            "a non-text file)"]
+
+
 def test_every_problem_is_reported_in_one_pass() -> None:
     found = problems(
         "mqtt:\n  port: ${HUBD_NO_SUCH_VAR}\n  prot: 1883\n"

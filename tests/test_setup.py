@@ -406,3 +406,22 @@ def test_a_broker_username_with_a_control_character_is_refused_naming_the_option
             again.run()
         assert str(info.value).startswith(f"--mqtt-username {username}: holds a control character"), str(info.value)
         assert (tmp_path / "etc" / "config.yaml").read_text() == config
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    (b'mqtt:\n  host: 127.0.0.1\n  password: "s3cret-inline\n', "is not valid YAML (line 4): "),
+    (b"mqtt:\n  password: !secret s3cret-inline\n", "is not valid YAML (line 2): "),
+    ("mqtt:\n  password: s3cret-caf\xe9\n".encode("latin-1"), "is not UTF-8 text (line 2)"),
+    (b"- s3cret-inline\n", "is not a config (its top level is not `key: value` lines)"),
+])
+def test_a_config_setup_cannot_read_is_named_with_its_line_never_a_traceback_or_its_content(
+        tmp_path: Path, content: bytes, said: str) -> None:
+    config = tmp_path / "etc" / "config.yaml"
+    config.parent.mkdir()
+    config.write_bytes(content)
+    setup, out, systemd = _setup(tmp_path, typed=_first_answers(), secrets=["the-secret", "a long owner password"])
+    with pytest.raises(HubdError) as info:
+        setup.run()
+    assert said in str(info.value) and str(config) in str(info.value), str(info.value)
+    assert "s3cret" not in str(info.value) + out.getvalue()
+    assert config.read_bytes() == content and systemd.calls == []

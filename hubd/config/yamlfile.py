@@ -58,9 +58,15 @@ class SecretFile:
 def read_config_file(path: Path, what: str) -> str:
     """The text of a config file; ConfigError (`<path>: cannot read the <what>: <reason>`) if it cannot be read."""
     try:
-        return path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as err:
         raise ConfigError([f"{path}: cannot read the {what}: {err.strerror}"]) from err
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[:err.start].count(b"\n") + 1
+        raise ConfigError([f"{path}: the {what} is not UTF-8 text (line {line}); save it as UTF-8 (an editor's "
+                           "other encoding, or a non-text file)"]) from None
 
 
 def parse_yaml_model(model: type[M], text: str, env: Mapping[str, str], source: str, *, top_level: str,
