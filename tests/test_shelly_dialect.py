@@ -220,6 +220,24 @@ def test_fake_ids_answering_errors_connection_after_connection_leave_at_most_max
     assert any(u.endpoint_id.startswith("shellyplus1-03") for u in dialect.unexported_devices())
 
 
+def test_a_flood_of_notifications_at_a_prefix_hubd_may_not_ask_logs_one_line_a_connection(
+        caplog: pytest.LogCaptureFixture) -> None:
+    # `hubd/rpc` is under hubd's own topics, `hubd-hubd/rpc` its reply topic: hubd never asks there, and said so once
+    # per message.
+    dialect = make()
+    notify = {"src": TWO_PM, "method": "NotifyStatus", "params": {"switch:0": {"output": True}}}
+    for _ in range(2):
+        dialect.subscriptions()
+        with caplog.at_level(logging.WARNING, logger="hubd.dialects.shelly.dialect"):
+            caplog.clear()
+            for _ in range(500):
+                assert publish(dialect, "hubd-hubd/events/rpc", notify) == []
+                assert publish(dialect, "hubd/events/rpc", notify) == []
+            said = [r.getMessage() for r in caplog.records]
+        assert len(said) == 2 and all("not asked who it is" in line for line in said), said
+        assert asked(dialect) == []
+
+
 def test_a_cover_without_position_control_opens_closes_and_stops() -> None:
     found = configs(discover(make(), COVER))
     cover = found[TWO_PM]

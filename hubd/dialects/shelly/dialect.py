@@ -173,6 +173,7 @@ class ShellyDialect(Dialect):
         self._subscribe: list[str] = []
         self._ask_gen1 = True
         self._told_cap = False  # the cap of devices logged on this connection
+        self._told_refused: set[str] = set()  # prefixes whose `<prefix>/rpc` the rule refuses, logged on it
         self._presses: dict[tuple[str, int], int] = {}  # Gen1 (prefix, input) → its last event_cnt
         self._excluded: set[str] = set()  # Gen1 prefixes left out by include/exclude: their topics are not claimed
 
@@ -184,6 +185,7 @@ class ShellyDialect(Dialect):
         which asks every device again."""
         self._ask_gen1 = True
         self._told_cap = False
+        self._told_refused.clear()
         self._asked.clear()
         self._requests.clear()  # what the last connection did not send is dropped: asked again
         self._unanswered.clear()
@@ -394,8 +396,10 @@ class ShellyDialect(Dialect):
                             "(said once a connection)", prefix, self._max_devices)
             return  # a bus that names ever new Shelly ids gets neither questions nor subscriptions without end
         why = self._command_topics.refusal(f"{prefix}/rpc", dialect=DIALECT)
-        if why is not None:
-            log.warning("%s: not asked who it is: %s", prefix, why)
+        if why is not None:  # asked again at its next message (the rule may say otherwise then), said once a connection
+            if prefix not in self._told_refused and len(self._told_refused) < self._max_devices:
+                self._told_refused.add(prefix)
+                log.warning("%s: not asked who it is: %s (said once a connection)", prefix, why)
             return
         self._asked.add(prefix)
         self._to_ask[prefix] = None
