@@ -23,6 +23,7 @@ from hubd.config.hostnames import is_host_name
 from hubd.config.paths import KeyPath, is_secret_path
 from hubd.config.yamlfile import (
     SecretFile,
+    UnreadSecret,
     parse_yaml_model,
     read_config_file,
     secret_files,
@@ -132,8 +133,8 @@ class MqttConfig(_Model):
     @field_validator("password")
     @classmethod
     def _password(cls, value: SecretStr | None) -> SecretStr | None:
-        if value is not None and len(value.get_secret_value().encode("utf-8", errors="surrogatepass")) > \
-                MQTT_STRING_BYTES:
+        if value is not None and not isinstance(value, UnreadSecret) and \
+                len(value.get_secret_value().encode("utf-8", errors="surrogatepass")) > MQTT_STRING_BYTES:
             raise ValueError(f"is over {MQTT_STRING_BYTES} bytes, MQTT's limit; give the password the broker has")
         return value
 
