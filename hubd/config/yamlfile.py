@@ -1,11 +1,12 @@
 """Reading a YAML config file into a pydantic model (hubd's config, the speaker's), problems with YAML lines.
 
-Owns parsing (safe YAML with merge keys; a tag or value it cannot read is a reported problem, never a
-traceback), `${ENV_VAR}` substitution (with the directories a caller names for an unset `${VAR}/NAME`),
-`<key>_file` secrets (of the model's SecretStr fields, at any depth; left unread for a command that uses
-none), did-you-mean for unknown keys, and the report: one `<key.path>: <problem> (line N)` line per problem,
-all in one pass, sorted by line. A value is never quoted back (it may be a secret). Knows no model of its
-own: the caller passes one. Merge keys are hubd.config.merge's, key paths and secret fields hubd.config.paths'.
+Owns reading the file (UTF-8 text, else a problem naming the line), parsing (safe YAML with merge keys; a tag or
+value it cannot read is a reported problem, never a traceback), `${ENV_VAR}` substitution (with the directories a
+caller names for an unset `${VAR}/NAME`), `<key>_file` secrets (of the model's SecretStr fields, at any depth; UTF-8
+text of at most 64 KiB, as `hubd setup` reads them too; left unread for a command that uses none), did-you-mean for
+unknown keys, and the report: one `<key.path>: <problem> (line N)` line per problem, all in one pass, sorted by
+line. A value is never quoted back (it may be a secret). Knows no model of its own: the caller passes one. Merge
+keys are hubd.config.merge's, key paths and secret fields hubd.config.paths'.
 """
 
 from __future__ import annotations
