@@ -72,6 +72,24 @@ def test_a_vacuum_in_error_reports_nothing_and_an_unknown_state_is_refused() -> 
     assert [type(i) for i in refused] == [InputRejected]
 
 
+DEEP = '{"state": ' + "[" * 3_000 + "]" * 3_000 + "}"  # json.loads recurses: a RecursionError out of the dialect
+
+
+def test_json_states_nested_too_deep_are_refused_by_name_never_a_failure_of_the_dialect() -> None:
+    dialect, _ = _device("valetudo_vacuum_GentleTimelyBadger", VACUUM)
+    refused = publish(dialect, VACUUM_STATE, DEEP)
+    assert [type(i) for i in refused] == [InputRejected] and "is not the JSON state a vacuum sends" in \
+        refused[0].reason  # type: ignore[attr-defined]
+    light = {"name": None, "unique_id": "deep1", "schema": "json", "command_topic": "house/deep/set",
+             "state_topic": "house/deep", "brightness": True, "device": {"identifiers": ["deep1"], "name": "Deep lamp"}}
+    assert configs(publish(dialect, "homeassistant/light/deep1/config", light, retained=True))
+    refused = publish(dialect, "house/deep", DEEP)
+    assert [type(i) for i in refused] == [InputRejected] and "is not the JSON state of a json-schema light" in \
+        refused[0].reason  # type: ignore[attr-defined]
+    assert states(publish(dialect, "house/deep", {"state": "ON", "brightness": 255})) == \
+        {"deep1": {"Switch": "On", "Brightness": 100}}
+
+
 def test_a_vacuum_that_cannot_pause_has_no_playback_control_and_docks_by_stop_without_return_home() -> None:
     dialect = make()
     config = {"name": "Roomba", "unique_id": "roomba1", "command_topic": "roomba/command",

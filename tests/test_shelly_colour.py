@@ -101,3 +101,17 @@ def test_hubd_never_hears_its_own_gen1_colour_commands() -> None:
     dialect = make()
     for topic in (f"shellies/{GEN1}/color/0/set", f"shellies/{GEN1}/color/0/command"):
         assert not any(topic_matches(f, topic) for f, _ in dialect.subscriptions())
+
+
+@pytest.mark.parametrize("payload", ["[" * 3_000, '{"ison": true, "gain": ' + "[" * 3_000 + "]" * 3_000 + "}"])
+def test_a_gen1_status_nested_too_deep_or_not_json_is_refused_by_name_never_a_failure_of_the_dialect(
+        payload: str) -> None:
+    # Read by json.loads alone, 3,000 brackets were a RecursionError out of the dialect (a "bug" to the bridge).
+    dialect = make()
+    for topic, message in messages("gen1_color_messages")[:3]:
+        publish(dialect, topic, message)
+    for topic in (f"shellies/{GEN1}/color/0/status", "shellies/shellydimmer2-AB12CD/light/0/status"):
+        found = publish(dialect, topic, payload)
+        assert not states(found)
+    assert rejected(publish(dialect, f"shellies/{GEN1}/color/0/status", payload)) == \
+        [f"shellies/{GEN1}/color/0/status: not a JSON object with ison and brightness"]

@@ -2,7 +2,8 @@
 
 Each dialect reads JSON of its own shape; they refuse a device payload over MAX_PAYLOAD_BYTES and ask
 `check_nesting` before `json.loads` recurses into one (`json_object` does both, for the JSON objects most
-payloads are). A failure is a DeviceMessageInvalid that names the limit or the problem.
+payloads are; `json_text` reads a device's text, a rendered template's, of any JSON value). A failure is a
+DeviceMessageInvalid that names the limit or the problem (`json_text`: a ValueError, as json.loads's own).
 """
 
 from __future__ import annotations
@@ -52,3 +53,13 @@ def json_object(payload: bytes) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise DeviceMessageInvalid(f"must be a JSON object, got {type(data).__name__}")
     return data
+
+
+def json_text(text: str) -> Any:
+    """A device's text (a state, a rendered template) read as JSON within MAX_NESTING: ValueError, as json.loads
+    raises for what it cannot read, for JSON nested deeper (json.loads alone recursed into 3,000 brackets)."""
+    try:
+        check_nesting(text)
+    except DeviceMessageInvalid as err:
+        raise ValueError(str(err)) from None
+    return json.loads(text)

@@ -28,6 +28,7 @@ from hubd.dialects.homeassistant.entities import (
     target_value,
 )
 from hubd.dialects.homeassistant.templates import Payload, Templates
+from hubd.dialects.payload import json_text
 
 COLOR_MODES = frozenset({"hs", "xy", "rgb", "rgbw", "rgbww"})
 DIMMABLE_MODES = COLOR_MODES | {"brightness", "color_temp", "white"}
@@ -173,7 +174,7 @@ class Light(Entity):
 
     def _json_state(self, text: str) -> dict[str, StateValue]:
         try:
-            data: Any = json.loads(text)
+            data: Any = json_text(text)
         except ValueError:
             raise StateProblem(f"{text[:40]!r} is not the JSON state of a json-schema light") from None
         if not isinstance(data, dict):

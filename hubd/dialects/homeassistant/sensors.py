@@ -11,7 +11,6 @@ entities.py for the Entity contract.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from hubd.dialects import convert, mapping
@@ -19,6 +18,7 @@ from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
 from hubd.dialects.homeassistant.discovery import Conf, ConfigProblem
 from hubd.dialects.homeassistant.entities import UNKNOWN, Entity, Reading, StateProblem, number, target_value
 from hubd.dialects.homeassistant.templates import Payload, Templates
+from hubd.dialects.payload import json_text
 
 # A sensor whose value is a button's action (zigbee2mqtt's legacy `action` and `click` sensors).
 ACTION_SENSOR_SUFFIXES = ("action", "click")
@@ -169,7 +169,7 @@ class Event(Entity):
         if text in UNKNOWN or text == "{}":
             return Reading()
         try:
-            data: Any = json.loads(text)
+            data: Any = json_text(text)
         except ValueError:
             raise StateProblem(f"the event {text[:40]!r} is not JSON like {{\"event_type\": \"press\"}}") from None
         event_type = data.get("event_type") if isinstance(data, dict) else None

@@ -8,7 +8,6 @@ contract.
 
 from __future__ import annotations
 
-import json
 from typing import ClassVar
 
 from hubd.dialects import mapping
@@ -23,6 +22,7 @@ from hubd.dialects.homeassistant.entities import (
     target_value,
 )
 from hubd.dialects.homeassistant.templates import Payload, Templates
+from hubd.dialects.payload import json_text
 
 
 class Switch(Entity):
@@ -87,7 +87,7 @@ class Siren(Switch):
         text = payload.text.strip() if role.startswith(ECHO) else self.render_value(self.value_key, payload)
         if text.startswith("{"):  # a siren's JSON state: {"state": "ON", ...}
             try:
-                found = json.loads(text)
+                found = json_text(text)
             except ValueError:
                 found = None
             text = str(found.get("state")) if isinstance(found, dict) and "state" in found else text

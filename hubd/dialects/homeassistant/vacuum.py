@@ -8,14 +8,13 @@ Its state topic carries JSON with a `state` (cleaning, docked, paused, idle, ret
 
 from __future__ import annotations
 
-import json
-
 from hubd.devices.model import StateValue
 from hubd.dialects import mapping
 from hubd.dialects.base import CommandRefused, ControlRequest, Outgoing
 from hubd.dialects.homeassistant.discovery import Conf, ConfigProblem
 from hubd.dialects.homeassistant.entities import UNKNOWN, Entity, Reading, StateProblem, target_value
 from hubd.dialects.homeassistant.templates import Payload, Templates
+from hubd.dialects.payload import json_text
 
 # Home Assistant's default supported_features (start, stop, return_home, status, clean_spot).
 DEFAULT_FEATURES = ("start", "stop", "return_home", "status", "clean_spot")
@@ -52,7 +51,7 @@ class Vacuum(Entity):
         if text in UNKNOWN:
             return Reading()
         try:
-            found = json.loads(text)
+            found = json_text(text)
         except ValueError:
             raise StateProblem(f"{text[:40]!r} is not the JSON state a vacuum sends ({{\"state\": \"docked\"}})") \
                 from None

@@ -11,7 +11,6 @@ entities.py for the Entity contract.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from hubd.devices.model import StateValue
@@ -29,6 +28,7 @@ from hubd.dialects.homeassistant.entities import (
     target_value,
 )
 from hubd.dialects.homeassistant.templates import Payload, Templates
+from hubd.dialects.payload import json_text
 
 
 class Valve(Entity):
@@ -82,7 +82,7 @@ class Valve(Entity):
         position: Any = None
         if text.startswith("{"):  # {"state": "opening", "position": 10}
             try:
-                found = json.loads(text)
+                found = json_text(text)
             except ValueError:
                 found = None
             if isinstance(found, dict):

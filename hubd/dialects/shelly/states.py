@@ -14,14 +14,15 @@ mode, a Bulb's, Brightness is `brightness` and there is no colour), `sensor/temp
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from typing import Any
 
 from hubd.devices.model import StateValue
 from hubd.dialects import convert
+from hubd.dialects.payload import json_object
 from hubd.dialects.shelly.parts import Component
+from hubd.errors import DeviceMessageInvalid
 
 MAX_TEXT_BYTES = 4_096
 
@@ -70,8 +71,8 @@ def gen1(component: Component, sub: str, payload: bytes) -> tuple[dict[str, Stat
         return {}, [f"{text[:40]!r} is neither 'on' nor 'off'"]
     if kind == "light" and sub == "status":
         try:
-            data = json.loads(text)
-        except ValueError:
+            data: Any = json_object(payload)  # the bounded reader: nesting too deep is refused, not a RecursionError
+        except DeviceMessageInvalid:
             data = None
         if not isinstance(data, dict):
             return {}, ["not a JSON object with ison and brightness"]
