@@ -166,6 +166,11 @@ class SimSpeaker(SimDevice):
             proc.kill()
             await proc.wait()
             raise CommandFailed(f"espeak-ng took longer than {self.tts_timeout_s} s") from None
+        except BaseException:  # cancelled (the speaker stops): espeak-ng must not outlive it, nor its pipes the loop
+            if proc.returncode is None:
+                proc.kill()
+            await asyncio.shield(proc.wait())
+            raise
         if proc.returncode != 0:
             why = stderr.decode(errors="replace").strip()[:200]
             raise CommandFailed(f"espeak-ng exited with {proc.returncode}: {why}")

@@ -207,6 +207,8 @@ def test_callbacks_refused(callback: str, allowed: list[str], needle: str) -> No
     ("https://platform.example/cb", "no path"),
     ("https://user@platform.example", "no path"),
     ("platform.example:http", "port"),
+    ("platform.example:\u00b2", "bad port"),  # a digit to str.isdigit, not to int()
+    ("platform.example:\u0668\u0664\u0664\u0663", "bad port"),  # 8443 in Arabic-Indic digits
     ("platform example", "host"),
     ("https://[::1/", "host"),
 ])

@@ -229,6 +229,9 @@ async def test_writes_need_the_owner_and_bad_fields_are_named_with_a_spelling_th
 
     # Revoked: 401 from then on.
     [listed] = [line for line in hubd_cli(hub, "admin-token", "list").stdout.splitlines() if " tests " in line]
+    for not_an_id in ("\u00b2", "\u0661"):  # digits to str.isdigit: one line and exit 1, never a traceback
+        refused = hubd_cli(hub, "admin-token", "revoke", not_an_id)
+        assert refused.returncode == 1 and "is not a token id" in refused.stderr and "Traceback" not in refused.stderr
     assert hubd_cli(hub, "admin-token", "revoke", listed.split()[0]).returncode == 0
     assert (await patch(hub, "lamp-1", {"name": "Hacked"}, token=token))[0] == 401
 

@@ -271,6 +271,8 @@ async def test_unknown_revoked_and_rotated_out_tokens_get_404(make_webhook_rig: 
         done = rig.cli(action, str(hook["id"]))
         assert done.returncode == 1
         assert f"webhook {hook['id']} (kitchen) is revoked already" in done.stderr
+        other = rig.cli(action, "\u00b2")  # a digit to str.isdigit, no id: looked for as a name, never a traceback
+        assert other.returncode == 1 and "Traceback" not in other.stderr, other.stderr
     table = rig.cli("list").stdout
     assert "kitchen" in table
     assert "revoked" in table

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from urllib.parse import SplitResult, parse_qsl, quote, unquote, urlencode, urlsplit
 
 from hubd.errors import HubdError
+from hubd.untrusted.numbers import ascii_int
 
 AUTHORIZE_PATH = "/oauth/authorize"
 CALLBACK_PARAM = "callbackURL"
@@ -147,9 +148,9 @@ def host_rule(entry: str) -> HostRule:
     port_text = match["port"]
     port: int | None = None
     if port_text is not None:
-        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        port = ascii_int(port_text, max_digits=5)
+        if port is None or not 0 < port < 65536:
             raise CallbackInvalid(f"{entry!r} has a bad port {port_text!r}; use a number from 1 to 65535")
-        port = int(port_text)
     host = match["host"].strip("[]").lower()
     if scheme == "http" and not is_loopback(host):
         raise CallbackInvalid(f"{entry!r} allows plain http to a host that is not this machine: the login's code "

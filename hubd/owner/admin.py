@@ -14,6 +14,7 @@ from hubd.config.model import HubdConfig
 from hubd.errors import HubdError
 from hubd.store import admin_tokens
 from hubd.store.db import Database
+from hubd.untrusted.numbers import ascii_int
 
 _COLUMNS = ("ID", "NAME", "STATE", "CREATED", "REVOKED")
 MAX_NAME_CHARS = 100
@@ -55,12 +56,13 @@ def list_tokens(config: HubdConfig, *, as_json: bool) -> int:
 
 def revoke(config: HubdConfig, ref: str) -> int:
     """Revoke a token: requests that carry it get 401 from now on."""
-    if not ref.isdigit():
+    number = ascii_int(ref)
+    if number is None:
         print(f"{ref!r} is not a token id; see `hubd admin-token list`", file=sys.stderr)
         return 1
     db = Database.of(config.storage)
     known = {t.id: t for t in db.call_blocking(admin_tokens.list_blocking)}
-    token = known.get(int(ref))
+    token = known.get(number)
     if token is None:
         print(f"no admin token {ref}; see `hubd admin-token list`", file=sys.stderr)
         return 1

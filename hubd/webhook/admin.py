@@ -13,6 +13,7 @@ from hubd.clitable import print_table, utc_text
 from hubd.config.model import HubdConfig
 from hubd.errors import HubdError
 from hubd.store.db import Database
+from hubd.untrusted.numbers import ascii_int
 from hubd.webhook import store
 from hubd.webhook.trigger import Trigger, TriggerInvalid, parse_bytes
 
@@ -39,7 +40,7 @@ def check_name(name: str) -> str:
     name = name.strip()
     if not name:
         raise HubdError("--name: is empty; give a label such as kitchen-automation")
-    if name.isdigit():
+    if ascii_int(name) is not None:
         raise HubdError(f"--name: {name!r} is all digits and would read as a webhook id in `hubd webhook "
                         "revoke|rotate`; use a name with a letter in it, such as doorbell-1")
     return name

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hubd.untrusted.numbers import ascii_int
 from hubd.webhook.trigger import Trigger
 
 PREFIX = "whk_"
@@ -134,8 +135,9 @@ def usage_blocking(conn: sqlite3.Connection, now: float) -> list[WebhookUse]:
 def find_blocking(conn: sqlite3.Connection, ref: str) -> list[WebhookInfo]:
     """The webhook with this id; else the live webhooks with this name (none, one, or several)."""
     hooks = list_blocking(conn, 0.0)
-    if ref.isdigit():
-        by_id = [h for h in hooks if h.id == int(ref)]
+    number = ascii_int(ref)
+    if number is not None:
+        by_id = [h for h in hooks if h.id == number]
         if by_id:
             return by_id
     return [h for h in hooks if h.name == ref and h.revoked_at is None]

@@ -54,6 +54,7 @@ from hubd.dialects.zigbee2mqtt.features import command, lock_fault, part, read
 from hubd.dialects.zigbee2mqtt.groups import MAX_GROUPS, GroupEntry, build_group, group_key, read_groups
 from hubd.dialects.zigbee2mqtt.payloads import command_json, online_value, state_object
 from hubd.untrusted.arrays import NotAnArray, array_items
+from hubd.untrusted.numbers import ascii_int
 
 log = logging.getLogger(__name__)
 
@@ -378,8 +379,8 @@ class Zigbee2MqttDialect(Dialect):
         return out
 
     def _is_group_key(self, key: str) -> bool:
-        tail = key.rpartition("-group-")[2].split("-")[0]
-        return tail.isdigit() and group_key(self._base, int(tail)) == key
+        number = ascii_int(key.rpartition("-group-")[2].split("-")[0])
+        return number is not None and group_key(self._base, number) == key
 
     # States, availability, presses.
 
