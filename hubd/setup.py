@@ -26,7 +26,6 @@ import getpass
 import json
 import os
 import re
-import secrets
 import shutil
 import subprocess
 import sys
@@ -48,10 +47,10 @@ from hubd.config.model import (
     load_config,
 )
 from hubd.config.yamlfile import read_config_file, read_secret_file
+from hubd.doctor.broker import login_client
 from hubd.driver.passwords import hash_password
 from hubd.errors import ConfigError, HubdError, MqttRejected, MqttUnavailable
 from hubd.initconfig import CLIENT_SECRET_FILE, LOGIN_USER, MQTT_PASSWORD_FILE, init_config
-from hubd.mqtt.client import MqttClient
 
 CREDSTORE = Path("/etc/credstore")
 MOSQUITTO_DROP_IN = Path("/etc/mosquitto/conf.d/hubd.conf")
@@ -370,13 +369,8 @@ def try_broker_login(mqtt: MqttConfig, timeout_s: float) -> BrokerLogin:
     so that hubd's session is never touched), and a DISCONNECT once accepted."""
     where = f"{mqtt.host}:{mqtt.port}"
     who = f"user {mqtt.username!r}" if mqtt.username else "anonymous"
-    client_id = f"{mqtt.client_id[:11]}-setup-{secrets.token_hex(2)}"  # at most 23 characters (MQTT 3.1.1)
     try:
-        client = MqttClient(host=mqtt.host, port=mqtt.port, client_id=client_id, clean_session=True,
-                            username=mqtt.username,
-                            password=mqtt.password.get_secret_value() if mqtt.password else None,
-                            tls=mqtt.tls, ca_file=str(mqtt.ca_file) if mqtt.ca_file else None,
-                            keepalive_s=mqtt.keepalive_s)
+        client = login_client(mqtt, "setup")
     except ConfigError as err:
         return BrokerLogin(f"broker login: FAILED, {'; '.join(err.problems)}", refused=True)
 

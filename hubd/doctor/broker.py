@@ -19,20 +19,27 @@ CONNECT_TIMEOUT_S = 5.0
 STATUS_WAIT_S = 2.0  # a broker sends the retained message right after the SUBACK
 
 
-def doctor_client_id(hubd_client_id: str) -> str:
-    """A client id beside hubd's (at most 23 characters, MQTT 3.1.1), never equal to it."""
-    return f"{hubd_client_id[:10]}-doctor-{secrets.token_hex(2)}"
+def doctor_client_id(hubd_client_id: str, role: str = "doctor") -> str:
+    """A client id beside hubd's for a one-off check (`role`: at most 6 letters; the whole at most 23 characters,
+    MQTT 3.1.1), never equal to it: hubd's session is never touched."""
+    return f"{hubd_client_id[:16 - len(role)]}-{role}-{secrets.token_hex(2)}"
+
+
+def login_client(mqtt: MqttConfig, role: str = "doctor") -> MqttClient:
+    """A clean-session client with hubd's broker settings (host, port, login, TLS) under a client id of its own, to
+    try the login (the doctor, `hubd setup`); ConfigError if the TLS settings cannot be used."""
+    return MqttClient(host=mqtt.host, port=mqtt.port, client_id=doctor_client_id(mqtt.client_id, role),
+                      clean_session=True, username=mqtt.username,
+                      password=mqtt.password.get_secret_value() if mqtt.password else None,
+                      tls=mqtt.tls, ca_file=str(mqtt.ca_file) if mqtt.ca_file else None,
+                      keepalive_s=mqtt.keepalive_s)
 
 
 async def check_broker(mqtt: MqttConfig) -> Result:
     """The broker takes hubd's login, and hubd's own status on it is `online`."""
     where = f"{mqtt.host}:{mqtt.port}"
     try:
-        client = MqttClient(host=mqtt.host, port=mqtt.port, client_id=doctor_client_id(mqtt.client_id),
-                            clean_session=True, username=mqtt.username,
-                            password=mqtt.password.get_secret_value() if mqtt.password else None,
-                            tls=mqtt.tls, ca_file=str(mqtt.ca_file) if mqtt.ca_file else None,
-                            keepalive_s=mqtt.keepalive_s)
+        client = login_client(mqtt)
     except ConfigError as err:
         return failed(MQTT, "; ".join(err.problems))
     try:
