@@ -51,6 +51,7 @@ from hubd.doctor.broker import login_client
 from hubd.driver.passwords import hash_password
 from hubd.errors import ConfigError, HubdError, MqttRejected, MqttUnavailable
 from hubd.initconfig import CLIENT_SECRET_FILE, LOGIN_USER, MQTT_PASSWORD_FILE, init_config
+from hubd.untrusted.numbers import ascii_int
 
 CREDSTORE = Path("/etc/credstore")
 MOSQUITTO_DROP_IN = Path("/etc/mosquitto/conf.d/hubd.conf")
@@ -105,9 +106,10 @@ def _nonempty(value: str) -> str | None:
 
 
 def _port(value: str) -> str | None:
-    # ASCII digits as YAML reads them back: not str.isdigit ("²" is one to it, int() refuses it; "١٨٨٣" is written
-    # as YAML's string, which the config refuses), no leading zero (`0777` is YAML 1.1's octal 511).
-    return None if re.fullmatch(r"[1-9][0-9]{0,4}", value) and int(value) < 65536 else "not a port number (1..65535)"
+    # As YAML reads it back: no leading zero (`0777` is YAML 1.1's octal 511), ASCII digits ("١٨٨٣" is written as
+    # YAML's string, which the config refuses).
+    port = ascii_int(value, max_digits=5, leading_zeros=False)
+    return None if port is not None and 0 < port < 65536 else "not a port number (1..65535)"
 
 
 def _username(value: str) -> str | None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import re
 
 _DIGITS = re.compile(r"[0-9]+")
+_CANONICAL = re.compile(r"0|[1-9][0-9]*")
 
 
-def ascii_int(text: str, *, max_digits: int = 18) -> int | None:
-    """The number `text` is, written in ASCII digits only (at most `max_digits` of them); None if it is not one."""
-    if len(text) > max_digits or _DIGITS.fullmatch(text) is None:
+def ascii_int(text: str, *, max_digits: int = 18, leading_zeros: bool = True) -> int | None:
+    """The number `text` is, written in ASCII digits only (at most `max_digits` of them; with `leading_zeros` False,
+    none: where `01` would be a second name of 1, or YAML reads `0777` as octal); None if it is not one."""
+    if len(text) > max_digits or (_DIGITS if leading_zeros else _CANONICAL).fullmatch(text) is None:
         return None
     return int(text)

@@ -88,6 +88,8 @@ ASK = ("Shelly.GetDeviceInfo", "Shelly.GetConfig", "Shelly.GetStatus")
 # `events/rpc`: a Gen2+ device whose topic prefix was put under shellies/ (`shellies/plus1pm`) is found by it.
 _GEN1_FILTERS = ("announce", "online", "relay/+", "roller/+", "roller/+/pos", "light/+", "light/+/status",
                  "color/+", "color/+/status", "input_event/+", "sensor/+", "events/rpc")
+# Where a Gen2+ device is found: any one-level prefix's `online` and `events/rpc`, and a declared prefix's (below it).
+_FOUND_ON = ("online", "events/rpc")
 
 
 @dataclass
@@ -112,13 +114,11 @@ class Known:
     prefix: str
     endpoints: tuple[tuple[str, Address], ...]
 
-
-
 def read_filters(declared: Sequence[str]) -> list[str]:
     """The topics the dialect reads Gen2+ devices from whatever devices are on the bus: `+/online`, `+/events/rpc`,
     Gen1's `shellies/...`, and each declared prefix's `online`, `events/rpc` and `status/+` (its device's)."""
-    return ["+/online", "+/events/rpc", f"{GEN1}/#",
-            *(f"{prefix}/{rest}" for prefix in declared for rest in ("online", "events/rpc", "status/+"))]
+    return [*(f"+/{rest}" for rest in _FOUND_ON), f"{GEN1}/#",
+            *(f"{prefix}/{rest}" for prefix in declared for rest in (*_FOUND_ON, "status/+"))]
 
 
 def prefix_problems(config: ShellyConfig, rules: PublishRules) -> list[str]:
@@ -202,8 +202,8 @@ class ShellyDialect(Dialect):
 
     def _filters(self) -> list[tuple[str, int]]:
         gen2 = [f"{prefix}/status/+" for prefix, known in self._devices.items() if known.gen >= 2]
-        declared = [f"{prefix}/{rest}" for prefix in self._declared for rest in ("online", "events/rpc")]
-        return [("+/online", 1), ("+/events/rpc", 1), (self._replies, 1), (f"{GEN1}/announce", 1),
+        declared = [f"{prefix}/{rest}" for prefix in self._declared for rest in _FOUND_ON]
+        return [*((f"+/{rest}", 1) for rest in _FOUND_ON), (self._replies, 1), (f"{GEN1}/announce", 1),
                 *((f"{GEN1}/+/{t}", 1) for t in _GEN1_FILTERS), *((t, 1) for t in gen2), *((t, 1) for t in declared)]
 
     def pending_subscriptions(self) -> list[tuple[str, int]]:
@@ -537,10 +537,9 @@ class ShellyDialect(Dialect):
             kind, number, sub = levels[3], "0", ""
         else:
             number, sub = levels[3], "/".join(levels[4:])
-        found = component_number(number, 2)
-        if found is None:
+        n = component_number(number, 2)
+        if n is None:
             return []  # not a component's topic: relay/power, relay/energy of a Shelly 2, ...
-        n = found
         record = self._records.get(prefix)
         if record is None:
             if len(self._records) >= self._max_devices:

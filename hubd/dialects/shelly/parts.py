@@ -15,7 +15,6 @@ states before the device is asked again.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,12 +23,10 @@ from hubd.dialects import mapping, naming
 from hubd.dialects.base import ConfigReceived
 from hubd.dialects.shelly.records import DIALECT, DeviceInfo
 from hubd.spoken import spoken
+from hubd.untrusted.numbers import ascii_int
 
 ADDRESS_VERSION = 1
 MAX_COMPONENTS = 64
-# A component's number as Shelly writes it (`switch:0`, `temperature:100`, Gen1 `relay/1`): ASCII digits, no leading
-# zero. Not str.isdigit: "²" is a digit to it (and int() refuses it), "١" and "01" would be another name of 1.
-_NUMBER_RE = re.compile(r"0|[1-9][0-9]*")
 MAX_NAME_CHARS = 128
 # What a button input reports (Gen2+ NotifyEvent; Gen1 input_event/<n> `event`), to declare one a doorbell.
 GEN2_EVENTS = ("single_push", "double_push", "triple_push", "long_push", "btn_down", "btn_up")
@@ -132,9 +129,10 @@ def gen2_components(config: dict[str, Any], status: dict[str, Any], outlet: bool
 
 
 def component_number(text: str, digits: int) -> int | None:
-    """The number of a component (`switch:<n>`, Gen1 `relay/<n>`) written as Shelly writes it, of at most `digits`
-    digits; None for any other text, which names no component."""
-    return int(text) if len(text) <= digits and _NUMBER_RE.fullmatch(text) else None
+    """The number of a component (`switch:<n>`, Gen1 `relay/<n>`) written as Shelly writes it (ASCII digits, no
+    leading zero: `01` and `١` are no second name of 1), of at most `digits` digits; None for any other text, which
+    names no component."""
+    return ascii_int(text, max_digits=digits, leading_zeros=False)
 
 
 def gen1_component(topic_type: str, n: int, outlet: bool) -> Component | None:
