@@ -18,22 +18,17 @@ from hubd_proc import free_port
 from hubd.initconfig import init_config
 from hubd.lifecycle import EXIT_CANNOT_START
 
-NOBODY = 65534
-
 
 @pytest.fixture
 def config_dir() -> Iterator[Path]:
-    """A config `hubd init` wrote with its placeholders filled in, in a directory anyone may read."""
+    """A config `hubd init` wrote with its placeholders filled in."""
     where = Path(tempfile.mkdtemp(prefix="hubd-start-"))
-    where.chmod(0o755)
     made = init_config(where / "config.yaml", storage=where / "data" / "hubd.db")
     text = made.config.read_text().replace("https://CHANGE-ME.invalid", "http://127.0.0.1:9")
     made.config.write_text(text.replace("client_id: CHANGE-ME", "client_id: start-test")
                            .replace("port: 8080", f"port: {free_port()}").replace("local_port: 8081",
                                                                                   f"local_port: {free_port()}"))
     made.client_secret.write_text("secret\n")
-    for path in (made.client_secret, made.login_password):
-        path.chmod(0o644)  # hubd runs as nobody below
     (where / "data").mkdir()
     try:
         yield where
@@ -41,10 +36,12 @@ def config_dir() -> Iterator[Path]:
         shutil.rmtree(where)
 
 
-def _run(config: Path, *, as_nobody: bool = False) -> subprocess.CompletedProcess[str]:
+def _run(config: Path, *, without_capabilities: bool = False) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "hubd", "run", "-c", str(config)]
-    if as_nobody:
-        argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
+    if without_capabilities:
+        # root with no capability: a 0555 directory refuses it as it refuses any user, while the checkout (which may
+        # be a 0700 `mktemp -d` no other user can read) stays its own to read.
+        argv = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--", *argv]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False, env=env)
 
@@ -54,14 +51,11 @@ def _critical(stderr: str) -> list[str]:
 
 
 def test_a_data_directory_hubd_may_not_write_is_one_line_with_the_fix_and_no_restart(config_dir: Path) -> None:
-    if os.geteuid() == 0:
-        if shutil.which("setpriv") is None:
-            pytest.skip("root needs setpriv (util-linux) to run hubd as a user who may not write")
-        as_nobody = True
-    else:
-        as_nobody = False
+    root = os.geteuid() == 0
+    if root and shutil.which("setpriv") is None:
+        pytest.skip("root needs setpriv (util-linux) to run hubd without the capability to write anywhere")
     (config_dir / "data").chmod(0o555)
-    done = _run(config_dir / "config.yaml", as_nobody=as_nobody)
+    done = _run(config_dir / "config.yaml", without_capabilities=root)
     assert done.returncode == EXIT_CANNOT_START, done.stderr
     (line,) = _critical(done.stderr)
     assert f"hubd cannot write {config_dir / 'data' / 'hubd.db'}: Permission denied" in line
